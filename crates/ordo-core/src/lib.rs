@@ -1,0 +1,14 @@
+//! ordo-core: the pure scheduling core shared by the simulator, the server and the Slurm driver.
+//! It never does IO and never reads a clock: `now` is always a parameter.
+
+pub mod capacity;
+pub mod model;
+pub mod policy;
+pub mod scheduler;
+pub mod time;
+
+pub use capacity::{Allocation, Capacity, Placement};
+pub use model::{ClusterSpec, Job, JobId, NodeSpec, Workload};
+pub use policy::{Backfill, Order, PolicySpec};
+pub use scheduler::{Plan, Reason, Scheduler, Start};
+pub use time::Time;
