@@ -323,13 +323,17 @@ mod tests {
         assert_eq!(c.place(4).unwrap().parts, vec![(0, 4)]);
         // 16 GPUs need two idle nodes.
         assert_eq!(c.place(16).unwrap().parts, vec![(1, 8), (2, 8)]);
-        assert!(!c.fits(17));
+        // 21 = two idle nodes + 5 on node 0 (the remainder goes on the node with most free).
+        assert_eq!(c.place(21).unwrap().parts, vec![(0, 5), (1, 8), (2, 8)]);
+        assert!(!c.fits(22));
         c.take(&Allocation {
             parts: vec![(1, 1)],
         });
+        // Idle: node 2 only; node 1 has 7 free, node 0 has 5.
         assert!(!c.fits(16));
-        assert!(c.fits(7));
-        assert!(!c.fits(8));
+        assert!(c.fits(15));
+        assert_eq!(c.place(7).unwrap().parts, vec![(1, 7)]);
+        assert_eq!(c.place(8).unwrap().parts, vec![(2, 8)]);
     }
 
     #[test]

@@ -1,1 +1,9 @@
-//! placeholder
+//! ordo-sim: the discrete-event simulator (it owns time; the policy owns decisions), the
+//! metrics computed from a run, and the built-in workload generators.
+
+pub mod engine;
+pub mod metrics;
+pub mod workload;
+
+pub use engine::{simulate, JobRecord, SimConfig, SimError, SimOutput};
+pub use metrics::Metrics;

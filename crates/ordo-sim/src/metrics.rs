@@ -1,0 +1,314 @@
+//! Metrics of one run. Every field is defined exactly in docs/METRICS.md; keep the two in step.
+
+use crate::engine::{JobRecord, SimConfig};
+use ordo_core::time::{to_secs_f64, SECOND};
+use ordo_core::{ClusterSpec, Time, Workload};
+use serde::{Deserialize, Serialize};
+
+/// Time integrals gathered while the simulation runs (GPU-milliseconds, job-milliseconds).
+#[derive(Debug, Clone, Default)]
+pub struct RunIntegrals {
+    window: (Time, Time),
+    /// Busy GPU-ms inside the arrival window.
+    busy_in_window: i128,
+    /// Idle GPU-ms while at least one job waited.
+    idle_while_waiting: i128,
+    /// Idle GPU-ms while a waiting job's GPU count was at most the idle GPUs.
+    idle_while_fit: i128,
+    /// Integral of the queue length (job-ms).
+    queue_len: i128,
+    /// Events processed.
+    pub events: u64,
+    /// Scheduling passes.
+    pub passes: u64,
+}
+
+impl RunIntegrals {
+    /// Integrals over the arrival window `[first, last]`.
+    pub fn new(first_submit: Time, last_submit: Time) -> Self {
+        RunIntegrals {
+            window: (first_submit, last_submit),
+            ..Default::default()
+        }
+    }
+
+    /// Accounts for `[from, to)`, during which `busy` GPUs were allocated, `waiting` jobs
+    /// waited, and the smallest waiting job asked for `min_waiting` GPUs.
+    pub fn advance(
+        &mut self,
+        from: Time,
+        to: Time,
+        busy: u64,
+        total: u64,
+        waiting: u64,
+        min_waiting: Option<u32>,
+    ) {
+        if to <= from {
+            return;
+        }
+        let dt = (to - from) as i128;
+        let (w0, w1) = self.window;
+        let (a, b) = (from.max(w0), to.min(w1));
+        if b > a {
+            self.busy_in_window += busy as i128 * (b - a) as i128;
+        }
+        let idle = (total - busy) as i128;
+        if waiting > 0 {
+            self.idle_while_waiting += idle * dt;
+            if min_waiting.is_some_and(|g| g as i128 <= idle) {
+                self.idle_while_fit += idle * dt;
+            }
+        }
+        self.queue_len += waiting as i128 * dt;
+    }
+}
+
+/// The metrics of one run. JSON keys are stable; units are in the names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Policy name, e.g. `sjf+easy`.
+    pub policy: String,
+    /// Placement model.
+    pub placement: String,
+    /// `oracle` when the policy read true run times because the workload has no estimates,
+    /// `user` when it used users' estimates, `none` when it reads no estimate at all.
+    pub estimates: String,
+    /// Cluster description, e.g. `64x8`.
+    pub cluster: String,
+    /// GPUs in the cluster.
+    pub gpus: u64,
+    /// Jobs that ran.
+    pub jobs: usize,
+    /// Jobs that could never fit the cluster (not run, reported).
+    pub rejected_jobs: usize,
+    /// Mean job completion time (end - submit), seconds.
+    pub mean_jct_s: f64,
+    /// Median JCT, seconds.
+    pub p50_jct_s: f64,
+    /// 95th percentile JCT, seconds.
+    pub p95_jct_s: f64,
+    /// 99th percentile JCT, seconds.
+    pub p99_jct_s: f64,
+    /// Largest JCT, seconds.
+    pub max_jct_s: f64,
+    /// Mean wait (start - submit), seconds.
+    pub mean_wait_s: f64,
+    /// 95th percentile wait, seconds.
+    pub p95_wait_s: f64,
+    /// 99th percentile wait, seconds.
+    pub p99_wait_s: f64,
+    /// Largest wait, seconds.
+    pub max_wait_s: f64,
+    /// Mean bounded slowdown: mean of max(1, JCT / max(run time, 10 s)).
+    pub mean_bounded_slowdown: f64,
+    /// Makespan: last end - first submit, seconds.
+    pub makespan_s: f64,
+    /// Allocated GPU-time inside [first submit, last submit] / (GPUs x that span); null when the
+    /// span is zero (all jobs submitted at once).
+    pub utilization_window: Option<f64>,
+    /// Total GPU-time of all jobs / (GPUs x makespan).
+    pub utilization_makespan: f64,
+    /// GPU-hours left idle while at least one job waited.
+    pub idle_while_waiting_gpu_hours: f64,
+    /// The part of `idle_while_waiting_gpu_hours` during which the smallest waiting job asked for
+    /// no more GPUs than were idle (it would have fit by count).
+    pub idle_while_fit_gpu_hours: f64,
+    /// Mean number of waiting jobs over the makespan.
+    pub mean_queue_len: f64,
+    /// Jain's fairness index of mean bounded slowdown across users (1 = equal).
+    pub fairness_users: f64,
+    /// Jain's fairness index of mean bounded slowdown across groups.
+    pub fairness_groups: f64,
+    /// Total GPU-hours of work (GPUs x run time).
+    pub total_gpu_hours: f64,
+    /// Lower bound on the makespan: max(total GPU-time / GPUs, max(submit + run time) - first submit).
+    pub makespan_lower_bound_s: f64,
+    /// Utilisation the lower bound allows: total GPU-time / (GPUs x makespan lower bound).
+    pub utilization_upper_bound: f64,
+    /// Events the engine processed.
+    pub events: u64,
+    /// Scheduling passes (one per distinct event time).
+    pub sched_passes: u64,
+}
+
+/// Nearest-rank percentile of sorted values: the smallest value with at least `p`% of values
+/// at or below it.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Jain's fairness index (sum x)^2 / (n sum x^2); 1 for no or all-zero values.
+pub fn jain(xs: &[f64]) -> f64 {
+    let s: f64 = xs.iter().sum();
+    let s2: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || s2 == 0.0 {
+        1.0
+    } else {
+        s * s / (xs.len() as f64 * s2)
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// Bounded slowdown of one job with a 10 s bound.
+pub fn bounded_slowdown(jct: Time, runtime: Time) -> f64 {
+    (jct as f64 / runtime.max(10 * SECOND) as f64).max(1.0)
+}
+
+fn per_owner_mean(
+    n: usize,
+    records: &[JobRecord],
+    owner: impl Fn(&JobRecord) -> usize,
+    value: &[f64],
+) -> Vec<f64> {
+    let mut sum = vec![0.0; n];
+    let mut cnt = vec![0usize; n];
+    for (r, v) in records.iter().zip(value) {
+        let o = owner(r);
+        sum[o] += v;
+        cnt[o] += 1;
+    }
+    sum.iter()
+        .zip(&cnt)
+        .filter(|(_, &c)| c > 0)
+        .map(|(s, &c)| s / c as f64)
+        .collect()
+}
+
+impl Metrics {
+    /// Computes the metrics of a finished run.
+    pub fn compute(
+        w: &Workload,
+        records: &[JobRecord],
+        integ: &RunIntegrals,
+        cluster: &ClusterSpec,
+        cfg: &SimConfig,
+        oracle: bool,
+        rejected: usize,
+    ) -> Metrics {
+        let gpus = cluster.total_gpus();
+        let ran = |r: &JobRecord| &w.jobs[r.job.idx()];
+        let mut jct: Vec<f64> = records
+            .iter()
+            .map(|r| to_secs_f64(r.end - r.submit))
+            .collect();
+        let mut wait: Vec<f64> = records
+            .iter()
+            .map(|r| to_secs_f64(r.start - r.submit))
+            .collect();
+        let bsld: Vec<f64> = records
+            .iter()
+            .map(|r| bounded_slowdown(r.end - r.submit, ran(r).runtime))
+            .collect();
+        let fair_users = jain(&per_owner_mean(
+            w.users.len().max(1),
+            records,
+            |r| ran(r).user as usize,
+            &bsld,
+        ));
+        let fair_groups = jain(&per_owner_mean(
+            w.groups.len().max(1),
+            records,
+            |r| ran(r).group as usize,
+            &bsld,
+        ));
+        let (mean_jct, mean_wait) = (mean(&jct), mean(&wait));
+        jct.sort_by(f64::total_cmp);
+        wait.sort_by(f64::total_cmp);
+        let first = records.iter().map(|r| r.submit).min().unwrap_or(0);
+        let last_end = records.iter().map(|r| r.end).max().unwrap_or(first);
+        let makespan = last_end - first;
+        let work: i128 = records.iter().map(|r| ran(r).gpu_time()).sum();
+        let latest_finish = records
+            .iter()
+            .map(|r| r.submit + ran(r).runtime)
+            .max()
+            .unwrap_or(first)
+            - first;
+        let lb = ((work as f64 / gpus.max(1) as f64).ceil() as Time).max(latest_finish);
+        let (w0, w1) = integ.window;
+        let estimates = if !cfg.policy.needs_estimate() {
+            "none"
+        } else if oracle {
+            "oracle"
+        } else {
+            "user"
+        };
+        let gpu_h = |x: i128| x as f64 / 3_600_000.0;
+        Metrics {
+            policy: cfg.policy.to_string(),
+            placement: cfg.placement.to_string(),
+            estimates: estimates.to_string(),
+            cluster: cluster.describe(),
+            gpus,
+            jobs: records.len(),
+            rejected_jobs: rejected,
+            mean_jct_s: mean_jct,
+            p50_jct_s: percentile(&jct, 50.0),
+            p95_jct_s: percentile(&jct, 95.0),
+            p99_jct_s: percentile(&jct, 99.0),
+            max_jct_s: jct.last().copied().unwrap_or(0.0),
+            mean_wait_s: mean_wait,
+            p95_wait_s: percentile(&wait, 95.0),
+            p99_wait_s: percentile(&wait, 99.0),
+            max_wait_s: wait.last().copied().unwrap_or(0.0),
+            mean_bounded_slowdown: mean(&bsld),
+            makespan_s: to_secs_f64(makespan),
+            utilization_window: (w1 > w0)
+                .then(|| integ.busy_in_window as f64 / (gpus as f64 * (w1 - w0) as f64)),
+            utilization_makespan: if makespan > 0 {
+                work as f64 / (gpus as f64 * makespan as f64)
+            } else {
+                0.0
+            },
+            idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting),
+            idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit),
+            mean_queue_len: if makespan > 0 {
+                integ.queue_len as f64 / makespan as f64
+            } else {
+                0.0
+            },
+            fairness_users: fair_users,
+            fairness_groups: fair_groups,
+            total_gpu_hours: gpu_h(work),
+            makespan_lower_bound_s: to_secs_f64(lb),
+            utilization_upper_bound: if lb > 0 {
+                work as f64 / (gpus as f64 * lb as f64)
+            } else {
+                0.0
+            },
+            events: integ.events,
+            sched_passes: integ.passes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&[7.0], 95.0), 7.0);
+    }
+
+    #[test]
+    fn jain_index() {
+        assert_eq!(jain(&[2.0, 2.0, 2.0]), 1.0);
+        assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,122 @@
+//! Golden tests: tiny traces whose schedules were worked out by hand (each file says why in its
+//! header comment). A file holds `# key: value` settings, a generic-format CSV, and after
+//! `# expect:` the expected start, end (seconds) and, where given, placement of every job.
+
+use ordo_core::time::to_secs_f64;
+use ordo_core::{ClusterSpec, Placement, PolicySpec};
+use ordo_sim::engine::validate;
+use ordo_sim::{simulate, SimConfig};
+use ordo_trace::{load_reader, Format, LoadOptions};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn run_case(path: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut meta = BTreeMap::new();
+    let (mut csv, mut expect) = (String::new(), Vec::new());
+    let mut in_expect = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# expect:") {
+            in_expect = true;
+            let _ = rest;
+        } else if let Some(rest) = line.strip_prefix("# ") {
+            if let Some((k, v)) = rest.split_once(": ") {
+                meta.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        } else if in_expect {
+            expect.push(line.split(',').map(str::to_string).collect::<Vec<_>>());
+        } else {
+            csv.push_str(line);
+            csv.push('\n');
+        }
+    }
+    let cluster = ClusterSpec::parse(&meta["cluster"]).map_err(|e| e.to_string())?;
+    let placement: Placement = meta["placement"].parse()?;
+    let policy: PolicySpec = meta["policy"]
+        .parse()
+        .map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;
+    let opts = LoadOptions {
+        format: Format::Generic,
+        from_day: None,
+        to_day: None,
+    };
+    let w = load_reader(csv.as_bytes(), "golden", &opts)
+        .map_err(|e| e.to_string())?
+        .workload;
+    let cfg = SimConfig {
+        cluster: cluster.clone(),
+        placement,
+        policy,
+        check_invariants: true,
+    };
+    let out = simulate(&w, &cfg).map_err(|e| e.to_string())?;
+    validate(&w, &cluster, &out)?;
+    if expect.len() != out.records.len() {
+        return Err(format!(
+            "{} jobs expected, {} ran",
+            expect.len(),
+            out.records.len()
+        ));
+    }
+    for e in &expect {
+        let r = out
+            .records
+            .iter()
+            .find(|r| w.jobs[r.job.idx()].name == e[0])
+            .ok_or_else(|| format!("job {} did not run", e[0]))?;
+        let got = (to_secs_f64(r.start), to_secs_f64(r.end));
+        let want: (f64, f64) = (e[1].parse().unwrap(), e[2].parse().unwrap());
+        if got != want {
+            return Err(format!(
+                "job {}: expected start,end {want:?}, got {got:?}",
+                e[0]
+            ));
+        }
+        if let Some(p) = e.get(3) {
+            let got: Vec<String> = r
+                .gpu_ids
+                .iter()
+                .map(|(n, ids)| {
+                    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                    format!("{}:{}", cluster.nodes[*n as usize].name, ids.join("+"))
+                })
+                .collect();
+            if &got.join(" ") != p {
+                return Err(format!(
+                    "job {}: expected placement {p}, got {}",
+                    e[0],
+                    got.join(" ")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn golden_schedules() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 10,
+        "golden cases missing in {}",
+        dir.display()
+    );
+    let failures: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            run_case(f)
+                .err()
+                .map(|e| format!("{}: {e}", f.file_name().unwrap().to_string_lossy()))
+        })
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "golden failures:\n{}",
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,111 @@
+//! Property tests over random workloads, clusters, placements and policies: the invariants of
+//! docs/ARCHITECTURE.md hold after every scheduling pass and over the whole run, and runs are
+//! deterministic.
+
+use ordo_core::time::SECOND;
+use ordo_core::{ClusterSpec, Job, JobId, Placement, PolicySpec, Workload};
+use ordo_sim::engine::validate;
+use ordo_sim::{simulate, SimConfig};
+use proptest::prelude::*;
+
+const POLICIES: [&str; 9] = [
+    "fifo",
+    "sjf",
+    "sgf",
+    "fifo+easy",
+    "sjf+easy",
+    "sgf+easy",
+    "fifo+conservative",
+    "sjf+conservative",
+    "sgf+conservative",
+];
+
+fn cluster() -> impl Strategy<Value = ClusterSpec> {
+    prop::collection::vec((1u32..4, 1u32..9), 1..3).prop_map(|groups| {
+        let spec: Vec<String> = groups.iter().map(|(c, g)| format!("{c}x{g}")).collect();
+        ClusterSpec::parse(&spec.join(",")).unwrap()
+    })
+}
+
+/// Jobs: (submit s, gpus, runtime s, estimate factor; 0 = no estimate, else estimate = runtime *
+/// factor / 4, so some estimates are too short and jobs overrun them).
+fn jobs() -> impl Strategy<Value = Vec<(i64, u32, i64, u32)>> {
+    prop::collection::vec((0i64..600, 0u32..20, 1i64..300, 0u32..9), 1..40)
+}
+
+fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
+    let mut w = Workload::default();
+    let u = w.user_index("u");
+    let g = w.group_index("g");
+    for (i, &(submit, gpus, run, f)) in raw.iter().enumerate() {
+        w.jobs.push(Job {
+            id: JobId(i as u32),
+            name: format!("j{i}"),
+            user: u,
+            group: g,
+            submit: submit * SECOND,
+            gpus,
+            cpus: None,
+            mem_mib: None,
+            runtime: run * SECOND,
+            estimate: (with_estimates && f > 0).then(|| (run * SECOND * f as i64 / 4).max(SECOND)),
+            priority: None,
+        });
+    }
+    w.renumber();
+    w
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn invariants_hold_and_runs_are_deterministic(
+        c in cluster(),
+        raw in jobs(),
+        pol in 0usize..POLICIES.len(),
+        consolidated in any::<bool>(),
+        with_estimates in any::<bool>(),
+    ) {
+        let w = workload(&raw, with_estimates);
+        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+        let cfg = SimConfig { cluster: c.clone(), placement, policy, check_invariants: true };
+        let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        validate(&w, &c, &out).map_err(TestCaseError::fail)?;
+        // Only jobs larger than the whole cluster are rejected.
+        for r in &out.rejected {
+            prop_assert!(r.gpus as u64 > c.total_gpus());
+        }
+        let again = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(&out.records, &again.records);
+        prop_assert_eq!(&out.metrics, &again.metrics);
+    }
+
+    /// Strict FIFO never lets a job start before one submitted earlier (ties by arrival order).
+    #[test]
+    fn strict_fifo_starts_in_arrival_order(c in cluster(), raw in jobs(), consolidated in any::<bool>()) {
+        let w = workload(&raw, false);
+        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+        let cfg = SimConfig { cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false };
+        let out = simulate(&w, &cfg).unwrap();
+        let mut recs = out.records.clone();
+        recs.sort_by_key(|r| r.job);
+        for pair in recs.windows(2) {
+            prop_assert!(pair[0].start <= pair[1].start, "job {} started after job {}", pair[0].job, pair[1].job);
+        }
+    }
+
+    /// Under pooled placement, smallest-GPU-first starts the smallest waiting job whenever it
+    /// fits by count, so no GPU is ever idle while a waiting job would fit.
+    #[test]
+    fn pooled_sgf_never_idles_while_a_job_fits(c in cluster(), raw in jobs()) {
+        let w = workload(&raw, false);
+        let cfg = SimConfig { cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false };
+        let out = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(out.metrics.idle_while_fit_gpu_hours, 0.0);
+        for r in &out.records {
+            prop_assert!(r.end - r.submit >= w.jobs[r.job.idx()].runtime);
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! [`TraceError`]: why a trace could not be loaded, always naming the file, and where it applies
+//! the 1-based line (the header is line 1), the column and what was expected versus found.
+
+use std::fmt;
+
+/// Why a trace could not be loaded. Loading stops at the first error.
+///
+/// Every variant names the trace (`file`: the path given to [`crate::load_path`] or the
+/// `source_name` given to [`crate::load_reader`]); errors tied to a place also carry the 1-based
+/// line number, counting the header as line 1.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// The file could not be opened or read.
+    #[error("{file}: cannot read: {err}")]
+    Io {
+        /// Path or name of the trace.
+        file: String,
+        /// The underlying IO error.
+        #[source]
+        err: std::io::Error,
+    },
+    /// The input has no header line at all.
+    #[error("{file}: empty file: expected a header line")]
+    Empty {
+        /// Path or name of the trace.
+        file: String,
+    },
+    /// [`crate::Format::Auto`] could not recognise the header.
+    #[error(
+        "{file}:{line}: unknown trace format: header {header:?} matches none of the known formats \
+         (generic: a header with `job_id` and `submit_time` columns; philly: a header starting \
+         with `#job id`); pass the format explicitly"
+    )]
+    UnknownFormat {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the header.
+        line: u64,
+        /// The header line as read (shortened if long).
+        header: String,
+    },
+    /// A required column is missing from the header.
+    #[error("{file}:{line}: missing required column `{column}` for the {format} format (header: {header:?})")]
+    MissingColumn {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the header.
+        line: u64,
+        /// The missing column.
+        column: &'static str,
+        /// The format being read.
+        format: crate::Format,
+        /// The header line as read (shortened if long).
+        header: String,
+    },
+    /// The header has columns the format does not know (often a typo).
+    #[error("{file}:{line}: unknown column(s) {} for the {format} format (known columns: {})", Names(.columns), Names(.known))]
+    UnknownColumn {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the header.
+        line: u64,
+        /// The unknown column names, in header order.
+        columns: Vec<String>,
+        /// The format being read.
+        format: crate::Format,
+        /// The columns that format knows.
+        known: Vec<&'static str>,
+    },
+    /// The header names a column twice.
+    #[error("{file}:{line}: column `{column}` appears more than once in the header")]
+    DuplicateColumn {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the header.
+        line: u64,
+        /// The repeated column.
+        column: String,
+    },
+    /// A data row has a different number of fields than the header.
+    #[error("{file}:{line}: expected {expected} fields (as in the header), found {found}")]
+    ColumnCount {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the row.
+        line: u64,
+        /// Number of header columns.
+        expected: usize,
+        /// Number of fields in the row.
+        found: usize,
+    },
+    /// A field's value is not what its column needs.
+    #[error("{file}:{line}: field `{field}`: expected {expected}, found {found:?}")]
+    Field {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the row.
+        line: u64,
+        /// The column name, as in the header.
+        field: String,
+        /// What the column needs.
+        expected: &'static str,
+        /// The value found (lossy UTF-8, shortened if long).
+        found: String,
+    },
+    /// More rows than job ids (`u32`) can number.
+    #[error("{file}:{line}: too many rows (at most {max} jobs per trace)")]
+    TooManyRows {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the first row that does not fit.
+        line: u64,
+        /// The maximum number of rows.
+        max: u64,
+    },
+    /// The [`crate::LoadOptions`] are inconsistent (e.g. a NaN day or an empty window).
+    #[error("{file}: invalid load options: {why}")]
+    Options {
+        /// Path or name of the trace.
+        file: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Formats names as `` `a`, `b` ``.
+struct Names<'a, T>(&'a [T]);
+
+impl<T: fmt::Display> fmt::Display for Names<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "`{n}`")?;
+        }
+        Ok(())
+    }
+}
+
+/// Longest text copied from the input into an error message, in characters.
+const MAX_SHOWN: usize = 80;
+
+/// Lossy UTF-8 text of `bytes`, cut to [`MAX_SHOWN`] characters (with `...` when cut).
+pub(crate) fn shown(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    if s.chars().count() <= MAX_SHOWN {
+        s.into_owned()
+    } else {
+        let mut out: String = s.chars().take(MAX_SHOWN).collect();
+        out.push_str("...");
+        out
+    }
+}

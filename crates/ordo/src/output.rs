@@ -1,0 +1,383 @@
+//! What `ordo` prints: the documented JSON types and their plain-text tables.
+
+use ordo_core::time::to_secs_f64;
+use ordo_core::{ClusterSpec, PolicySpec, Workload};
+use ordo_sim::{Metrics, SimOutput};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Where the jobs came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputInfo {
+    /// Trace path or built-in workload name.
+    pub source: String,
+    /// Trace format (or `generated`).
+    pub format: String,
+    /// Data rows read.
+    pub rows: usize,
+    /// Jobs kept.
+    pub jobs: usize,
+    /// Rows dropped because their duration was 0.
+    pub dropped_zero_duration: usize,
+    /// Rows outside `--from-day/--to-day`.
+    pub dropped_outside_window: usize,
+    /// First day kept, if selected.
+    pub from_day: Option<f64>,
+    /// Day before which jobs were kept, if selected.
+    pub to_day: Option<f64>,
+}
+
+/// `ordo compare --json` (and `ordo simulate --json`): the input, one result per policy, and
+/// the plain-words headline.
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    /// Where the jobs came from.
+    pub input: InputInfo,
+    /// One entry per policy, in the order given.
+    pub results: Vec<Metrics>,
+    /// Jobs that could never fit the cluster: (job name, GPUs).
+    pub rejected: Vec<(String, u32)>,
+    /// The baseline policy the headline compares against.
+    pub baseline: String,
+    /// The policy with the lowest mean JCT.
+    pub best: String,
+    /// One sentence: what changes against the baseline.
+    pub headline: String,
+}
+
+fn util(m: &Metrics) -> f64 {
+    m.utilization_window.unwrap_or(m.utilization_makespan)
+}
+
+impl Comparison {
+    /// Builds the comparison; the baseline is the first `fifo` run, or else the first run.
+    pub fn new(input: &InputInfo, outs: &[SimOutput]) -> Self {
+        let results: Vec<Metrics> = outs.iter().map(|o| o.metrics.clone()).collect();
+        let base = results.iter().position(|m| m.policy == "fifo").unwrap_or(0);
+        let best = (0..results.len())
+            .min_by(|&a, &b| {
+                results[a]
+                    .mean_jct_s
+                    .total_cmp(&results[b].mean_jct_s)
+                    .then(a.cmp(&b))
+            })
+            .unwrap_or(0);
+        let (b, x) = (&results[base], &results[best]);
+        let which = if b.utilization_window.is_some() {
+            "utilisation"
+        } else {
+            "utilisation (over the makespan)"
+        };
+        let headline = if best == base {
+            format!(
+                "{} is already the best of the policies compared by mean completion time.",
+                b.policy
+            )
+        } else {
+            format!(
+                "Same cluster, same jobs: {} instead of {}: {which} {:.0}% -> {:.0}% ({:+.0} pp), mean JCT {:+.0}%, p99 wait {:+.0}%{}.",
+                x.policy,
+                b.policy,
+                100.0 * util(b),
+                100.0 * util(x),
+                100.0 * (util(x) - util(b)),
+                pct_change(b.mean_jct_s, x.mean_jct_s),
+                pct_change(b.p99_wait_s, x.p99_wait_s),
+                if x.estimates == "oracle" { " (oracle: it read true run times)" } else { "" }
+            )
+        };
+        let rejected = outs
+            .first()
+            .map(|o| {
+                o.rejected
+                    .iter()
+                    .map(|r| (format!("{}", r.job), r.gpus))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Comparison {
+            input: input.clone(),
+            baseline: b.policy.clone(),
+            best: x.policy.clone(),
+            headline,
+            results,
+            rejected,
+        }
+    }
+
+    /// The human table.
+    pub fn render_table(&self) -> String {
+        let mut s = String::new();
+        let i = &self.input;
+        let m0 = self.results.first();
+        let _ = writeln!(s, "input:   {} ({}): {} jobs", i.source, i.format, i.jobs);
+        if i.dropped_zero_duration + i.dropped_outside_window > 0 {
+            let _ = writeln!(
+                s,
+                "         {} rows read; dropped {} with duration 0 and {} outside the day window",
+                i.rows, i.dropped_zero_duration, i.dropped_outside_window
+            );
+        }
+        if let Some(m) = m0 {
+            let _ = writeln!(
+                s,
+                "cluster: {} ({} GPUs), {} placement",
+                m.cluster, m.gpus, m.placement
+            );
+        }
+        if !self.rejected.is_empty() {
+            let _ = writeln!(
+                s,
+                "warning: {} jobs need more GPUs than the cluster has and were not run",
+                self.rejected.len()
+            );
+        }
+        let _ = writeln!(s);
+        let head = [
+            "policy",
+            "estimates",
+            "util",
+            "util(mkspan)",
+            "mean JCT",
+            "p50 JCT",
+            "p99 JCT",
+            "mean wait",
+            "p99 wait",
+            "mean bsld",
+            "idle-wait GPU-h",
+            "makespan",
+            "fair(users)",
+        ];
+        let rows: Vec<Vec<String>> = self
+            .results
+            .iter()
+            .map(|m| {
+                vec![
+                    m.policy.clone(),
+                    m.estimates.clone(),
+                    m.utilization_window
+                        .map(|u| format!("{:.1}%", 100.0 * u))
+                        .unwrap_or_else(|| "-".into()),
+                    format!("{:.1}%", 100.0 * m.utilization_makespan),
+                    dur(m.mean_jct_s),
+                    dur(m.p50_jct_s),
+                    dur(m.p99_jct_s),
+                    dur(m.mean_wait_s),
+                    dur(m.p99_wait_s),
+                    format!("{:.1}", m.mean_bounded_slowdown),
+                    format!("{:.0}", m.idle_while_waiting_gpu_hours),
+                    dur(m.makespan_s),
+                    format!("{:.2}", m.fairness_users),
+                ]
+            })
+            .collect();
+        s.push_str(&table(&head, &rows));
+        let _ = writeln!(s);
+        if let Some(m) = m0 {
+            let _ = writeln!(
+                s,
+                "lower bounds: makespan >= {}, so utilisation over the makespan <= {:.1}%",
+                dur(m.makespan_lower_bound_s),
+                100.0 * m.utilization_upper_bound
+            );
+        }
+        if self.results.iter().any(|m| m.estimates == "oracle") {
+            let _ = writeln!(s, "oracle: the workload has no run-time estimates, so these policies read each job's true run time.");
+        }
+        if self.results.len() > 1 {
+            let _ = writeln!(s, "{}", self.headline);
+        }
+        s
+    }
+}
+
+fn pct_change(from: f64, to: f64) -> f64 {
+    if from == 0.0 {
+        0.0
+    } else {
+        100.0 * (to - from) / from
+    }
+}
+
+/// Formats seconds as a short human duration (`42s`, `7.5m`, `3.2h`, `4.1d`).
+pub fn dur(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.0}s")
+    } else if s < 3600.0 {
+        format!("{:.1}m", s / 60.0)
+    } else if s < 86400.0 {
+        format!("{:.1}h", s / 3600.0)
+    } else {
+        format!("{:.1}d", s / 86400.0)
+    }
+}
+
+/// A right-aligned text table (first column left-aligned).
+pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let mut s = String::new();
+    let line = |cells: Vec<&str>, s: &mut String| {
+        for (i, c) in cells.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(s, "{c:<width$}", width = w[0]);
+            } else {
+                let _ = write!(s, "  {c:>width$}", width = w[i]);
+            }
+        }
+        s.push('\n');
+    };
+    line(head.to_vec(), &mut s);
+    for r in rows {
+        line(r.iter().map(String::as_str).collect(), &mut s);
+    }
+    s
+}
+
+/// Writes one CSV row per job: schedule and placement.
+pub fn write_jobs_csv(
+    path: &Path,
+    w: &Workload,
+    cluster: &ClusterSpec,
+    out: &SimOutput,
+) -> std::io::Result<()> {
+    let mut s = String::from(
+        "job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement\n",
+    );
+    for r in &out.records {
+        let j = &w.jobs[r.job.idx()];
+        let place: Vec<String> = r
+            .gpu_ids
+            .iter()
+            .map(|(n, ids)| {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                format!("{}:{}", cluster.nodes[*n as usize].name, ids.join("+"))
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&j.name),
+            csv_field(&w.users[j.user as usize]),
+            csv_field(&w.groups[j.group as usize]),
+            j.gpus,
+            to_secs_f64(r.submit),
+            to_secs_f64(r.start),
+            to_secs_f64(r.end),
+            to_secs_f64(r.start - r.submit),
+            to_secs_f64(r.end - r.submit),
+            place.join(" ")
+        );
+    }
+    std::fs::write(path, s)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `ordo bench` output.
+#[derive(Debug, Serialize)]
+pub struct Bench {
+    /// What was simulated.
+    pub input: InputInfo,
+    /// One row per policy.
+    pub rows: Vec<BenchRow>,
+    /// Peak resident memory of the whole process (VmHWM), MiB; null where unavailable.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// One policy's timing.
+#[derive(Debug, Serialize)]
+pub struct BenchRow {
+    /// Policy.
+    pub policy: String,
+    /// Runs.
+    pub runs: usize,
+    /// Median wall time of one simulation, milliseconds.
+    pub median_ms: f64,
+    /// Fastest run, milliseconds.
+    pub min_ms: f64,
+    /// Events per second at the median.
+    pub events_per_s: f64,
+    /// Jobs simulated.
+    pub jobs: usize,
+    /// Mean JCT of the run (to tie the timing to a result).
+    pub mean_jct_s: f64,
+}
+
+impl BenchRow {
+    /// Summarises repeated timings of one policy.
+    pub fn new(p: PolicySpec, times: &[f64], out: &SimOutput) -> Self {
+        let mut t = times.to_vec();
+        t.sort_by(f64::total_cmp);
+        let median = t[t.len() / 2];
+        BenchRow {
+            policy: p.to_string(),
+            runs: t.len(),
+            median_ms: median * 1000.0,
+            min_ms: t[0] * 1000.0,
+            events_per_s: out.metrics.events as f64 / median,
+            jobs: out.metrics.jobs,
+            mean_jct_s: out.metrics.mean_jct_s,
+        }
+    }
+}
+
+impl Bench {
+    /// The human table.
+    pub fn render_table(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.policy.clone(),
+                    r.jobs.to_string(),
+                    r.runs.to_string(),
+                    format!("{:.1}", r.median_ms),
+                    format!("{:.1}", r.min_ms),
+                    format!("{:.2}M", r.events_per_s / 1e6),
+                    format!("{:.0}", r.mean_jct_s),
+                ]
+            })
+            .collect();
+        let mut s = format!(
+            "input: {} ({} jobs)\n\n",
+            self.input.source, self.input.jobs
+        );
+        s.push_str(&table(
+            &[
+                "policy",
+                "jobs",
+                "runs",
+                "median ms",
+                "min ms",
+                "events/s",
+                "mean JCT s",
+            ],
+            &rows,
+        ));
+        if let Some(m) = self.peak_rss_mib {
+            let _ = writeln!(s, "\npeak memory (VmHWM, whole process): {m:.1} MiB");
+        }
+        s
+    }
+}
+
+/// Peak resident set size of this process, from /proc/self/status (Linux).
+pub fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
