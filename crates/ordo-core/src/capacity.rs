@@ -34,9 +34,7 @@ impl FromStr for Placement {
         match s {
             "pooled" => Ok(Placement::Pooled),
             "consolidated" => Ok(Placement::Consolidated),
-            _ => Err(format!(
-                "unknown placement `{s}`: expected `pooled` or `consolidated`"
-            )),
+            _ => Err(format!("unknown placement `{s}`: expected `pooled` or `consolidated`")),
         }
     }
 }
@@ -137,8 +135,7 @@ impl Capacity {
                 } else {
                     // Cheap necessary condition first; the exact check is rare (jobs larger
                     // than a node are a small minority).
-                    self.idle_cap + self.max_cap as u64 > g as u64
-                        && self.place_multi_node(g).is_some()
+                    self.idle_cap + self.max_cap as u64 > g as u64 && self.place_multi_node(g).is_some()
                 }
             }
         }
@@ -155,9 +152,7 @@ impl Capacity {
         }
         if g <= self.max_cap {
             if let Some(n) = self.best_fit_node(g) {
-                return Some(Allocation {
-                    parts: vec![(n, g)],
-                });
+                return Some(Allocation { parts: vec![(n, g)] });
             }
         }
         if self.placement == Placement::Consolidated {
@@ -165,9 +160,7 @@ impl Capacity {
         }
         // Pooled, larger than any one node's free GPUs: fewest nodes, most free first, lowest
         // index on ties.
-        let mut order: Vec<u32> = (0..self.cap.len() as u32)
-            .filter(|&n| self.free[n as usize] > 0)
-            .collect();
+        let mut order: Vec<u32> = (0..self.cap.len() as u32).filter(|&n| self.free[n as usize] > 0).collect();
         order.sort_by_key(|&n| (std::cmp::Reverse(self.free[n as usize]), n));
         let mut left = g;
         let mut parts = Vec::new();
@@ -228,10 +221,7 @@ impl Capacity {
 
     /// Whether every part of `alloc` is free on its node now.
     pub fn can_take(&self, alloc: &Allocation) -> bool {
-        alloc
-            .parts
-            .iter()
-            .all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k)
+        alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k)
     }
 
     /// Takes `alloc`. Panics (a bug, never user input) if it is not free: callers check first.
@@ -247,10 +237,7 @@ impl Capacity {
     pub fn give(&mut self, alloc: &Allocation) {
         for &(n, k) in &alloc.parts {
             let f = self.free[n as usize];
-            assert!(
-                f + k <= self.cap[n as usize],
-                "giving back more GPUs than node {n} has"
-            );
+            assert!(f + k <= self.cap[n as usize], "giving back more GPUs than node {n} has");
             self.set_free(n as usize, f + k);
         }
     }
@@ -326,9 +313,7 @@ mod tests {
         // 21 = two idle nodes + 5 on node 0 (the remainder goes on the node with most free).
         assert_eq!(c.place(21).unwrap().parts, vec![(0, 5), (1, 8), (2, 8)]);
         assert!(!c.fits(22));
-        c.take(&Allocation {
-            parts: vec![(1, 1)],
-        });
+        c.take(&Allocation { parts: vec![(1, 1)] });
         // Idle: node 2 only; node 1 has 7 free, node 0 has 5.
         assert!(!c.fits(16));
         assert!(c.fits(15));
@@ -339,9 +324,7 @@ mod tests {
     #[test]
     fn pooled_counts_only() {
         let mut c = Capacity::new(&[8, 8], Placement::Pooled);
-        c.take(&Allocation {
-            parts: vec![(0, 5), (1, 5)],
-        });
+        c.take(&Allocation { parts: vec![(0, 5), (1, 5)] });
         assert!(c.fits(6));
         let a = c.place(6).unwrap();
         assert_eq!(a.gpus(), 6);

@@ -152,19 +152,10 @@ impl ClusterSpec {
     pub fn parse(spec: &str) -> Result<Self, ClusterParseError> {
         let mut nodes = Vec::new();
         for term in spec.split(',').map(str::trim) {
-            let bad = |why| ClusterParseError::BadTerm {
-                term: term.to_string(),
-                why,
-            };
+            let bad = |why| ClusterParseError::BadTerm { term: term.to_string(), why };
             let (count, gpus) = term.split_once(['x', 'X']).ok_or_else(|| bad("no `x`"))?;
-            let count: u32 = count
-                .trim()
-                .parse()
-                .map_err(|_| bad("node count is not a whole number"))?;
-            let gpus: u32 = gpus
-                .trim()
-                .parse()
-                .map_err(|_| bad("GPUs per node is not a whole number"))?;
+            let count: u32 = count.trim().parse().map_err(|_| bad("node count is not a whole number"))?;
+            let gpus: u32 = gpus.trim().parse().map_err(|_| bad("GPUs per node is not a whole number"))?;
             if count == 0 {
                 return Err(bad("node count must be at least 1"));
             }
@@ -212,11 +203,7 @@ impl ClusterSpec {
                 _ => groups.push((1, n.gpus)),
             }
         }
-        groups
-            .iter()
-            .map(|(c, g)| format!("{c}x{g}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        groups.iter().map(|(c, g)| format!("{c}x{g}")).collect::<Vec<_>>().join(",")
     }
 }
 

@@ -95,10 +95,7 @@ pub struct PolicyParseError {
 impl FromStr for PolicySpec {
     type Err = PolicyParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = |why: String| PolicyParseError {
-            name: s.to_string(),
-            why,
-        };
+        let err = |why: String| PolicyParseError { name: s.to_string(), why };
         let mut parts = s.trim().split('+');
         let order = match parts.next().unwrap_or("").trim() {
             "fifo" => Order::Fifo,
@@ -128,14 +125,7 @@ mod tests {
 
     #[test]
     fn parses_and_prints_names() {
-        for n in [
-            "fifo",
-            "sjf",
-            "sgf",
-            "fifo+easy",
-            "sjf+easy",
-            "sgf+conservative",
-        ] {
+        for n in ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "sgf+conservative"] {
             let p: PolicySpec = n.parse().unwrap();
             assert_eq!(p.to_string(), n);
         }

@@ -7,7 +7,7 @@ use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// What the scheduler needs to know about a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +115,17 @@ struct Running {
 
 type QueueKey = ((i64, i64), JobId);
 
+/// Conservative backfill's standing reservations: a profile of free GPUs over future time with
+/// every running job (until its estimated end) and every waiting job's reservation taken out.
+#[derive(Debug, Clone)]
+struct Reservations {
+    profile: Profile,
+    /// Waiting job -> (reserved start, reserved end, allocation as held in the profile).
+    res: HashMap<JobId, (Time, Time, Allocation)>,
+    /// (reserved start, queue key, job): which jobs are due, in policy order among equals.
+    by_start: BTreeSet<(Time, QueueKey)>,
+}
+
 /// Scheduler state for one cluster under one policy.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -122,24 +133,47 @@ pub struct Scheduler {
     cap: Capacity,
     /// `owner[node][gpu]`: which job holds that GPU.
     owner: Vec<Vec<Option<JobId>>>,
-    queue: BTreeSet<QueueKey>,
-    waiting: HashMap<JobId, (JobReq, (i64, i64))>,
+    queue: BTreeMap<QueueKey, JobReq>,
+    waiting: HashMap<JobId, (i64, i64)>,
     running: HashMap<JobId, Running>,
     by_end: BTreeSet<(Time, JobId)>,
+    /// Standing reservations (conservative backfill only).
+    cons: Option<Reservations>,
+    /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
+    /// backfill (too big for the free GPUs, or too long for the head's reservation).
+    buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
+}
+
+/// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
+fn est_class(est: Time) -> u32 {
+    64 - (est.max(1) as u64).leading_zeros()
+}
+
+/// Smallest estimate in class `c`.
+fn class_min(c: u32) -> Time {
+    1i64 << (c - 1).min(62)
 }
 
 impl Scheduler {
     /// A scheduler for an empty cluster.
     pub fn new(cluster: &ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
         let gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
+        let cap = Capacity::new(&gpus, placement);
+        let cons = (policy.backfill == Backfill::Conservative).then(|| Reservations {
+            profile: Profile::new(0, &cap, placement == Placement::Pooled),
+            res: HashMap::new(),
+            by_start: BTreeSet::new(),
+        });
         Scheduler {
             policy,
-            cap: Capacity::new(&gpus, placement),
+            cap,
             owner: gpus.iter().map(|&g| vec![None; g as usize]).collect(),
-            queue: BTreeSet::new(),
+            queue: BTreeMap::new(),
             waiting: HashMap::new(),
             running: HashMap::new(),
             by_end: BTreeSet::new(),
+            cons,
+            buckets: BTreeMap::new(),
         }
     }
 
@@ -165,42 +199,57 @@ impl Scheduler {
 
     /// GPUs of the smallest waiting job, if any wait.
     pub fn waiting_ids_in_order(&self) -> impl Iterator<Item = JobId> + '_ {
-        self.queue.iter().map(|&(_, id)| id)
+        self.queue.keys().map(|&(_, id)| id)
     }
 
-    /// Adds a waiting job. Refuses a job that can never fit.
-    pub fn submit(&mut self, req: JobReq) -> Result<(), SubmitError> {
+    /// Adds a waiting job at `now`. Refuses a job that can never fit. Under conservative
+    /// backfill the job gets its reservation here: the earliest slot that delays no other.
+    pub fn submit(&mut self, req: JobReq, now: Time) -> Result<(), SubmitError> {
         if !self.cap.can_ever_fit(req.gpus) {
-            return Err(SubmitError::NeverFits {
-                job: req.id,
-                gpus: req.gpus,
-                total: self.cap.total(),
-            });
+            return Err(SubmitError::NeverFits { job: req.id, gpus: req.gpus, total: self.cap.total() });
         }
         if self.waiting.contains_key(&req.id) || self.running.contains_key(&req.id) {
             return Err(SubmitError::Duplicate(req.id));
         }
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
-        self.queue.insert((key, req.id));
-        self.waiting.insert(req.id, (req, key));
+        self.queue.insert((key, req.id), req);
+        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
+        self.waiting.insert(req.id, key);
+        if let Some(c) = &mut self.cons {
+            c.profile.trim(now);
+            c.reserve(now, (key, req.id), &req);
+        }
         Ok(())
     }
 
     /// Commits a start decided by [`Scheduler::schedule`]: takes the GPUs and returns the GPU
     /// indices given on each node.
-    pub fn start(
-        &mut self,
-        job: JobId,
-        alloc: &Allocation,
-        now: Time,
-    ) -> Result<Vec<(u32, Vec<u32>)>, CommitError> {
-        let &(req, key) = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
+    pub fn start(&mut self, job: JobId, alloc: &Allocation, now: Time) -> Result<Vec<(u32, Vec<u32>)>, CommitError> {
+        let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
+        let req = self.queue[&(key, job)];
         if alloc.gpus() != req.gpus || !self.cap.can_take(alloc) {
             return Err(CommitError::BadAllocation(job));
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
+        let b = (req.gpus, est_class(req.estimate));
+        if let Some(set) = self.buckets.get_mut(&b) {
+            set.remove(&(key, job));
+            if set.is_empty() {
+                self.buckets.remove(&b);
+            }
+        }
         self.cap.take(alloc);
+        // The reservation becomes the running job. If it starts off its reserved slot (the plan
+        // was made afresh while a job overran its estimate), the standing reservations no longer
+        // describe the future: rebuild them once the job is recorded as running.
+        let mut off_slot = false;
+        if let Some(c) = &mut self.cons {
+            if let Some((t0, t1, held)) = c.res.remove(&job) {
+                c.by_start.remove(&(t0, (key, job)));
+                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled && &held != alloc);
+            }
+        }
         let mut gpu_ids = Vec::with_capacity(alloc.parts.len());
         for &(n, k) in &alloc.parts {
             let mut ids = Vec::with_capacity(k as usize);
@@ -218,25 +267,20 @@ impl Scheduler {
         }
         let expected_end = now + req.estimate;
         self.by_end.insert((expected_end, job));
-        self.running.insert(
-            job,
-            Running {
-                req,
-                start: now,
-                expected_end,
-                alloc: alloc.clone(),
-                gpu_ids: gpu_ids.clone(),
-            },
-        );
+        self.running
+            .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
+        if off_slot {
+            self.rebuild_reservations(now);
+        }
         Ok(gpu_ids)
     }
 
-    /// Commits the end of a running job: frees its GPUs.
-    pub fn finish(&mut self, job: JobId) -> Result<(), CommitError> {
-        let r = self
-            .running
-            .remove(&job)
-            .ok_or(CommitError::NotRunning(job))?;
+    /// Commits the end of a running job at `now`: frees its GPUs. Under conservative backfill,
+    /// a job that ends earlier or later than estimated makes every reservation be recomputed in
+    /// policy order.
+    pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
+        let off_estimate = r.expected_end != now;
         self.by_end.remove(&(r.expected_end, job));
         self.cap.give(&r.alloc);
         for (n, ids) in &r.gpu_ids {
@@ -245,7 +289,26 @@ impl Scheduler {
                 self.owner[*n as usize][i as usize] = None;
             }
         }
+        if off_estimate && self.cons.is_some() {
+            self.rebuild_reservations(now);
+        }
         Ok(())
+    }
+
+    /// Rebuilds conservative backfill's profile from the facts at `now` (free GPUs, running jobs'
+    /// estimated ends, overrunning jobs expected to end any moment) and gives every waiting job,
+    /// in policy order, the earliest slot that delays no earlier one.
+    fn rebuild_reservations(&mut self, now: Time) {
+        let Some(c) = &mut self.cons else { return };
+        c.profile = Profile::new(now, &self.cap, self.cap.placement() == Placement::Pooled);
+        for &(t, id) in &self.by_end {
+            c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
+        }
+        c.res.clear();
+        c.by_start.clear();
+        for (&k, req) in &self.queue {
+            c.reserve(now, k, req);
+        }
     }
 
     /// The start time of a running job.
@@ -268,9 +331,7 @@ impl Scheduler {
             }
             for o in gpus.iter().flatten() {
                 if !self.running.contains_key(o) {
-                    return Err(format!(
-                        "node {n}: GPU owned by job {o}, which is not running"
-                    ));
+                    return Err(format!("node {n}: GPU owned by job {o}, which is not running"));
                 }
             }
             held += busy as u64;
@@ -282,15 +343,28 @@ impl Scheduler {
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
+        if let Some(c) = &self.cons {
+            if c.res.len() != self.queue.len() || c.by_start.len() != self.queue.len() {
+                return Err(format!("{} reservations for {} waiting jobs", c.res.len(), self.queue.len()));
+            }
+        }
         Ok(())
     }
 
     /// Proposes what to start now under the policy. Pure: reads state, changes nothing.
     /// With `explain`, also says why every job left waiting waits.
     pub fn schedule(&self, now: Time, explain: bool) -> Plan {
-        match self.policy.backfill {
-            Backfill::None | Backfill::Easy => self.schedule_in_order(now, explain),
-            Backfill::Conservative => self.schedule_conservative(now, explain),
+        match &self.cons {
+            None => self.schedule_in_order(now, explain),
+            Some(c) => {
+                // Standing reservations hold unless a running job overran its estimate (its GPUs
+                // are still busy where the profile expected them free): then plan afresh.
+                let overrun = self.by_end.first().is_some_and(|&(t, _)| t < now);
+                match (!overrun).then(|| self.due_reservations(c, now, explain)).flatten() {
+                    Some(plan) => plan,
+                    None => self.schedule_conservative_afresh(now, explain),
+                }
+            }
         }
     }
 
@@ -298,65 +372,42 @@ impl Scheduler {
     fn schedule_in_order(&self, now: Time, explain: bool) -> Plan {
         let mut plan = Plan::default();
         let mut cap = self.cap.clone();
-        let mut order = self.queue.iter().map(|&(_, id)| &self.waiting[&id].0);
+        let mut order = self.queue.values();
         let head = loop {
             let Some(req) = order.next() else { return plan };
             match cap.place(req.gpus) {
                 Some(a) => {
                     cap.take(&a);
-                    plan.starts.push(Start {
-                        job: req.id,
-                        alloc: a,
-                    });
+                    plan.starts.push(Start { job: req.id, alloc: a });
                 }
                 None => break *req,
             }
         };
         if explain {
-            plan.waiting.push((
-                head.id,
-                Reason::Resources {
-                    need: head.gpus,
-                    free: cap.total_free(),
-                },
-            ));
+            plan.waiting.push((head.id, Reason::Resources { need: head.gpus, free: cap.total_free() }));
         }
         if self.policy.backfill == Backfill::None {
             if explain {
-                plan.waiting
-                    .extend(order.map(|r| (r.id, Reason::Priority { behind: head.id })));
+                plan.waiting.extend(order.map(|r| (r.id, Reason::Priority { behind: head.id })));
             }
             return plan;
         }
         // EASY: the head's reservation is the earliest estimated end after which it fits.
-        let mut ends: Vec<(Time, &Allocation)> = plan
-            .starts
-            .iter()
-            .map(|s| (now + self.waiting[&s.job].0.estimate, &s.alloc))
-            .collect();
-        ends.sort_by_key(|e| e.0);
+        let mut started: Vec<(Time, &Allocation)> =
+            plan.starts.iter().map(|s| (now + self.queue_req(s.job).estimate, &s.alloc)).collect();
+        started.sort_by_key(|e| e.0);
         let mut shadow_cap = cap.clone();
         let mut shadow = None;
-        let mut started = ends.into_iter().peekable();
-        let mut running = self
-            .by_end
-            .iter()
-            .map(|&(t, id)| (t, &self.running[&id].alloc))
-            .peekable();
+        let mut started = started.into_iter().peekable();
+        let mut running = self.by_end.iter().map(|&(t, id)| (t, &self.running[&id].alloc)).peekable();
         loop {
-            let next = match (running.peek(), started.peek()) {
-                (Some(a), Some(b)) => {
-                    if a.0 <= b.0 {
-                        running.next()
-                    } else {
-                        started.next()
-                    }
-                }
-                (Some(_), None) => running.next(),
-                (None, Some(_)) => started.next(),
-                (None, None) => None,
+            let take_running = match (running.peek(), started.peek()) {
+                (Some(a), Some(b)) => a.0 <= b.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
             };
-            let Some((t, alloc)) = next else { break };
+            let (t, alloc) = if take_running { running.next() } else { started.next() }.expect("peeked");
             shadow_cap.give(alloc);
             if shadow_cap.fits(head.gpus) {
                 // A job overrunning its estimate is expected to end "any moment now".
@@ -369,119 +420,242 @@ impl Scheduler {
             debug_assert!(false, "no shadow time for job {}", head.id);
             return plan;
         };
+        let pooled = cap.placement() == Placement::Pooled;
+        let head_key = (self.waiting[&head.id], head.id);
+        if !explain {
+            self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
+            return plan;
+        }
         for req in order {
-            let Some(a) = cap.place(req.gpus) else {
+            if !cap.fits(req.gpus) {
                 if explain {
-                    plan.waiting.push((
-                        req.id,
-                        Reason::Resources {
-                            need: req.gpus,
-                            free: cap.total_free(),
-                        },
-                    ));
+                    plan.waiting.push((req.id, Reason::Resources { need: req.gpus, free: cap.total_free() }));
                 }
                 continue;
-            };
-            let ok = if now + req.estimate <= shadow {
+            }
+            let ends_in_time = now + req.estimate <= shadow;
+            let ok = if ends_in_time {
                 true
+            } else if pooled {
+                // Counts only: the head still fits at the shadow time if enough GPUs remain.
+                shadow_cap.total_free() >= (req.gpus + head.gpus) as u64
             } else {
-                // It would still run at the shadow time: allowed only if the head still fits then.
-                let mut after = shadow_cap.clone();
-                after.take_what_if(&a) && after.fits(head.gpus) && {
-                    shadow_cap = after;
-                    true
+                // Consolidated: take the job's real nodes out of the shadow state; undo if the
+                // head would no longer fit there.
+                let a = cap.place(req.gpus).expect("fits");
+                shadow_cap.can_take(&a) && {
+                    shadow_cap.take(&a);
+                    shadow_cap.fits(head.gpus) || {
+                        shadow_cap.give(&a);
+                        false
+                    }
                 }
             };
             if ok {
+                let a = cap.place(req.gpus).expect("fits");
+                if pooled && !ends_in_time {
+                    let taken = shadow_cap.take_what_if(&a);
+                    debug_assert!(taken);
+                }
                 cap.take(&a);
-                plan.starts.push(Start {
-                    job: req.id,
-                    alloc: a,
-                });
+                plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
-                plan.waiting.push((
-                    req.id,
-                    Reason::Reserved {
-                        for_job: head.id,
-                        until: shadow,
-                    },
-                ));
+                plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow }));
             }
         }
         plan
     }
 
-    /// Conservative backfill: every waiting job, in order, reserves the earliest slot that
-    /// delays no reservation before it; those whose slot is now start.
-    fn schedule_conservative(&self, now: Time, explain: bool) -> Plan {
+    /// EASY's backfill scan without explanations: the same decisions as the plain scan (tests
+    /// compare them), but it visits only (GPUs, estimate class) groups that could still
+    /// backfill, merged in queue order.
+    #[allow(clippy::too_many_arguments)]
+    fn easy_backfill_indexed(
+        &self,
+        now: Time,
+        head: &JobReq,
+        head_key: QueueKey,
+        shadow: Time,
+        mut cap: Capacity,
+        mut shadow_cap: Capacity,
+        plan: &mut Plan,
+    ) {
+        use std::collections::BinaryHeap;
+        use std::ops::Bound::{Excluded, Unbounded};
+        let pooled = cap.placement() == Placement::Pooled;
+        let limit = shadow - now; // a job this short ends before the reservation
+        let extra = |sc: &Capacity| sc.total_free().saturating_sub(head.gpus as u64);
+        let may = |g: u32, c: u32, cap: &Capacity, sc: &Capacity| {
+            (g as u64) <= cap.total_free() && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+        };
+        let mut iters = Vec::new();
+        let mut heap = BinaryHeap::new();
+        for (&(g, c), set) in &self.buckets {
+            if !may(g, c, &cap, &shadow_cap) {
+                continue;
+            }
+            let mut it = set.range((Excluded(head_key), Unbounded));
+            if let Some(&k) = it.next() {
+                heap.push(std::cmp::Reverse((k, iters.len())));
+                iters.push((g, c, it));
+            }
+        }
+        while let Some(std::cmp::Reverse((key, b))) = heap.pop() {
+            let (g, c, _) = iters[b];
+            if !may(g, c, &cap, &shadow_cap) {
+                continue; // thresholds only fall within a pass: the group is done
+            }
+            let req = &self.queue[&key];
+            if let Some(&k) = iters[b].2.next() {
+                heap.push(std::cmp::Reverse((k, b)));
+            }
+            if !cap.fits(req.gpus) {
+                continue;
+            }
+            let ends_in_time = now + req.estimate <= shadow;
+            let ok = ends_in_time
+                || if pooled {
+                    shadow_cap.total_free() >= (req.gpus + head.gpus) as u64
+                } else {
+                    let a = cap.place(req.gpus).expect("fits");
+                    shadow_cap.can_take(&a) && {
+                        shadow_cap.take(&a);
+                        shadow_cap.fits(head.gpus) || {
+                            shadow_cap.give(&a);
+                            false
+                        }
+                    }
+                };
+            if ok {
+                let a = cap.place(req.gpus).expect("fits");
+                if pooled && !ends_in_time {
+                    let taken = shadow_cap.take_what_if(&a);
+                    debug_assert!(taken);
+                }
+                cap.take(&a);
+                plan.starts.push(Start { job: req.id, alloc: a });
+            }
+        }
+        // Starts come out in queue order, as from the plain scan.
+    }
+
+    fn queue_req(&self, job: JobId) -> &JobReq {
+        &self.queue[&(self.waiting[&job], job)]
+    }
+
+    /// Conservative backfill with standing reservations: start the jobs whose reserved slot has
+    /// come. `None` if a due job cannot take its GPUs (the reservations are stale).
+    fn due_reservations(&self, c: &Reservations, now: Time, explain: bool) -> Option<Plan> {
+        let mut plan = Plan::default();
+        let mut cap = self.cap.clone();
+        for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
+            debug_assert!(t <= now);
+            let req = &self.queue[&key];
+            let a = if c.profile.pooled { cap.place(req.gpus)? } else { c.res[&key.1].2.clone() };
+            if !cap.can_take(&a) {
+                return None;
+            }
+            cap.take(&a);
+            plan.starts.push(Start { job: req.id, alloc: a });
+        }
+        if explain {
+            for (key, req) in &self.queue {
+                let (t, _, _) = c.res[&key.1];
+                if t > now {
+                    plan.waiting.push((req.id, Reason::Reservation { start: t }));
+                }
+            }
+        }
+        Some(plan)
+    }
+
+    /// Conservative backfill planned from scratch at `now` (used while a job overruns its
+    /// estimate): every waiting job, in order, reserves the earliest slot that delays no
+    /// reservation before it; those whose slot is now start.
+    fn schedule_conservative_afresh(&self, now: Time, explain: bool) -> Plan {
         let mut plan = Plan::default();
         let pooled = self.cap.placement() == Placement::Pooled;
-        let mut profile = Profile::new(now, &self.cap, pooled);
+        let mut c = Reservations {
+            profile: Profile::new(now, &self.cap, pooled),
+            res: HashMap::new(),
+            by_start: BTreeSet::new(),
+        };
         for &(t, id) in &self.by_end {
-            profile.release(t.max(now + 1), &self.running[&id].alloc);
+            c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
         }
         let mut now_cap = self.cap.clone();
-        for &(_, id) in &self.queue {
-            let req = &self.waiting[&id].0;
-            // Past this point nothing else can start now; later reservations only matter to
-            // `explain`, so stop early when not asked.
-            if !explain && now_cap.total_free() == 0 {
-                break;
+        for (&key, req) in &self.queue {
+            // With no GPU free only GPU-less jobs can start now; other reservations only matter
+            // to `explain`, so skip them when not asked.
+            if !explain && now_cap.total_free() == 0 && req.gpus > 0 {
+                continue;
             }
-            let (t, alloc) = profile.reserve(req.gpus, req.estimate.max(1));
+            let (t, alloc) = c.reserve(now, key, req);
             if t == now {
-                let a = if pooled {
-                    now_cap.place(req.gpus).expect("profile says it fits now")
-                } else {
-                    alloc
-                };
+                let a = if pooled { now_cap.place(req.gpus).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
-                plan.starts.push(Start { job: id, alloc: a });
+                plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
-                plan.waiting.push((id, Reason::Reservation { start: t }));
+                plan.waiting.push((req.id, Reason::Reservation { start: t }));
             }
         }
         plan
+    }
+}
+
+impl Reservations {
+    /// Reserves the earliest slot from `now` for a waiting job and records it.
+    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq) -> (Time, Allocation) {
+        let (t, a) = self.profile.reserve(now, req.gpus, req.estimate.max(1));
+        self.res.insert(key.1, (t, t + req.estimate.max(1), a.clone()));
+        self.by_start.insert((t, key));
+        (t, a)
     }
 }
 
 /// Free GPUs over future time, as a step function: `segs[i]` holds from its time until the next
 /// segment's. The last segment lasts forever. For pooled placement the profile counts GPUs in a
 /// single virtual node, since which nodes a pooled job gets does not matter.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Profile {
     segs: Vec<(Time, Capacity)>,
     pooled: bool,
 }
 
 impl Profile {
+    /// A profile whose every segment is `cap` as it is now.
     fn new(now: Time, cap: &Capacity, pooled: bool) -> Self {
         let first = if pooled {
             let mut c = Capacity::new(&[cap.total() as u32], Placement::Pooled);
-            c.take(&Allocation {
-                parts: vec![(0, (cap.total() - cap.total_free()) as u32)],
-            });
+            c.take(&Allocation { parts: vec![(0, (cap.total() - cap.total_free()) as u32)] });
             c
         } else {
             cap.clone()
         };
-        Profile {
-            segs: vec![(now, first)],
-            pooled,
-        }
+        Profile { segs: vec![(now, first)], pooled }
     }
 
     fn collapse(&self, alloc: &Allocation) -> Allocation {
         if self.pooled {
-            Allocation {
-                parts: vec![(0, alloc.gpus())],
-            }
+            Allocation { parts: vec![(0, alloc.gpus())] }
         } else {
             alloc.clone()
         }
     }
 
-    /// Index of the segment starting at `t`, splitting one if needed.
+    /// Drops the past: segments that ended by `now`.
+    fn trim(&mut self, now: Time) {
+        let keep_from = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
+        if keep_from > 0 {
+            self.segs.drain(..keep_from);
+        }
+        if self.segs[0].0 < now {
+            self.segs[0].0 = now;
+        }
+    }
+
+    /// Index of the segment starting at `t`, splitting one if needed. `t` must not be before
+    /// the first segment.
     fn split_at(&mut self, t: Time) -> usize {
         match self.segs.binary_search_by_key(&t, |s| s.0) {
             Ok(i) => i,
@@ -493,39 +667,60 @@ impl Profile {
         }
     }
 
-    /// Resources in `alloc` come free from `t` on.
-    fn release(&mut self, t: Time, alloc: &Allocation) {
+    /// The range of segments covering `[from, to)` (`to` may be `Time::MAX`: forever).
+    fn span(&mut self, from: Time, to: Time) -> std::ops::Range<usize> {
+        let i = self.split_at(from);
+        let j = if to == Time::MAX { self.segs.len() } else { self.split_at(to) };
+        i..j
+    }
+
+    /// Resources in `alloc` are free during `[from, to)`.
+    fn give_between(&mut self, from: Time, to: Time, alloc: &Allocation) {
         let a = self.collapse(alloc);
-        let i = self.split_at(t);
-        for s in &mut self.segs[i..] {
+        let r = self.span(from.max(self.segs[0].0), to);
+        for s in &mut self.segs[r] {
             s.1.give(&a);
         }
     }
 
-    /// Finds the earliest time a job of `g` GPUs fits for `d`, reserves it there, and returns
-    /// that time and the allocation chosen.
-    fn reserve(&mut self, g: u32, d: Time) -> (Time, Allocation) {
+    /// Finds the earliest time from `now` at which a job of `g` GPUs fits for `d`, takes it
+    /// there, and returns that time and the allocation (in the profile's terms).
+    fn reserve(&mut self, now: Time, g: u32, d: Time) -> (Time, Allocation) {
         let mut found = None;
-        for i in 0..self.segs.len() {
+        let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
+        for i in first..self.segs.len() {
             if !self.segs[i].1.fits(g) {
                 continue;
             }
-            let t = self.segs[i].0;
-            let mut m = self.segs[i].1.clone();
+            let t = self.segs[i].0.max(now);
             let mut j = i + 1;
-            while j < self.segs.len() && self.segs[j].0 < t + d && m.fits(g) {
-                m.min_with(&self.segs[j].1);
+            let mut m: Option<Capacity> = None;
+            let mut ok = true;
+            while j < self.segs.len() && self.segs[j].0 < t + d {
+                let seg = &self.segs[j].1;
+                if !seg.fits(g) {
+                    ok = false;
+                    break;
+                }
+                if !self.pooled {
+                    m.get_or_insert_with(|| self.segs[i].1.clone()).min_with(seg);
+                    if !m.as_ref().expect("set").fits(g) {
+                        ok = false;
+                        break;
+                    }
+                }
                 j += 1;
             }
-            if let Some(a) = m.place(g) {
-                found = Some((t, a));
-                break;
+            if !ok {
+                continue;
             }
+            let a = m.as_ref().unwrap_or(&self.segs[i].1).place(g).expect("fits every segment");
+            found = Some((t, a));
+            break;
         }
         let (t, a) = found.expect("the last segment is the empty cluster, where every job fits");
-        let i = self.split_at(t);
-        let end = self.split_at(t + d);
-        for s in &mut self.segs[i..end] {
+        let r = self.span(t, t + d);
+        for s in &mut self.segs[r] {
             s.1.take(&a);
         }
         (t, a)

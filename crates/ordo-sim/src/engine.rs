@@ -85,8 +85,7 @@ enum Kind {
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy);
     let total_gpus = cfg.cluster.total_gpus();
-    let mut heap: BinaryHeap<Reverse<(Time, Kind, u64, JobId)>> =
-        BinaryHeap::with_capacity(w.jobs.len() * 2);
+    let mut heap: BinaryHeap<Reverse<(Time, Kind, u64, JobId)>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
     let mut seq = 0u64;
     for j in &w.jobs {
         heap.push(Reverse((j.submit, Kind::Arrival, seq, j.id)));
@@ -107,14 +106,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
 
     while let Some(&Reverse((t, _, _, _))) = heap.peek() {
         let min_waiting = waiting_sizes.keys().next().copied();
-        integ.advance(
-            prev_t,
-            t,
-            busy,
-            total_gpus,
-            sched.waiting_len() as u64,
-            min_waiting,
-        );
+        integ.advance(prev_t, t, busy, total_gpus, sched.waiting_len() as u64, min_waiting);
         prev_t = t;
         while let Some(&Reverse((et, kind, _, id))) = heap.peek() {
             if et != t {
@@ -125,46 +117,34 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             let job = &w.jobs[id.idx()];
             match kind {
                 Kind::End => {
-                    sched.finish(id).map_err(|e| SimError::Inconsistent {
-                        time: t,
-                        what: e.to_string(),
-                    })?;
+                    sched.finish(id, t).map_err(|e| SimError::Inconsistent { time: t, what: e.to_string() })?;
                     busy -= job.gpus as u64;
                 }
                 Kind::Arrival => {
-                    let req = JobReq {
-                        id,
-                        submit: job.submit,
-                        gpus: job.gpus,
-                        estimate: job.estimate_or_oracle(),
-                    };
-                    match sched.submit(req) {
+                    let req = JobReq { id, submit: job.submit, gpus: job.gpus, estimate: job.estimate_or_oracle() };
+                    match sched.submit(req, t) {
                         Ok(()) => *waiting_sizes.entry(job.gpus).or_default() += 1,
-                        Err(e @ SubmitError::NeverFits { .. }) => rejected.push(Rejected {
-                            job: id,
-                            gpus: job.gpus,
-                            why: e.to_string(),
-                        }),
-                        Err(e) => {
-                            return Err(SimError::Inconsistent {
-                                time: t,
-                                what: e.to_string(),
-                            })
+                        Err(e @ SubmitError::NeverFits { .. }) => {
+                            rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
                         }
+                        Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
                     }
                 }
             }
         }
         let plan = sched.schedule(t, false);
+        if cfg.check_invariants {
+            // Explaining must not change the decisions (the fast paths skip what explain shows).
+            let explained = sched.schedule(t, true);
+            if explained.starts != plan.starts {
+                return Err(SimError::Inconsistent { time: t, what: "schedule(explain) decided differently".into() });
+            }
+        }
         passes += 1;
         for s in plan.starts {
             let job = &w.jobs[s.job.idx()];
-            let gpu_ids = sched
-                .start(s.job, &s.alloc, t)
-                .map_err(|e| SimError::Inconsistent {
-                    time: t,
-                    what: e.to_string(),
-                })?;
+            let gpu_ids =
+                sched.start(s.job, &s.alloc, t).map_err(|e| SimError::Inconsistent { time: t, what: e.to_string() })?;
             busy += job.gpus as u64;
             if let Some(c) = waiting_sizes.get_mut(&job.gpus) {
                 *c -= 1;
@@ -175,49 +155,25 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             let end = t + job.runtime;
             heap.push(Reverse((end, Kind::End, seq, s.job)));
             seq += 1;
-            records[s.job.idx()] = Some(JobRecord {
-                job: s.job,
-                submit: job.submit,
-                start: t,
-                end,
-                gpus: job.gpus,
-                gpu_ids,
-            });
+            records[s.job.idx()] =
+                Some(JobRecord { job: s.job, submit: job.submit, start: t, end, gpus: job.gpus, gpu_ids });
         }
         if cfg.check_invariants {
-            sched
-                .sanity_check()
-                .map_err(|what| SimError::Inconsistent { time: t, what })?;
+            sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
         }
     }
     if sched.waiting_len() > 0 || sched.running_len() > 0 {
         return Err(SimError::Inconsistent {
             time: prev_t,
-            what: format!(
-                "{} jobs still waiting and {} running at the end",
-                sched.waiting_len(),
-                sched.running_len()
-            ),
+            what: format!("{} jobs still waiting and {} running at the end", sched.waiting_len(), sched.running_len()),
         });
     }
     let records: Vec<JobRecord> = records.into_iter().flatten().collect();
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().any(|j| j.estimate.is_none());
     integ.events = events;
     integ.passes = passes;
-    let metrics = Metrics::compute(
-        w,
-        &records,
-        &integ,
-        &cfg.cluster,
-        cfg,
-        oracle,
-        rejected.len(),
-    );
-    Ok(SimOutput {
-        records,
-        rejected,
-        metrics,
-    })
+    let metrics = Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len());
+    Ok(SimOutput { records, rejected, metrics })
 }
 
 /// Checks a run's output against the invariants in docs/ARCHITECTURE.md: every job that could
@@ -226,26 +182,15 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
 pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<(), String> {
     let mut seen = vec![false; w.jobs.len()];
     for r in &out.records {
-        let j = w
-            .jobs
-            .get(r.job.idx())
-            .ok_or_else(|| format!("record for unknown job {}", r.job))?;
+        let j = w.jobs.get(r.job.idx()).ok_or_else(|| format!("record for unknown job {}", r.job))?;
         if std::mem::replace(&mut seen[r.job.idx()], true) {
             return Err(format!("job {} ran twice", r.job));
         }
         if r.start < j.submit {
-            return Err(format!(
-                "job {} started at {} before its submit {}",
-                r.job, r.start, j.submit
-            ));
+            return Err(format!("job {} started at {} before its submit {}", r.job, r.start, j.submit));
         }
         if r.end != r.start + j.runtime {
-            return Err(format!(
-                "job {} ran {} ms, not its run time {}",
-                r.job,
-                r.end - r.start,
-                j.runtime
-            ));
+            return Err(format!("job {} ran {} ms, not its run time {}", r.job, r.end - r.start, j.runtime));
         }
         let n: usize = r.gpu_ids.iter().map(|(_, ids)| ids.len()).sum();
         if n != j.gpus as usize {
@@ -271,16 +216,10 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<
                 .ok_or_else(|| format!("job {} on unknown node {node}", r.job))?;
             for &g in ids {
                 if g >= cap {
-                    return Err(format!(
-                        "job {} on GPU {g} of node {node}, which has {cap}",
-                        r.job
-                    ));
+                    return Err(format!("job {} on GPU {g} of node {node}, which has {cap}", r.job));
                 }
                 if r.end > r.start {
-                    per_gpu
-                        .entry((*node, g))
-                        .or_default()
-                        .push((r.start, r.end, r.job));
+                    per_gpu.entry((*node, g)).or_default().push((r.start, r.end, r.job));
                 }
             }
         }
@@ -289,10 +228,7 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<
         iv.sort();
         for w2 in iv.windows(2) {
             if w2[1].0 < w2[0].1 {
-                return Err(format!(
-                    "GPU {g} of node {node} held by jobs {} and {} at once",
-                    w2[0].2, w2[1].2
-                ));
+                return Err(format!("GPU {g} of node {node} held by jobs {} and {} at once", w2[0].2, w2[1].2));
             }
         }
     }

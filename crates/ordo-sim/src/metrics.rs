@@ -26,23 +26,12 @@ pub struct RunIntegrals {
 impl RunIntegrals {
     /// Integrals over the arrival window `[first, last]`.
     pub fn new(first_submit: Time, last_submit: Time) -> Self {
-        RunIntegrals {
-            window: (first_submit, last_submit),
-            ..Default::default()
-        }
+        RunIntegrals { window: (first_submit, last_submit), ..Default::default() }
     }
 
     /// Accounts for `[from, to)`, during which `busy` GPUs were allocated, `waiting` jobs
     /// waited, and the smallest waiting job asked for `min_waiting` GPUs.
-    pub fn advance(
-        &mut self,
-        from: Time,
-        to: Time,
-        busy: u64,
-        total: u64,
-        waiting: u64,
-        min_waiting: Option<u32>,
-    ) {
+    pub fn advance(&mut self, from: Time, to: Time, busy: u64, total: u64, waiting: u64, min_waiting: Option<u32>) {
         if to <= from {
             return;
         }
@@ -165,12 +154,7 @@ pub fn bounded_slowdown(jct: Time, runtime: Time) -> f64 {
     (jct as f64 / runtime.max(10 * SECOND) as f64).max(1.0)
 }
 
-fn per_owner_mean(
-    n: usize,
-    records: &[JobRecord],
-    owner: impl Fn(&JobRecord) -> usize,
-    value: &[f64],
-) -> Vec<f64> {
+fn per_owner_mean(n: usize, records: &[JobRecord], owner: impl Fn(&JobRecord) -> usize, value: &[f64]) -> Vec<f64> {
     let mut sum = vec![0.0; n];
     let mut cnt = vec![0usize; n];
     for (r, v) in records.iter().zip(value) {
@@ -178,11 +162,7 @@ fn per_owner_mean(
         sum[o] += v;
         cnt[o] += 1;
     }
-    sum.iter()
-        .zip(&cnt)
-        .filter(|(_, &c)| c > 0)
-        .map(|(s, &c)| s / c as f64)
-        .collect()
+    sum.iter().zip(&cnt).filter(|(_, &c)| c > 0).map(|(s, &c)| s / c as f64).collect()
 }
 
 impl Metrics {
@@ -198,30 +178,11 @@ impl Metrics {
     ) -> Metrics {
         let gpus = cluster.total_gpus();
         let ran = |r: &JobRecord| &w.jobs[r.job.idx()];
-        let mut jct: Vec<f64> = records
-            .iter()
-            .map(|r| to_secs_f64(r.end - r.submit))
-            .collect();
-        let mut wait: Vec<f64> = records
-            .iter()
-            .map(|r| to_secs_f64(r.start - r.submit))
-            .collect();
-        let bsld: Vec<f64> = records
-            .iter()
-            .map(|r| bounded_slowdown(r.end - r.submit, ran(r).runtime))
-            .collect();
-        let fair_users = jain(&per_owner_mean(
-            w.users.len().max(1),
-            records,
-            |r| ran(r).user as usize,
-            &bsld,
-        ));
-        let fair_groups = jain(&per_owner_mean(
-            w.groups.len().max(1),
-            records,
-            |r| ran(r).group as usize,
-            &bsld,
-        ));
+        let mut jct: Vec<f64> = records.iter().map(|r| to_secs_f64(r.end - r.submit)).collect();
+        let mut wait: Vec<f64> = records.iter().map(|r| to_secs_f64(r.start - r.submit)).collect();
+        let bsld: Vec<f64> = records.iter().map(|r| bounded_slowdown(r.end - r.submit, ran(r).runtime)).collect();
+        let fair_users = jain(&per_owner_mean(w.users.len().max(1), records, |r| ran(r).user as usize, &bsld));
+        let fair_groups = jain(&per_owner_mean(w.groups.len().max(1), records, |r| ran(r).group as usize, &bsld));
         let (mean_jct, mean_wait) = (mean(&jct), mean(&wait));
         jct.sort_by(f64::total_cmp);
         wait.sort_by(f64::total_cmp);
@@ -229,12 +190,7 @@ impl Metrics {
         let last_end = records.iter().map(|r| r.end).max().unwrap_or(first);
         let makespan = last_end - first;
         let work: i128 = records.iter().map(|r| ran(r).gpu_time()).sum();
-        let latest_finish = records
-            .iter()
-            .map(|r| r.submit + ran(r).runtime)
-            .max()
-            .unwrap_or(first)
-            - first;
+        let latest_finish = records.iter().map(|r| r.submit + ran(r).runtime).max().unwrap_or(first) - first;
         let lb = ((work as f64 / gpus.max(1) as f64).ceil() as Time).max(latest_finish);
         let (w0, w1) = integ.window;
         let estimates = if !cfg.policy.needs_estimate() {
@@ -264,29 +220,16 @@ impl Metrics {
             max_wait_s: wait.last().copied().unwrap_or(0.0),
             mean_bounded_slowdown: mean(&bsld),
             makespan_s: to_secs_f64(makespan),
-            utilization_window: (w1 > w0)
-                .then(|| integ.busy_in_window as f64 / (gpus as f64 * (w1 - w0) as f64)),
-            utilization_makespan: if makespan > 0 {
-                work as f64 / (gpus as f64 * makespan as f64)
-            } else {
-                0.0
-            },
+            utilization_window: (w1 > w0).then(|| integ.busy_in_window as f64 / (gpus as f64 * (w1 - w0) as f64)),
+            utilization_makespan: if makespan > 0 { work as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
             idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting),
             idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit),
-            mean_queue_len: if makespan > 0 {
-                integ.queue_len as f64 / makespan as f64
-            } else {
-                0.0
-            },
+            mean_queue_len: if makespan > 0 { integ.queue_len as f64 / makespan as f64 } else { 0.0 },
             fairness_users: fair_users,
             fairness_groups: fair_groups,
             total_gpu_hours: gpu_h(work),
             makespan_lower_bound_s: to_secs_f64(lb),
-            utilization_upper_bound: if lb > 0 {
-                work as f64 / (gpus as f64 * lb as f64)
-            } else {
-                0.0
-            },
+            utilization_upper_bound: if lb > 0 { work as f64 / (gpus as f64 * lb as f64) } else { 0.0 },
             events: integ.events,
             sched_passes: integ.passes,
         }

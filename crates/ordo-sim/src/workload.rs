@@ -25,8 +25,10 @@
 //!   *in-window* offered load ([`OfferedLoad::in_window`]) equals `load`: with run times of up
 //!   to two months, most GPU-time of a few days' arrivals falls after the window, so the
 //!   total-work ratio would leave the cluster idle; the in-window load is what keeps it busy.
-//! * **Arrivals** (`Backlog`). Every batch starts at a uniform time within `window` (default
-//!   five minutes) and its jobs follow at the same 0-5 s gaps, clamped into the window.
+//! * **Arrivals** (`Backlog`). Every job is submitted at time 0 (the default `window` of 0), so
+//!   submission order is generation order and a batch's jobs are adjacent; with a `window`,
+//!   every batch starts at a uniform whole second within it and its jobs follow at the same
+//!   0-5 s gaps, clamped into the window.
 //! * **Users.** Each batch belongs to one of `users` users drawn with Zipf weights `k^-s`; user
 //!   `k` (0-based) is in group `k mod groups`.
 //! * **Estimates** (optional). `estimate = roundup(runtime x f)` with `ln f ~ Exp(mean
@@ -57,16 +59,8 @@ const DAY: Time = 24 * HOUR;
 /// Job-size mix: `(GPUs, jobs in philly_rfold.csv)`. The trace's odd sizes (6, 7, 12, 20, 24,
 /// 28, 48 GPUs; 59 jobs in all) are rounded up to the next power of two. Fractions:
 /// 0.8665, 0.0226, 0.0492, 0.0513, 0.0077, 0.0023, 0.00027, 0.00010.
-pub const SIZE_MIX: [(u32, u32); 8] = [
-    (1, 96_662),
-    (2, 2_522),
-    (4, 5_487),
-    (8, 5_719),
-    (16, 864),
-    (32, 254),
-    (64, 30),
-    (128, 11),
-];
+pub const SIZE_MIX: [(u32, u32); 8] =
+    [(1, 96_662), (2, 2_522), (4, 5_487), (8, 5_719), (16, 864), (32, 254), (64, 30), (128, 11)];
 
 /// One lognormal component of a run-time mixture: weight, and `mu`, `sigma` of ln(seconds).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,50 +81,11 @@ const fn c(weight: f64, mu: f64, sigma: f64) -> LogNormalComponent {
 /// jobs of that class in philly_rfold.csv (duration > 0). Classes: 1 GPU, 2 GPUs, 3-4 GPUs,
 /// 5-8 GPUs, more than 8 GPUs. Components are ordered by `mu`.
 pub const RUNTIME_MIX: [(u32, &[LogNormalComponent]); 5] = [
-    (
-        1,
-        &[
-            c(0.120, 4.173, 0.136),
-            c(0.130, 4.186, 0.886),
-            c(0.429, 7.504, 1.041),
-            c(0.321, 8.234, 2.576),
-        ],
-    ),
-    (
-        2,
-        &[
-            c(0.491, 2.900, 0.361),
-            c(0.271, 5.376, 2.107),
-            c(0.238, 11.746, 1.312),
-        ],
-    ),
-    (
-        4,
-        &[
-            c(0.199, 4.607, 1.217),
-            c(0.122, 6.848, 0.345),
-            c(0.398, 9.319, 2.173),
-            c(0.281, 11.655, 1.131),
-        ],
-    ),
-    (
-        8,
-        &[
-            c(0.172, 4.325, 1.221),
-            c(0.239, 7.116, 0.919),
-            c(0.181, 9.406, 0.696),
-            c(0.408, 11.997, 1.200),
-        ],
-    ),
-    (
-        u32::MAX,
-        &[
-            c(0.214, 4.124, 1.017),
-            c(0.207, 7.033, 0.793),
-            c(0.321, 9.961, 1.188),
-            c(0.258, 11.648, 1.326),
-        ],
-    ),
+    (1, &[c(0.120, 4.173, 0.136), c(0.130, 4.186, 0.886), c(0.429, 7.504, 1.041), c(0.321, 8.234, 2.576)]),
+    (2, &[c(0.491, 2.900, 0.361), c(0.271, 5.376, 2.107), c(0.238, 11.746, 1.312)]),
+    (4, &[c(0.199, 4.607, 1.217), c(0.122, 6.848, 0.345), c(0.398, 9.319, 2.173), c(0.281, 11.655, 1.131)]),
+    (8, &[c(0.172, 4.325, 1.221), c(0.239, 7.116, 0.919), c(0.181, 9.406, 0.696), c(0.408, 11.997, 1.200)]),
+    (u32::MAX, &[c(0.214, 4.124, 1.017), c(0.207, 7.033, 0.793), c(0.321, 9.961, 1.188), c(0.258, 11.648, 1.326)]),
 ];
 
 /// Longest run time in philly_rfold.csv (5,196,151 s, about 60 days); the `Online` cap.
@@ -162,11 +117,7 @@ pub struct Mmpp {
 }
 
 /// The fitted arrival modulation.
-pub const MMPP: Mmpp = Mmpp {
-    burst_ratio: 5.81,
-    calm_hours: 17.2,
-    burst_hours: 2.02,
-};
+pub const MMPP: Mmpp = Mmpp { burst_ratio: 5.81, calm_hours: 17.2, burst_hours: 2.02 };
 
 /// Relative amplitude of the diurnal cosine of the arrival rate (first harmonic of the
 /// hour-of-day histogram of philly_vc.csv).
@@ -207,9 +158,8 @@ pub enum Scenario {
     /// Diurnal, bursty arrivals at an in-window offered load of 1 (a busy cluster where the
     /// order matters): 3,000 jobs arrive over one to a few days on 512 GPUs.
     Online,
-    /// 1,200 multi-GPU-heavy jobs of at most a day, all submitted within five minutes (a
-    /// team's nightly runs): ordering and head-of-line blocking decide how well the cluster is
-    /// packed.
+    /// 1,200 multi-GPU-heavy jobs of at most a day, all submitted at time 0 (a team's nightly
+    /// runs): ordering and head-of-line blocking decide how well the cluster is packed.
     Backlog,
 }
 
@@ -255,7 +205,7 @@ pub enum SizeMix {
     /// Philly's mix of jobs ([`SIZE_MIX`]): 86.7% 1-GPU jobs.
     Jobs,
     /// Philly's mix weighted by GPU count: the job a random busy GPU belongs to (50% 1-GPU,
-    /// 23.5% 8-GPU, 7.2% 16-GPU, 4.2% 32-GPU, 1.7% 64-128 GPUs). Multi-GPU-heavy, like a
+    /// 23.5% 8-GPU, 7.1% 16-GPU, 4.2% 32-GPU, 1.7% 64-128 GPUs). Multi-GPU-heavy, like a
     /// team's batch of training runs.
     GpuWeighted,
 }
@@ -282,7 +232,8 @@ pub struct WorkloadParams {
     /// is as long as this requires (if even one minute is too long, one minute). Values that
     /// are not finite or not positive are treated as 1.
     pub load: f64,
-    /// `Backlog`: every job is submitted in `[0, window)` (whole seconds); 0 = all at time 0.
+    /// `Backlog`: every job is submitted in `[0, window)` (whole seconds); 0 (the default) = all
+    /// at time 0.
     pub window: Time,
     /// Run times are drawn again until at most this (at least one second).
     pub max_runtime: Time,
@@ -304,18 +255,15 @@ impl WorkloadParams {
             size_mix: SizeMix::Jobs,
             user_skew: 1.0,
             load: 1.0,
-            window: 5 * MINUTE,
+            window: 0,
             max_runtime: TRACE_MAX_RUNTIME,
             estimates: false,
         };
         match scenario {
             Scenario::Online => base,
-            Scenario::Backlog => WorkloadParams {
-                jobs: 1_200,
-                size_mix: SizeMix::GpuWeighted,
-                max_runtime: DAY,
-                ..base
-            },
+            Scenario::Backlog => {
+                WorkloadParams { jobs: 1_200, size_mix: SizeMix::GpuWeighted, max_runtime: DAY, ..base }
+            }
         }
     }
 }
@@ -350,16 +298,8 @@ pub fn offered_load(w: &Workload, cluster_gpus: u64) -> Option<OfferedLoad> {
     }
     let cap = cluster_gpus as f64 * (last - first) as f64;
     let total: f64 = w.jobs.iter().map(|j| j.gpu_time() as f64).sum();
-    let inside: f64 = w
-        .jobs
-        .iter()
-        .map(|j| j.gpus as f64 * ((j.submit + j.runtime).min(last) - j.submit) as f64)
-        .sum();
-    Some(OfferedLoad {
-        in_window: inside / cap,
-        total: total / cap,
-        window: last - first,
-    })
+    let inside: f64 = w.jobs.iter().map(|j| j.gpus as f64 * ((j.submit + j.runtime).min(last) - j.submit) as f64).sum();
+    Some(OfferedLoad { in_window: inside / cap, total: total / cap, window: last - first })
 }
 
 /// Shortest `Online` arrival window, seconds.
@@ -393,11 +333,7 @@ fn pick(rng: &mut ChaCha8Rng, weights: &[f64]) -> usize {
 
 /// The run-time mixture of a GPU count.
 fn runtime_mix(gpus: u32) -> &'static [LogNormalComponent] {
-    RUNTIME_MIX
-        .iter()
-        .find(|(upto, _)| gpus <= *upto)
-        .map(|(_, m)| *m)
-        .unwrap_or(RUNTIME_MIX[RUNTIME_MIX.len() - 1].1)
+    RUNTIME_MIX.iter().find(|(upto, _)| gpus <= *upto).map(|(_, m)| *m).unwrap_or(RUNTIME_MIX[RUNTIME_MIX.len() - 1].1)
 }
 
 /// One run time in whole seconds from a lognormal component, redrawn while above `max_s`.
@@ -429,9 +365,7 @@ fn draw_batch_len(rng: &mut ChaCha8Rng) -> usize {
 fn calendar_rate(t: f64) -> f64 {
     let day = 86_400.0;
     let hour = (t % day) / 3_600.0;
-    let diurnal = 1.0
-        + DIURNAL_AMPLITUDE
-            * (2.0 * std::f64::consts::PI * (hour - DIURNAL_PEAK_HOUR) / 24.0).cos();
+    let diurnal = 1.0 + DIURNAL_AMPLITUDE * (2.0 * std::f64::consts::PI * (hour - DIURNAL_PEAK_HOUR) / 24.0).cos();
     let weekday = WEEKDAY[((t / day).floor() as usize) % 7];
     diurnal * weekday
 }
@@ -450,11 +384,7 @@ fn rate_path(seed: u64, span_s: f64) -> Vec<(f64, f64)> {
     let mut segments = Vec::new();
     let mut t = 0.0;
     while t < span_s {
-        let mean_h = if burst {
-            MMPP.burst_hours
-        } else {
-            MMPP.calm_hours
-        };
+        let mean_h = if burst { MMPP.burst_hours } else { MMPP.calm_hours };
         t += exp_draw(&mut rng, mean_h * 3_600.0);
         segments.push((t, if burst { MMPP.burst_ratio } else { 1.0 }));
         burst = !burst;
@@ -475,9 +405,7 @@ fn online_starts(seed: u64, n: usize, span_s: f64) -> Vec<i64> {
     for _ in 0..n {
         loop {
             let t = rng.random::<f64>() * span_s;
-            let seg = segments
-                .partition_point(|&(end, _)| end <= t)
-                .min(segments.len() - 1);
+            let seg = segments.partition_point(|&(end, _)| end <= t).min(segments.len() - 1);
             let rate = segments[seg].1 * calendar_rate(t);
             if rng.random::<f64>() * rate_max < rate {
                 starts.push(t.floor() as i64);
@@ -495,11 +423,7 @@ fn place(drafts: &[Draft], starts_s: &[i64], gaps_s: &[i64], last_s: i64) -> Vec
     let mut out = Vec::with_capacity(drafts.len());
     let mut t = 0i64;
     for (i, d) in drafts.iter().enumerate() {
-        t = if i == 0 || d.batch != drafts[i - 1].batch {
-            starts_s[d.batch]
-        } else {
-            t + gaps_s[i]
-        };
+        t = if i == 0 || d.batch != drafts[i - 1].batch { starts_s[d.batch] } else { t + gaps_s[i] };
         out.push(t.min(last_s));
     }
     out
@@ -522,11 +446,7 @@ fn in_window_load(drafts: &[Draft], submit_s: &[i64], span_s: f64, gpus: f64) ->
 /// Rounds a run time (seconds) times the factor up to the next round time limit.
 fn round_limit(raw_s: f64) -> Time {
     let raw = (raw_s * 1_000.0).ceil() as Time;
-    ESTIMATE_LADDER
-        .iter()
-        .copied()
-        .find(|&l| l >= raw)
-        .unwrap_or_else(|| (raw + DAY - 1) / DAY * DAY)
+    ESTIMATE_LADDER.iter().copied().find(|&l| l >= raw).unwrap_or_else(|| (raw + DAY - 1) / DAY * DAY)
 }
 
 /// One job before arrival times are known.
@@ -550,9 +470,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
     for u in 0..users {
         w.user_index(&format!("u{:02}", u + 1));
     }
-    let user_weights: Vec<f64> = (1..=users)
-        .map(|k| (k as f64).powf(-p.user_skew.max(0.0)))
-        .collect();
+    let user_weights: Vec<f64> = (1..=users).map(|k| (k as f64).powf(-p.user_skew.max(0.0))).collect();
     let sizes: Vec<(u32, f64)> = SIZE_MIX
         .iter()
         .filter(|(g, _)| *g as u64 <= cluster_gpus)
@@ -571,56 +489,30 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
     while drafts.len() < p.jobs {
         let len = draw_batch_len(&mut rng).min(p.jobs - drafts.len());
         let user = pick(&mut rng, &user_weights) as u32;
-        let gpus = if sizes.is_empty() {
-            0
-        } else {
-            sizes[pick(&mut rng, &size_weights)].0
-        };
+        let gpus = if sizes.is_empty() { 0 } else { sizes[pick(&mut rng, &size_weights)].0 };
         let mix = runtime_mix(gpus);
         let weights: Vec<f64> = mix.iter().map(|c| c.weight).collect();
         let comp = mix[pick(&mut rng, &weights)];
         for _ in 0..len {
             let runtime_s = draw_runtime_s(&mut rng, &comp, max_s);
-            drafts.push(Draft {
-                batch: batches,
-                user,
-                gpus,
-                runtime_s,
-            });
+            drafts.push(Draft { batch: batches, user, gpus, runtime_s });
         }
         batches += 1;
     }
 
     // Arrivals: a start time per batch, then 0-5 s gaps inside it.
     let mut rng = rng_for(p.seed, STREAM_GAPS);
-    let gaps_s: Vec<i64> = drafts
-        .iter()
-        .map(|_| pick(&mut rng, &BATCH_GAP) as i64)
-        .collect();
+    let gaps_s: Vec<i64> = drafts.iter().map(|_| pick(&mut rng, &BATCH_GAP) as i64).collect();
     let submit_s: Vec<i64> = match p.scenario {
         Scenario::Online => {
-            let load = if p.load.is_finite() && p.load > 0.0 {
-                p.load
-            } else {
-                1.0
-            };
+            let load = if p.load.is_finite() && p.load > 0.0 { p.load } else { 1.0 };
             let g = cluster_gpus.max(1) as f64;
-            let at = |span_s: f64| {
-                place(
-                    &drafts,
-                    &online_starts(p.seed, batches, span_s),
-                    &gaps_s,
-                    i64::MAX,
-                )
-            };
+            let at = |span_s: f64| place(&drafts, &online_starts(p.seed, batches, span_s), &gaps_s, i64::MAX);
             // The window for which the in-window load meets the target, by bisection on a log
             // scale. The load shrinks as the window grows; at the total-work window it is at
             // most the target. If even the shortest window cannot reach it (few jobs), the
             // shortest is used.
-            let work: f64 = drafts
-                .iter()
-                .map(|d| d.gpus.max(1) as f64 * d.runtime_s as f64)
-                .sum();
+            let work: f64 = drafts.iter().map(|d| d.gpus.max(1) as f64 * d.runtime_s as f64).sum();
             let mut hi = (work / (g * load)).max(MIN_WINDOW_S);
             let mut lo = MIN_WINDOW_S;
             if in_window_load(&drafts, &at(lo), lo, g) <= load {
@@ -642,15 +534,8 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
         Scenario::Backlog => {
             let window_s = (p.window / SECOND).max(0);
             let mut rng = rng_for(p.seed, STREAM_STARTS);
-            let mut starts: Vec<i64> = (0..batches)
-                .map(|_| {
-                    if window_s == 0 {
-                        0
-                    } else {
-                        rng.random_range(0..window_s)
-                    }
-                })
-                .collect();
+            let mut starts: Vec<i64> =
+                (0..batches).map(|_| if window_s == 0 { 0 } else { rng.random_range(0..window_s) }).collect();
             starts.sort_unstable();
             place(&drafts, &starts, &gaps_s, (window_s - 1).max(0))
         }
@@ -691,11 +576,7 @@ mod tests {
     use super::*;
 
     fn params(scenario: Scenario, jobs: usize, seed: u64) -> WorkloadParams {
-        WorkloadParams {
-            jobs,
-            seed,
-            ..WorkloadParams::default_for(scenario)
-        }
+        WorkloadParams { jobs, seed, ..WorkloadParams::default_for(scenario) }
     }
 
     fn fraction(w: &Workload, gpus: u32) -> f64 {
@@ -721,42 +602,24 @@ mod tests {
             assert_ne!(a, c);
             assert_eq!(a.jobs.len(), 2_000);
         }
-        assert_eq!(
-            generate(&WorkloadParams::default(), 512),
-            generate(&WorkloadParams::default(), 512)
-        );
+        assert_eq!(generate(&WorkloadParams::default(), 512), generate(&WorkloadParams::default(), 512));
     }
 
     #[test]
     fn estimates_do_not_change_the_jobs() {
         let plain = generate(&params(Scenario::Online, 2_000, 3), 512);
-        let est = generate(
-            &WorkloadParams {
-                estimates: true,
-                ..params(Scenario::Online, 2_000, 3)
-            },
-            512,
-        );
+        let est = generate(&WorkloadParams { estimates: true, ..params(Scenario::Online, 2_000, 3) }, 512);
         assert!(!plain.has_estimates());
         assert!(est.has_estimates());
         for (a, b) in plain.jobs.iter().zip(&est.jobs) {
             let e = b.estimate.expect("estimate");
             assert!(e >= b.runtime, "estimate {e} below run time {}", b.runtime);
             assert!(e % (5 * MINUTE) == 0);
-            assert_eq!(
-                a,
-                &Job {
-                    estimate: None,
-                    ..b.clone()
-                }
-            );
+            assert_eq!(a, &Job { estimate: None, ..b.clone() });
         }
         // Median estimate / run time near the KTH SP2 log's 2.4.
-        let mut r: Vec<f64> = est
-            .jobs
-            .iter()
-            .map(|j| j.estimate.expect("estimate") as f64 / j.runtime as f64)
-            .collect();
+        let mut r: Vec<f64> =
+            est.jobs.iter().map(|j| j.estimate.expect("estimate") as f64 / j.runtime as f64).collect();
         r.sort_by(f64::total_cmp);
         let med = r[r.len() / 2];
         assert!((1.8..3.2).contains(&med), "median estimate ratio {med}");
@@ -799,31 +662,17 @@ mod tests {
         let tol = [0.025, 0.012, 0.015, 0.015, 0.006, 0.004, 0.002, 0.002];
         for seed in [1, 2, 3] {
             // Backlog arrivals are cheaper to draw; the size mix does not depend on them.
-            let p = WorkloadParams {
-                size_mix: SizeMix::Jobs,
-                ..params(Scenario::Backlog, 20_000, seed)
-            };
+            let p = WorkloadParams { size_mix: SizeMix::Jobs, ..params(Scenario::Backlog, 20_000, seed) };
             let w = generate(&p, 512);
             for (&(g, n), tol) in SIZE_MIX.iter().zip(tol) {
                 let (got, want) = (fraction(&w, g), n as f64 / total as f64);
-                assert!(
-                    (got - want).abs() <= tol,
-                    "seed {seed}: {g} GPUs: {got:.4} vs {want:.4}"
-                );
+                assert!((got - want).abs() <= tol, "seed {seed}: {g} GPUs: {got:.4} vs {want:.4}");
             }
         }
         // The GPU-weighted mix: half the jobs use one GPU, about a quarter eight.
         let w = generate(&params(Scenario::Backlog, 20_000, 1), 512);
-        assert!(
-            (fraction(&w, 1) - 0.497).abs() < 0.04,
-            "{}",
-            fraction(&w, 1)
-        );
-        assert!(
-            (fraction(&w, 8) - 0.235).abs() < 0.04,
-            "{}",
-            fraction(&w, 8)
-        );
+        assert!((fraction(&w, 1) - 0.497).abs() < 0.04, "{}", fraction(&w, 1));
+        assert!((fraction(&w, 8) - 0.235).abs() < 0.04, "{}", fraction(&w, 8));
         assert!(fraction(&w, 128) > 0.0);
     }
 
@@ -831,27 +680,13 @@ mod tests {
     fn run_times_match_the_trace() {
         // Median and 90th percentile of the 1-GPU jobs (trace: 1,199 s and 15,589 s) and of the
         // 8-GPU jobs (12,567 s and 365,273 s), within a factor 1.5.
-        let w = generate(
-            &WorkloadParams {
-                size_mix: SizeMix::Jobs,
-                ..params(Scenario::Online, 20_000, 4)
-            },
-            512,
-        );
+        let w = generate(&WorkloadParams { size_mix: SizeMix::Jobs, ..params(Scenario::Online, 20_000, 4) }, 512);
         for (g, want) in [(1, [1_199.0, 15_589.0]), (8, [12_567.0, 365_273.0])] {
-            let mut r: Vec<f64> = w
-                .jobs
-                .iter()
-                .filter(|j| j.gpus == g)
-                .map(|j| (j.runtime / SECOND) as f64)
-                .collect();
+            let mut r: Vec<f64> = w.jobs.iter().filter(|j| j.gpus == g).map(|j| (j.runtime / SECOND) as f64).collect();
             r.sort_by(f64::total_cmp);
             for (q, want) in [0.5, 0.9].into_iter().zip(want) {
                 let got = r[(q * r.len() as f64) as usize];
-                assert!(
-                    got / want < 1.5 && want / got < 1.5,
-                    "{g} GPUs, q{q}: {got} vs {want}"
-                );
+                assert!(got / want < 1.5 && want / got < 1.5, "{g} GPUs, q{q}: {got} vs {want}");
             }
         }
     }
@@ -875,13 +710,7 @@ mod tests {
         for s in Scenario::ALL {
             assert!(generate(&params(s, 0, 1), 512).jobs.is_empty());
             assert_eq!(generate(&params(s, 1, 1), 512).jobs.len(), 1);
-            let odd = WorkloadParams {
-                users: 0,
-                groups: 0,
-                load: f64::NAN,
-                user_skew: -1.0,
-                ..params(s, 50, 1)
-            };
+            let odd = WorkloadParams { users: 0, groups: 0, load: f64::NAN, user_skew: -1.0, ..params(s, 50, 1) };
             let w = generate(&odd, 512);
             assert_eq!((w.users.len(), w.groups.len(), w.jobs.len()), (1, 1, 50));
         }
@@ -892,17 +721,15 @@ mod tests {
         for seed in 0..5 {
             let p = params(Scenario::Backlog, 1_200, seed);
             let w = generate(&p, 512);
-            assert!(w.jobs.iter().all(|j| (0..p.window).contains(&j.submit)));
+            assert!(w.jobs.iter().all(|j| j.submit == 0));
+            let spread = WorkloadParams { window: 5 * MINUTE, ..p.clone() };
+            let ws = generate(&spread, 512);
+            assert!(ws.jobs.iter().all(|j| (0..5 * MINUTE).contains(&j.submit)));
+            assert!(ws.jobs.iter().any(|j| j.submit > 2 * MINUTE));
             assert!(w.jobs.iter().all(|j| j.runtime <= DAY));
             // The work is several times the longest job, so packing (the order) matters.
             let work: f64 = w.jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 512.0;
-            assert!(
-                work > 2.0 * DAY as f64,
-                "seed {seed}: {:.2} days of work",
-                work / DAY as f64
-            );
-            let at_once = generate(&WorkloadParams { window: 0, ..p }, 512);
-            assert!(at_once.jobs.iter().all(|j| j.submit == 0));
+            assert!(work > 2.0 * DAY as f64, "seed {seed}: {:.2} days of work", work / DAY as f64);
         }
     }
 
@@ -911,22 +738,13 @@ mod tests {
         for seed in 0..10 {
             let w = generate(&params(Scenario::Online, 3_000, seed), 512);
             let load = offered_load(&w, 512).expect("span");
-            assert!(
-                (0.9..=1.1).contains(&load.in_window),
-                "seed {seed}: {load:?}"
-            );
+            assert!((0.9..=1.1).contains(&load.in_window), "seed {seed}: {load:?}");
             assert!(load.total > load.in_window);
             let days = load.window as f64 / DAY as f64;
             assert!((0.5..8.0).contains(&days), "seed {seed}: {days:.2} days");
         }
         // The target follows `load` and the cluster size.
-        let w = generate(
-            &WorkloadParams {
-                load: 0.5,
-                ..params(Scenario::Online, 3_000, 1)
-            },
-            2_048,
-        );
+        let w = generate(&WorkloadParams { load: 0.5, ..params(Scenario::Online, 3_000, 1) }, 2_048);
         let load = offered_load(&w, 2_048).expect("span").in_window;
         assert!((0.45..=0.55).contains(&load), "offered load {load:.3}");
     }

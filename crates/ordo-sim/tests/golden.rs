@@ -32,31 +32,14 @@ fn run_case(path: &Path) -> Result<(), String> {
     }
     let cluster = ClusterSpec::parse(&meta["cluster"]).map_err(|e| e.to_string())?;
     let placement: Placement = meta["placement"].parse()?;
-    let policy: PolicySpec = meta["policy"]
-        .parse()
-        .map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;
-    let opts = LoadOptions {
-        format: Format::Generic,
-        from_day: None,
-        to_day: None,
-    };
-    let w = load_reader(csv.as_bytes(), "golden", &opts)
-        .map_err(|e| e.to_string())?
-        .workload;
-    let cfg = SimConfig {
-        cluster: cluster.clone(),
-        placement,
-        policy,
-        check_invariants: true,
-    };
+    let policy: PolicySpec = meta["policy"].parse().map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;
+    let opts = LoadOptions { format: Format::Generic, from_day: None, to_day: None };
+    let w = load_reader(csv.as_bytes(), "golden", &opts).map_err(|e| e.to_string())?.workload;
+    let cfg = SimConfig { cluster: cluster.clone(), placement, policy, check_invariants: true };
     let out = simulate(&w, &cfg).map_err(|e| e.to_string())?;
     validate(&w, &cluster, &out)?;
     if expect.len() != out.records.len() {
-        return Err(format!(
-            "{} jobs expected, {} ran",
-            expect.len(),
-            out.records.len()
-        ));
+        return Err(format!("{} jobs expected, {} ran", expect.len(), out.records.len()));
     }
     for e in &expect {
         let r = out
@@ -67,10 +50,7 @@ fn run_case(path: &Path) -> Result<(), String> {
         let got = (to_secs_f64(r.start), to_secs_f64(r.end));
         let want: (f64, f64) = (e[1].parse().unwrap(), e[2].parse().unwrap());
         if got != want {
-            return Err(format!(
-                "job {}: expected start,end {want:?}, got {got:?}",
-                e[0]
-            ));
+            return Err(format!("job {}: expected start,end {want:?}, got {got:?}", e[0]));
         }
         if let Some(p) = e.get(3) {
             let got: Vec<String> = r
@@ -82,11 +62,7 @@ fn run_case(path: &Path) -> Result<(), String> {
                 })
                 .collect();
             if &got.join(" ") != p {
-                return Err(format!(
-                    "job {}: expected placement {p}, got {}",
-                    e[0],
-                    got.join(" ")
-                ));
+                return Err(format!("job {}: expected placement {p}, got {}", e[0], got.join(" ")));
             }
         }
     }
@@ -96,27 +72,12 @@ fn run_case(path: &Path) -> Result<(), String> {
 #[test]
 fn golden_schedules() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
-    assert!(
-        files.len() >= 10,
-        "golden cases missing in {}",
-        dir.display()
-    );
+    assert!(files.len() >= 10, "golden cases missing in {}", dir.display());
     let failures: Vec<String> = files
         .iter()
-        .filter_map(|f| {
-            run_case(f)
-                .err()
-                .map(|e| format!("{}: {e}", f.file_name().unwrap().to_string_lossy()))
-        })
+        .filter_map(|f| run_case(f).err().map(|e| format!("{}: {e}", f.file_name().unwrap().to_string_lossy())))
         .collect();
-    assert!(
-        failures.is_empty(),
-        "golden failures:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "golden failures:\n{}", failures.join("\n"));
 }

@@ -57,7 +57,7 @@ fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_and_runs_are_deterministic(

@@ -148,14 +148,7 @@ mod tests {
 
     #[test]
     fn detects_headers() {
-        let philly = [
-            "#job id",
-            "arrival time (sec)",
-            "topology",
-            "shape",
-            "size",
-            "duration (sec)",
-        ];
+        let philly = ["#job id", "arrival time (sec)", "topology", "shape", "size", "duration (sec)"];
         assert_eq!(Format::detect(&philly), Some(Format::Philly));
         let generic = ["num_gpu", " submit_time", "job_id ", "duration"];
         assert_eq!(Format::detect(&generic), Some(Format::Generic));

@@ -72,19 +72,12 @@ pub struct LoadOptions {
 impl LoadOptions {
     /// Options for `format` with no window.
     pub fn new(format: Format) -> Self {
-        LoadOptions {
-            format,
-            ..LoadOptions::default()
-        }
+        LoadOptions { format, ..LoadOptions::default() }
     }
 
     /// The same options with the window `[from_day, to_day)` (days; either bound optional).
     pub fn with_window(self, from_day: Option<f64>, to_day: Option<f64>) -> Self {
-        LoadOptions {
-            from_day,
-            to_day,
-            ..self
-        }
+        LoadOptions { from_day, to_day, ..self }
     }
 }
 
@@ -116,10 +109,7 @@ pub struct LoadedTrace {
 /// [`load_reader`], with `source_name` = `path.display()`.
 pub fn load_path(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, TraceError> {
     let file = path.display().to_string();
-    let reader = std::fs::File::open(path).map_err(|err| TraceError::Io {
-        file: file.clone(),
-        err,
-    })?;
+    let reader = std::fs::File::open(path).map_err(|err| TraceError::Io { file: file.clone(), err })?;
     load_reader(reader, &file, opts)
 }
 
@@ -143,25 +133,16 @@ pub fn load_path(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, TraceEr
 ///   `0..=MAX_SECONDS` (fractions allowed), GPU counts whole numbers >= 0 (`8` or `8.0`),
 ///   priorities integers, job ids non-empty, names UTF-8;
 /// - [`TraceError::Io`]: the reader failed.
-pub fn load_reader<R: Read>(
-    reader: R,
-    source_name: &str,
-    opts: &LoadOptions,
-) -> Result<LoadedTrace, TraceError> {
+pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) -> Result<LoadedTrace, TraceError> {
     let file = source_name;
     let window = Window::new(opts, file)?;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .buffer_capacity(1 << 16)
-        .from_reader(reader);
+    let mut rdr =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).buffer_capacity(1 << 16).from_reader(reader);
     let mut record = csv::ByteRecord::new();
 
     // Header.
     if !read(&mut rdr, &mut record, file, 1)? {
-        return Err(TraceError::Empty {
-            file: file.to_string(),
-        });
+        return Err(TraceError::Empty { file: file.to_string() });
     }
     let header_line = line_of(&record, 1);
     let header: Vec<String> = record
@@ -215,11 +196,9 @@ pub fn load_reader<R: Read>(
             .ok()
             .filter(|s| !s.is_empty())
             .ok_or_else(|| bad(layout.id, EXPECT_ID))?;
-        let submit =
-            parse_secs(field(layout.submit)).ok_or_else(|| bad(layout.submit, EXPECT_TIME))?;
+        let submit = parse_secs(field(layout.submit)).ok_or_else(|| bad(layout.submit, EXPECT_TIME))?;
         let gpus = parse_gpus(field(layout.gpus)).ok_or_else(|| bad(layout.gpus, EXPECT_GPUS))?;
-        let runtime =
-            parse_secs(field(layout.duration)).ok_or_else(|| bad(layout.duration, EXPECT_TIME))?;
+        let runtime = parse_secs(field(layout.duration)).ok_or_else(|| bad(layout.duration, EXPECT_TIME))?;
         let user = match layout.user {
             Some(c) => parse_name(field(c)).ok_or_else(|| bad(c, EXPECT_NAME))?,
             None => DEFAULT_NAME,
@@ -272,14 +251,7 @@ pub fn load_reader<R: Read>(
         j.submit -= base;
     }
     workload.renumber();
-    Ok(LoadedTrace {
-        workload,
-        source: file.to_string(),
-        format,
-        rows,
-        dropped_zero_duration,
-        dropped_outside_window,
-    })
+    Ok(LoadedTrace { workload, source: file.to_string(), format, rows, dropped_zero_duration, dropped_outside_window })
 }
 
 /// Writes `workload` as a `generic` trace to `writer`: header
@@ -298,29 +270,13 @@ pub fn write_generic<W: std::io::Write>(workload: &Workload, writer: W) -> std::
         csv::ErrorKind::Io(err) => err,
         other => std::io::Error::other(format!("{other:?}")),
     };
-    w.write_record([
-        "job_id",
-        "submit_time",
-        "num_gpu",
-        "duration",
-        "user",
-        "group",
-        "estimate",
-        "priority",
-    ])
-    .map_err(io)?;
+    w.write_record(["job_id", "submit_time", "num_gpu", "duration", "user", "group", "estimate", "priority"])
+        .map_err(io)?;
     let name_of = |names: &[String], i: u32| -> String {
-        names
-            .get(i as usize)
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_NAME.to_string())
+        names.get(i as usize).cloned().unwrap_or_else(|| DEFAULT_NAME.to_string())
     };
     for j in &workload.jobs {
-        let id = if j.name.is_empty() {
-            j.id.to_string()
-        } else {
-            j.name.clone()
-        };
+        let id = if j.name.is_empty() { j.id.to_string() } else { j.name.clone() };
         w.write_record([
             id,
             secs_text(j.submit),
@@ -360,18 +316,12 @@ fn read<R: Read>(
     rdr.read_byte_record(record).map_err(|e| {
         let why = e.to_string();
         match e.into_kind() {
-            csv::ErrorKind::Io(err) => TraceError::Io {
-                file: file.to_string(),
-                err,
-            },
+            csv::ErrorKind::Io(err) => TraceError::Io { file: file.to_string(), err },
             // With byte records and flexible rows the csv crate reports only IO errors; keep
             // anything else as an IO-kind error rather than panicking.
             _ => TraceError::Io {
                 file: file.to_string(),
-                err: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("near line {line}: {why}"),
-                ),
+                err: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("near line {line}: {why}")),
             },
         }
     })
@@ -431,10 +381,7 @@ struct Window {
 
 impl Window {
     fn new(opts: &LoadOptions, file: &str) -> Result<Self, TraceError> {
-        let bad = |why: String| TraceError::Options {
-            file: file.to_string(),
-            why,
-        };
+        let bad = |why: String| TraceError::Options { file: file.to_string(), why };
         for (name, day) in [("from_day", opts.from_day), ("to_day", opts.to_day)] {
             if day.is_some_and(f64::is_nan) {
                 return Err(bad(format!("{name} is NaN")));
@@ -448,10 +395,7 @@ impl Window {
             }
         }
         let to_time = |day: f64| time::from_secs_f64(day * SECONDS_PER_DAY);
-        Ok(Window {
-            from: opts.from_day.map(to_time),
-            to: opts.to_day.map(to_time),
-        })
+        Ok(Window { from: opts.from_day.map(to_time), to: opts.to_day.map(to_time) })
     }
 
     fn contains(&self, t: Time) -> bool {
@@ -484,11 +428,7 @@ impl Layout {
                 Some(k) => match at.get_mut(k) {
                     Some(slot @ None) => *slot = Some(i),
                     _ => {
-                        return Err(TraceError::DuplicateColumn {
-                            file: file.to_string(),
-                            line,
-                            column: name.clone(),
-                        })
+                        return Err(TraceError::DuplicateColumn { file: file.to_string(), line, column: name.clone() })
                     }
                 },
                 None => unknown.push(name.clone()),
@@ -503,21 +443,12 @@ impl Layout {
                 known: columns.iter().map(|c| c.name).collect(),
             });
         }
-        let find = |role: Role| {
-            columns
-                .iter()
-                .zip(&at)
-                .find(|(c, _)| c.role == role)
-                .and_then(|(_, i)| *i)
-        };
+        let find = |role: Role| columns.iter().zip(&at).find(|(c, _)| c.role == role).and_then(|(_, i)| *i);
         let required = |role: Role| {
             find(role).ok_or_else(|| TraceError::MissingColumn {
                 file: file.to_string(),
                 line,
-                column: columns
-                    .iter()
-                    .find(|c| c.role == role)
-                    .map_or("?", |c| c.name),
+                column: columns.iter().find(|c| c.role == role).map_or("?", |c| c.name),
                 format,
                 header: shown(names.join(",").as_bytes()),
             })

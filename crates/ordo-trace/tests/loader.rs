@@ -41,21 +41,12 @@ fn field_errors_name_file_line_field_expected_and_found() {
     ];
     for (row, field, found) in cases {
         let msg = err(&format!("{GEN}{row}\n"), Format::Generic);
-        assert!(
-            msg.starts_with(&format!("t.csv:2: field `{field}`: expected ")),
-            "{row}: {msg}"
-        );
+        assert!(msg.starts_with(&format!("t.csv:2: field `{field}`: expected ")), "{row}: {msg}");
         assert!(msg.ends_with(&format!("found {found}")), "{row}: {msg}");
     }
     // Philly names its own columns.
-    let msg = err(
-        &format!("{PHILLY}0,0.0,CLOS,1,1,10\n1,5,CLOS,1,eight,10\n"),
-        Format::Auto,
-    );
-    assert_eq!(
-        msg,
-        "t.csv:3: field `size`: expected a whole number of GPUs >= 0, found \"eight\""
-    );
+    let msg = err(&format!("{PHILLY}0,0.0,CLOS,1,1,10\n1,5,CLOS,1,eight,10\n"), Format::Auto);
+    assert_eq!(msg, "t.csv:3: field `size`: expected a whole number of GPUs >= 0, found \"eight\"");
     let msg = err(&format!("{PHILLY}0,0.0,CLOS,1,1,-3\n"), Format::Philly);
     assert!(msg.starts_with("t.csv:2: field `duration (sec)`: expected a time in seconds >= 0"));
 }
@@ -64,10 +55,7 @@ fn field_errors_name_file_line_field_expected_and_found() {
 fn optional_field_errors() {
     let h = "job_id,submit_time,num_gpu,duration,estimate,priority\n";
     let msg = err(&format!("{h}a,0,1,10,soon,1\n"), Format::Generic);
-    assert!(
-        msg.starts_with("t.csv:2: field `estimate`: expected a time in seconds"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("t.csv:2: field `estimate`: expected a time in seconds"), "{msg}");
     assert!(msg.ends_with("found \"soon\""), "{msg}");
     let msg = err(&format!("{h}a,0,1,10,5,1.5\n"), Format::Generic);
     assert_eq!(
@@ -81,27 +69,15 @@ fn optional_field_errors() {
     )
     .unwrap_err()
     .to_string();
-    assert_eq!(
-        msg,
-        "t.csv:2: field `user`: expected UTF-8 text, found \"\u{fffd}\""
-    );
+    assert_eq!(msg, "t.csv:2: field `user`: expected UTF-8 text, found \"\u{fffd}\"");
 }
 
 #[test]
 fn column_count_errors() {
     let msg = err(&format!("{GEN}a,0,1,10\na,0,1\n"), Format::Generic);
-    assert_eq!(
-        msg,
-        "t.csv:3: expected 4 fields (as in the header), found 3"
-    );
-    let msg = err(
-        &format!("{PHILLY}0,0.0,CLOS,1,1,10,extra\n"),
-        Format::Philly,
-    );
-    assert_eq!(
-        msg,
-        "t.csv:2: expected 6 fields (as in the header), found 7"
-    );
+    assert_eq!(msg, "t.csv:3: expected 4 fields (as in the header), found 3");
+    let msg = err(&format!("{PHILLY}0,0.0,CLOS,1,1,10,extra\n"), Format::Philly);
+    assert_eq!(msg, "t.csv:2: expected 6 fields (as in the header), found 7");
 }
 
 #[test]
@@ -110,68 +86,37 @@ fn line_numbers_count_blank_lines_and_quoted_newlines() {
     let text = format!("{GEN}a,0,1,10\n\n\"b\nc\",1,1,10\nd,2,1,zz\n");
     let msg = err(&text, Format::Generic);
     assert!(msg.starts_with("t.csv:6: field `duration`"), "{msg}");
-    let t = load(
-        &format!("{GEN}a,0,1,10\n\n\"b\nc\",1,1,10\n"),
-        Format::Generic,
-    )
-    .unwrap();
+    let t = load(&format!("{GEN}a,0,1,10\n\n\"b\nc\",1,1,10\n"), Format::Generic).unwrap();
     assert_eq!(t.rows, 2);
     assert_eq!(t.workload.jobs[1].name, "b\nc");
 }
 
 #[test]
 fn header_errors() {
-    let msg = err(
-        "job_id,submit_time,nmu_gpu,duration,colour\n",
-        Format::Generic,
-    );
-    assert!(
-        msg.starts_with("t.csv:1: unknown column(s) `nmu_gpu`, `colour` for the generic format"),
-        "{msg}"
-    );
+    let msg = err("job_id,submit_time,nmu_gpu,duration,colour\n", Format::Generic);
+    assert!(msg.starts_with("t.csv:1: unknown column(s) `nmu_gpu`, `colour` for the generic format"), "{msg}");
     assert!(msg.contains("`num_gpu`"), "lists known columns: {msg}");
     let msg = err("job_id,submit_time,duration\n", Format::Generic);
-    assert!(
-        msg.starts_with("t.csv:1: missing required column `num_gpu` for the generic format"),
-        "{msg}"
-    );
-    let msg = err(
-        "job_id,submit_time,num_gpu,duration,user,user\n",
-        Format::Auto,
-    );
-    assert_eq!(
-        msg,
-        "t.csv:1: column `user` appears more than once in the header"
-    );
+    assert!(msg.starts_with("t.csv:1: missing required column `num_gpu` for the generic format"), "{msg}");
+    let msg = err("job_id,submit_time,num_gpu,duration,user,user\n", Format::Auto);
+    assert_eq!(msg, "t.csv:1: column `user` appears more than once in the header");
     let msg = err("#job id,arrival time (sec),size\n", Format::Auto);
-    assert!(
-        msg.starts_with("t.csv:1: missing required column `duration (sec)` for the philly format"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("t.csv:1: missing required column `duration (sec)` for the philly format"), "{msg}");
     // Philly data read as generic: the header does not fit.
     let msg = err(PHILLY, Format::Generic);
-    assert!(
-        msg.starts_with("t.csv:1: unknown column(s) `#job id`"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("t.csv:1: unknown column(s) `#job id`"), "{msg}");
 }
 
 #[test]
 fn auto_detection() {
     let msg = err("id,time,gpus\n1,2,3\n", Format::Auto);
-    assert!(
-        msg.starts_with("t.csv:1: unknown trace format: header \"id,time,gpus\""),
-        "{msg}"
-    );
+    assert!(msg.starts_with("t.csv:1: unknown trace format: header \"id,time,gpus\""), "{msg}");
     assert!(msg.contains("generic") && msg.contains("philly"), "{msg}");
     assert_eq!(load(PHILLY, Format::Auto).unwrap().format, Format::Philly);
     let t = load("duration, num_gpu ,submit_time,job_id\n", Format::Auto).unwrap();
     assert_eq!(t.format, Format::Generic);
     // A UTF-8 byte-order mark and CRLF line ends are fine.
-    let text = format!(
-        "\u{feff}{}0,1.0,CLOS,1,2,3.5\r\n",
-        PHILLY.replace('\n', "\r\n")
-    );
+    let text = format!("\u{feff}{}0,1.0,CLOS,1,2,3.5\r\n", PHILLY.replace('\n', "\r\n"));
     let t = load(&text, Format::Auto).unwrap();
     assert_eq!(t.format, Format::Philly);
     assert_eq!(t.workload.jobs[0].gpus, 2);
@@ -180,14 +125,8 @@ fn auto_detection() {
 
 #[test]
 fn empty_input_and_header_only() {
-    assert_eq!(
-        err("", Format::Auto),
-        "t.csv: empty file: expected a header line"
-    );
-    assert_eq!(
-        err("\n\n", Format::Generic),
-        "t.csv: empty file: expected a header line"
-    );
+    assert_eq!(err("", Format::Auto), "t.csv: empty file: expected a header line");
+    assert_eq!(err("\n\n", Format::Generic), "t.csv: empty file: expected a header line");
     let t = load(GEN, Format::Auto).unwrap();
     assert_eq!((t.rows, t.workload.jobs.len()), (0, 0));
     assert!(t.workload.users.is_empty());
@@ -199,10 +138,7 @@ fn io_errors_name_the_path() {
     let e = load_path(path, &LoadOptions::default()).unwrap_err();
     assert!(matches!(e, TraceError::Io { .. }));
     let msg = e.to_string();
-    assert!(
-        msg.starts_with("/nonexistent/dir/trace.csv: cannot read: "),
-        "{msg}"
-    );
+    assert!(msg.starts_with("/nonexistent/dir/trace.csv: cannot read: "), "{msg}");
 
     /// Yields some bytes, then fails.
     struct Failing(usize);
@@ -227,16 +163,10 @@ fn io_errors_name_the_path() {
 fn bad_options() {
     let opts = LoadOptions::default().with_window(Some(f64::NAN), None);
     let e = load_reader(GEN.as_bytes(), "t.csv", &opts).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "t.csv: invalid load options: from_day is NaN"
-    );
+    assert_eq!(e.to_string(), "t.csv: invalid load options: from_day is NaN");
     let opts = LoadOptions::default().with_window(Some(3.0), Some(3.0));
     let e = load_reader(GEN.as_bytes(), "t.csv", &opts).unwrap_err();
-    assert!(
-        e.to_string().contains("from_day must be less than to_day"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("from_day must be less than to_day"), "{e}");
 }
 
 #[test]
@@ -250,28 +180,10 @@ fn generic_optional_columns_and_defaults() {
     let j = &w.jobs;
     assert_eq!(j.len(), 3);
     assert_eq!((j[0].name.as_str(), j[0].submit, j[0].gpus), ("j1", 0, 8));
-    assert_eq!(
-        (j[0].runtime, j[0].estimate, j[0].priority),
-        (3_600_500, Some(7_200_000), Some(5))
-    );
-    assert_eq!(
-        (
-            &*w.users[j[0].user as usize],
-            &*w.groups[j[0].group as usize]
-        ),
-        ("alice", "ml")
-    );
-    assert_eq!(
-        (j[1].submit, j[1].gpus, j[1].estimate, j[1].priority),
-        (250, 0, None, None)
-    );
-    assert_eq!(
-        (
-            &*w.users[j[1].user as usize],
-            &*w.groups[j[1].group as usize]
-        ),
-        ("default", "default")
-    );
+    assert_eq!((j[0].runtime, j[0].estimate, j[0].priority), (3_600_500, Some(7_200_000), Some(5)));
+    assert_eq!((&*w.users[j[0].user as usize], &*w.groups[j[0].group as usize]), ("alice", "ml"));
+    assert_eq!((j[1].submit, j[1].gpus, j[1].estimate, j[1].priority), (250, 0, None, None));
+    assert_eq!((&*w.users[j[1].user as usize], &*w.groups[j[1].group as usize]), ("default", "default"));
     assert_eq!((j[2].estimate, j[2].priority), (Some(30_000), Some(-3)));
     assert_eq!(w.users, ["alice", "default", "bob"]);
     assert_eq!(j[0].group, j[2].group);
@@ -301,30 +213,10 @@ fn generic_round_trips_through_write_generic() {
     let bob = w.user_index("bob, jr.");
     let ml = w.group_index("ml");
     let mut jobs = vec![
-        Job {
-            user: alice,
-            group: ml,
-            estimate: Some(7_200_001),
-            priority: Some(-4),
-            ..job("x", 0, 8, 3_600_123)
-        },
-        Job {
-            user: bob,
-            group: ml,
-            ..job("y \"quoted\"", 1, 0, 1)
-        },
-        Job {
-            user: alice,
-            group: ml,
-            estimate: Some(0),
-            ..job("z", 1, 2, 5_000)
-        },
-        Job {
-            user: bob,
-            group: ml,
-            priority: Some(9),
-            ..job("w", 86_400_000, 128, 999)
-        },
+        Job { user: alice, group: ml, estimate: Some(7_200_001), priority: Some(-4), ..job("x", 0, 8, 3_600_123) },
+        Job { user: bob, group: ml, ..job("y \"quoted\"", 1, 0, 1) },
+        Job { user: alice, group: ml, estimate: Some(0), ..job("z", 1, 2, 5_000) },
+        Job { user: bob, group: ml, priority: Some(9), ..job("w", 86_400_000, 128, 999) },
     ];
     for (i, j) in jobs.iter_mut().enumerate() {
         j.id = JobId(i as u32);
@@ -342,10 +234,7 @@ fn generic_round_trips_through_write_generic() {
 fn zero_durations_are_dropped_and_counted() {
     let text = format!("{GEN}a,5,1,0\nb,6,1,0.0004\nc,7,1,0.0005\nd,8,1,0.0\n");
     let t = load(&text, Format::Generic).unwrap();
-    assert_eq!(
-        (t.rows, t.dropped_zero_duration, t.dropped_outside_window),
-        (4, 3, 0)
-    );
+    assert_eq!((t.rows, t.dropped_zero_duration, t.dropped_outside_window), (4, 3, 0));
     let j = &t.workload.jobs;
     assert_eq!((j[0].name.as_str(), j[0].submit, j[0].runtime), ("c", 0, 1));
 }
@@ -368,14 +257,8 @@ fn window_selects_and_rebases() {
     assert_eq!(names, ["c", "d", "e"]);
     let submits: Vec<_> = t.workload.jobs.iter().map(|j| j.submit).collect();
     assert_eq!(submits, [0, 7_000, (day - 1) * 1000]);
-    assert_eq!(
-        (t.rows, t.dropped_zero_duration, t.dropped_outside_window),
-        (7, 1, 3)
-    );
-    assert_eq!(
-        t.rows,
-        t.workload.jobs.len() + t.dropped_zero_duration + t.dropped_outside_window
-    );
+    assert_eq!((t.rows, t.dropped_zero_duration, t.dropped_outside_window), (7, 1, 3));
+    assert_eq!(t.rows, t.workload.jobs.len() + t.dropped_zero_duration + t.dropped_outside_window);
 
     // Open-ended windows; fractional days.
     let from = LoadOptions::new(Format::Generic).with_window(Some(1.5), None);
@@ -389,12 +272,7 @@ fn window_selects_and_rebases() {
     assert_eq!(names, ["a", "b"]);
     // Without a window, rebasing still puts the first arrival at 0.
     let t = load(&format!("{GEN}a,100,1,1\nb,50.5,1,1\n"), Format::Generic).unwrap();
-    let got: Vec<_> = t
-        .workload
-        .jobs
-        .iter()
-        .map(|j| (j.name.as_str(), j.submit))
-        .collect();
+    let got: Vec<_> = t.workload.jobs.iter().map(|j| (j.name.as_str(), j.submit)).collect();
     assert_eq!(got, [("b", 0), ("a", 49_500)]);
 }
 

@@ -57,10 +57,7 @@ fn check(result: Result<LoadedTrace, TraceError>, format: Format) {
                 assert_eq!(t.format, format);
             }
             let jobs = &t.workload.jobs;
-            assert_eq!(
-                t.rows,
-                jobs.len() + t.dropped_zero_duration + t.dropped_outside_window
-            );
+            assert_eq!(t.rows, jobs.len() + t.dropped_zero_duration + t.dropped_outside_window);
             if let Some(first) = jobs.first() {
                 assert_eq!(first.submit, 0);
             }
@@ -95,21 +92,13 @@ fn window() -> impl Strategy<Value = LoadOptions> {
         Just(Some(f64::NEG_INFINITY)),
         Just(Some(1e300)),
     ];
-    (day.clone(), day).prop_map(|(from_day, to_day)| LoadOptions {
-        format: Format::Auto,
-        from_day,
-        to_day,
-    })
+    (day.clone(), day).prop_map(|(from_day, to_day)| LoadOptions { format: Format::Auto, from_day, to_day })
 }
 
 /// CSV-like text: one of the known headers, then rows of interesting cells.
 fn csv_like() -> impl Strategy<Value = String> {
     let row = prop::collection::vec(prop::sample::select(CELLS), 0..10).prop_map(|c| c.join(","));
-    (
-        prop::sample::select(HEADERS),
-        prop::collection::vec(row, 0..8),
-        prop::sample::select(&["\n", "\r\n", "\r"][..]),
-    )
+    (prop::sample::select(HEADERS), prop::collection::vec(row, 0..8), prop::sample::select(&["\n", "\r\n", "\r"][..]))
         .prop_map(|(h, rows, eol)| {
             let mut s = h.to_string();
             for r in rows {

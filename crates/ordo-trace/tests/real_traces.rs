@@ -19,10 +19,7 @@ fn philly_rfold() -> Option<PathBuf> {
     if path.is_file() {
         return Some(path);
     }
-    let what = format!(
-        "{} not found (set ORDO_TRACES to the traces directory)",
-        path.display()
-    );
+    let what = format!("{} not found (set ORDO_TRACES to the traces directory)", path.display());
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("real-trace test: {what}; CI must have the shared traces");
     }
@@ -36,13 +33,7 @@ fn philly_whole_file() {
     let Some(path) = philly_rfold() else { return };
     let start = Instant::now();
     let t = load_path(&path, &LoadOptions::default()).unwrap();
-    eprintln!(
-        "loaded {} ({} rows, {} jobs) in {:?}",
-        path.display(),
-        t.rows,
-        t.workload.jobs.len(),
-        start.elapsed()
-    );
+    eprintln!("loaded {} ({} rows, {} jobs) in {:?}", path.display(), t.rows, t.workload.jobs.len(), start.elapsed());
     assert_eq!(t.format, Format::Philly);
     assert_eq!(t.rows, 111_549);
     assert_eq!(t.dropped_zero_duration, 10);
@@ -64,10 +55,7 @@ fn philly_days_42_to_49() {
     let t = load_path(&path, &opts).unwrap();
     assert_eq!(t.workload.jobs.len(), 7_729);
     assert_eq!(t.rows, 111_549);
-    assert_eq!(
-        t.rows,
-        7_729 + t.dropped_zero_duration + t.dropped_outside_window
-    );
+    assert_eq!(t.rows, 7_729 + t.dropped_zero_duration + t.dropped_outside_window);
     let jobs = &t.workload.jobs;
     assert_eq!(jobs[0].submit, 0);
     assert!(jobs.last().is_some_and(|j| j.submit < 7 * 86_400_000));

@@ -75,11 +75,7 @@ struct CompareArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Comma-separated policies; the first named `fifo` (or else the first) is the baseline.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative")]
     policies: Vec<PolicySpec>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -106,11 +102,7 @@ struct BenchArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Policies to time.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative")]
     policies: Vec<PolicySpec>,
     /// Runs per policy (the median is reported).
     #[arg(long, default_value_t = 5)]
@@ -132,11 +124,7 @@ fn load_input(a: &InputArgs) -> Result<Input> {
     let cluster = ClusterSpec::parse(&a.cluster).context("--cluster")?;
     let (workload, source) = match &a.trace {
         Some(path) => {
-            let opts = LoadOptions {
-                format: a.format,
-                from_day: a.from_day,
-                to_day: a.to_day,
-            };
+            let opts = LoadOptions { format: a.format, from_day: a.from_day, to_day: a.to_day };
             let t = load_path(path, &opts)?;
             let info = output::InputInfo {
                 source: path.display().to_string(),
@@ -177,51 +165,29 @@ fn load_input(a: &InputArgs) -> Result<Input> {
             (w, info)
         }
     };
-    Ok(Input {
-        workload,
-        cluster,
-        placement: a.placement,
-        source,
-    })
+    Ok(Input { workload, cluster, placement: a.placement, source })
 }
 
 fn config(input: &Input, policy: PolicySpec) -> SimConfig {
-    SimConfig {
-        cluster: input.cluster.clone(),
-        placement: input.placement,
-        policy,
-        check_invariants: false,
-    }
+    SimConfig { cluster: input.cluster.clone(), placement: input.placement, policy, check_invariants: false }
 }
 
 /// Runs every policy, in parallel over the machine's cores; results come back in input order.
 fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(policies.len().max(1));
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(policies.len().max(1));
     let mut slots: Vec<Option<Result<SimOutput>>> = (0..policies.len()).map(|_| None).collect();
     std::thread::scope(|s| {
-        for (t, chunk) in slots
-            .chunks_mut(policies.len().div_ceil(threads).max(1))
-            .enumerate()
-        {
+        for (t, chunk) in slots.chunks_mut(policies.len().div_ceil(threads).max(1)).enumerate() {
             let base = t * policies.len().div_ceil(threads).max(1);
             s.spawn(move || {
                 for (i, slot) in chunk.iter_mut().enumerate() {
                     let p = policies[base + i];
-                    *slot = Some(
-                        simulate(&input.workload, &config(input, p))
-                            .with_context(|| format!("policy {p}")),
-                    );
+                    *slot = Some(simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}")));
                 }
             });
         }
     });
-    slots
-        .into_iter()
-        .map(|s| s.expect("every slot filled"))
-        .collect()
+    slots.into_iter().map(|s| s.expect("every slot filled")).collect()
 }
 
 pub fn run() -> Result<ExitCode> {
@@ -272,11 +238,7 @@ pub fn run() -> Result<ExitCode> {
                 let out = last.expect("at least one run");
                 rows.push(output::BenchRow::new(p, &times, &out));
             }
-            let b = output::Bench {
-                input: input.source,
-                rows,
-                peak_rss_mib: output::peak_rss_mib(),
-            };
+            let b = output::Bench { input: input.source, rows, peak_rss_mib: output::peak_rss_mib() };
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&b)?);
             } else {

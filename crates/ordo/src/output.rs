@@ -56,24 +56,12 @@ impl Comparison {
         let results: Vec<Metrics> = outs.iter().map(|o| o.metrics.clone()).collect();
         let base = results.iter().position(|m| m.policy == "fifo").unwrap_or(0);
         let best = (0..results.len())
-            .min_by(|&a, &b| {
-                results[a]
-                    .mean_jct_s
-                    .total_cmp(&results[b].mean_jct_s)
-                    .then(a.cmp(&b))
-            })
+            .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
             .unwrap_or(0);
         let (b, x) = (&results[base], &results[best]);
-        let which = if b.utilization_window.is_some() {
-            "utilisation"
-        } else {
-            "utilisation (over the makespan)"
-        };
+        let which = if b.utilization_window.is_some() { "utilisation" } else { "utilisation (over the makespan)" };
         let headline = if best == base {
-            format!(
-                "{} is already the best of the policies compared by mean completion time.",
-                b.policy
-            )
+            format!("{} is already the best of the policies compared by mean completion time.", b.policy)
         } else {
             format!(
                 "Same cluster, same jobs: {} instead of {}: {which} {:.0}% -> {:.0}% ({:+.0} pp), mean JCT {:+.0}%, p99 wait {:+.0}%{}.",
@@ -89,12 +77,7 @@ impl Comparison {
         };
         let rejected = outs
             .first()
-            .map(|o| {
-                o.rejected
-                    .iter()
-                    .map(|r| (format!("{}", r.job), r.gpus))
-                    .collect()
-            })
+            .map(|o| o.rejected.iter().map(|r| (format!("{}", r.job), r.gpus)).collect())
             .unwrap_or_default();
         Comparison {
             input: input.clone(),
@@ -120,11 +103,7 @@ impl Comparison {
             );
         }
         if let Some(m) = m0 {
-            let _ = writeln!(
-                s,
-                "cluster: {} ({} GPUs), {} placement",
-                m.cluster, m.gpus, m.placement
-            );
+            let _ = writeln!(s, "cluster: {} ({} GPUs), {} placement", m.cluster, m.gpus, m.placement);
         }
         if !self.rejected.is_empty() {
             let _ = writeln!(
@@ -156,9 +135,7 @@ impl Comparison {
                 vec![
                     m.policy.clone(),
                     m.estimates.clone(),
-                    m.utilization_window
-                        .map(|u| format!("{:.1}%", 100.0 * u))
-                        .unwrap_or_else(|| "-".into()),
+                    m.utilization_window.map(|u| format!("{:.1}%", 100.0 * u)).unwrap_or_else(|| "-".into()),
                     format!("{:.1}%", 100.0 * m.utilization_makespan),
                     dur(m.mean_jct_s),
                     dur(m.p50_jct_s),
@@ -183,7 +160,10 @@ impl Comparison {
             );
         }
         if self.results.iter().any(|m| m.estimates == "oracle") {
-            let _ = writeln!(s, "oracle: the workload has no run-time estimates, so these policies read each job's true run time.");
+            let _ = writeln!(
+                s,
+                "oracle: the workload has no run-time estimates, so these policies read each job's true run time."
+            );
         }
         if self.results.len() > 1 {
             let _ = writeln!(s, "{}", self.headline);
@@ -240,15 +220,8 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Writes one CSV row per job: schedule and placement.
-pub fn write_jobs_csv(
-    path: &Path,
-    w: &Workload,
-    cluster: &ClusterSpec,
-    out: &SimOutput,
-) -> std::io::Result<()> {
-    let mut s = String::from(
-        "job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement\n",
-    );
+pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> std::io::Result<()> {
+    let mut s = String::from("job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
         let place: Vec<String> = r
@@ -351,22 +324,8 @@ impl Bench {
                 ]
             })
             .collect();
-        let mut s = format!(
-            "input: {} ({} jobs)\n\n",
-            self.input.source, self.input.jobs
-        );
-        s.push_str(&table(
-            &[
-                "policy",
-                "jobs",
-                "runs",
-                "median ms",
-                "min ms",
-                "events/s",
-                "mean JCT s",
-            ],
-            &rows,
-        ));
+        let mut s = format!("input: {} ({} jobs)\n\n", self.input.source, self.input.jobs);
+        s.push_str(&table(&["policy", "jobs", "runs", "median ms", "min ms", "events/s", "mean JCT s"], &rows));
         if let Some(m) = self.peak_rss_mib {
             let _ = writeln!(s, "\npeak memory (VmHWM, whole process): {m:.1} MiB");
         }
