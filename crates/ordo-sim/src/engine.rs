@@ -206,7 +206,9 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<
         return Err(format!("job {i} neither ran nor was rejected"));
     }
     // Per GPU, intervals must not overlap.
-    let mut per_gpu: BTreeMap<(u32, u32), Vec<(Time, Time, JobId)>> = BTreeMap::new();
+    // (node, gpu) -> intervals (start, end, job) during which it was held.
+    type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId)>>;
+    let mut per_gpu: Held = BTreeMap::new();
     for r in &out.records {
         for (node, ids) in &r.gpu_ids {
             let cap = cluster

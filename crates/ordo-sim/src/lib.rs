@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod metrics;
+pub mod transform;
 pub mod workload;
 
 pub use engine::{simulate, JobRecord, SimConfig, SimError, SimOutput};

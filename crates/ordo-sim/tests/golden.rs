@@ -2,6 +2,8 @@
 //! header comment). A file holds `# key: value` settings, a generic-format CSV, and after
 //! `# expect:` the expected start, end (seconds) and, where given, placement of every job.
 
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
 use ordo_core::time::to_secs_f64;
 use ordo_core::{ClusterSpec, Placement, PolicySpec};
 use ordo_sim::engine::validate;

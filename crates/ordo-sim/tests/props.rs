@@ -2,6 +2,8 @@
 //! docs/ARCHITECTURE.md hold after every scheduling pass and over the whole run, and runs are
 //! deterministic.
 
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
 use ordo_core::time::SECOND;
 use ordo_core::{ClusterSpec, Job, JobId, Placement, PolicySpec, Workload};
 use ordo_sim::engine::validate;

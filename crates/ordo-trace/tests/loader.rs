@@ -1,5 +1,7 @@
 //! Loader behaviour on small inline traces: error messages, optional columns, windows, ties.
 
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
 use ordo_core::{Job, JobId, Workload};
 use ordo_trace::{load_path, load_reader, write_generic, Format, LoadOptions, TraceError};
 use std::path::Path;

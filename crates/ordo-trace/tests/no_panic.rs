@@ -1,5 +1,7 @@
 //! `load_reader` never panics, whatever it is fed, and what it returns is consistent.
 
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
 use ordo_trace::{load_reader, Format, LoadOptions, LoadedTrace, TraceError};
 use proptest::prelude::*;
 

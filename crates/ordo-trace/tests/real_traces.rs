@@ -3,6 +3,8 @@
 //! The trace directory is `$ORDO_TRACES`, or `../shared/traces` beside the repository root. If
 //! the file is absent the tests fail when `CI=true` and are skipped (with a message) otherwise.
 
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
 use ordo_trace::{load_path, Format, LoadOptions};
 use std::io::Write;
 use std::path::PathBuf;

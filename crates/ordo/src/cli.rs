@@ -62,6 +62,10 @@ pub struct InputArgs {
     /// How a job's GPUs may be spread over nodes.
     #[arg(long, default_value = "pooled")]
     placement: Placement,
+    /// Shuffle the order of jobs submitted at the same instant with this seed (to see how much
+    /// a result depends on tie order; by default ties keep the order of the input).
+    #[arg(long)]
+    shuffle_ties: Option<u64>,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -165,6 +169,10 @@ fn load_input(a: &InputArgs) -> Result<Input> {
             (w, info)
         }
     };
+    let mut workload = workload;
+    if let Some(seed) = a.shuffle_ties {
+        ordo_sim::transform::shuffle_ties(&mut workload, seed);
+    }
     Ok(Input { workload, cluster, placement: a.placement, source })
 }
 

@@ -1,0 +1,135 @@
+//! The `ordo` binary as a user runs it.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+mod common;
+
+use std::process::Command;
+
+fn ordo(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ordo-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+#[test]
+fn compare_with_no_arguments_runs_the_built_in_default() {
+    let out = ordo(&["compare"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("fifo") && s.contains("sjf+easy"), "{s}");
+    assert!(s.contains("instead of fifo"), "headline missing:\n{s}");
+}
+
+#[test]
+fn compare_json_has_the_documented_keys() {
+    let out = ordo(&["compare", "--json", "--policies", "fifo,sjf+easy"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    for k in [
+        "policy",
+        "jobs",
+        "mean_jct_s",
+        "p99_wait_s",
+        "makespan_s",
+        "utilization_window",
+        "utilization_makespan",
+        "idle_while_waiting_gpu_hours",
+        "estimates",
+    ] {
+        assert!(r.get(k).is_some(), "key {k} missing in {r}");
+    }
+    assert_eq!(v["results"][1]["estimates"], "oracle");
+    assert!(v["headline"].as_str().unwrap().contains("sjf+easy instead of fifo"));
+}
+
+#[test]
+fn same_input_gives_byte_identical_output() {
+    let a = ordo(&["compare", "--json", "--workload", "online", "--seed", "7"]);
+    let b = ordo(&["compare", "--json", "--workload", "online", "--seed", "7"]);
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    let c = ordo(&["compare", "--json", "--workload", "online", "--seed", "8"]);
+    assert_ne!(a.stdout, c.stdout, "another seed, another workload");
+}
+
+#[test]
+fn malformed_trace_line_names_file_line_and_field() {
+    let path = tmp("bad.csv");
+    std::fs::write(&path, "job_id,submit_time,num_gpu,duration\n1,0,2,100\n2,5,two,100\n").unwrap();
+    let out = ordo(&["compare", "--trace", path.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.csv:3") && err.contains("num_gpu") && err.contains("two"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_flags_are_errors_not_panics() {
+    for args in [
+        &["compare", "--cluster", "64y8"][..],
+        &["compare", "--policies", "lifo"],
+        &["compare", "--placement", "scattered"],
+        &["compare", "--trace", "/nonexistent/trace.csv"],
+        &["compare", "--from-day", "3"],
+    ] {
+        let out = ordo(args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked") && !err.is_empty(), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn simulate_writes_every_job() {
+    let path = tmp("jobs.csv");
+    let trace = tmp("t.csv");
+    std::fs::write(&trace, "job_id,submit_time,num_gpu,duration,user\na,0,4,100,ann\nb,10,4,50,bob\nc,20,8,10,ann\n")
+        .unwrap();
+    let out = ordo(&[
+        "simulate",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--cluster",
+        "1x8",
+        "--policy",
+        "fifo",
+        "--jobs-out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement");
+    // a: 0-100 on GPUs 0-3; b: 10-60 on GPUs 4-7; c (8 GPUs) waits for both: 100-110.
+    assert_eq!(lines[1], "a,ann,default,4,0,0,100,0,100,n0:0+1+2+3");
+    assert_eq!(lines[2], "b,bob,default,4,10,10,60,0,50,n0:4+5+6+7");
+    assert_eq!(lines[3], "c,ann,default,8,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
+}
+
+#[test]
+fn philly_window_compare_runs() {
+    let Some(p) = common::trace("philly/philly_rfold.csv") else { return };
+    let out = ordo(&[
+        "compare",
+        "--trace",
+        p.to_str().unwrap(),
+        "--from-day",
+        "42",
+        "--to-day",
+        "49",
+        "--json",
+        "--policies",
+        "fifo,sjf,fifo+easy",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["input"]["jobs"], 7729);
+    assert_eq!(v["input"]["dropped_zero_duration"], 10);
+    assert_eq!(v["results"][0]["jobs"], 7729);
+}
