@@ -16,8 +16,7 @@ pub enum TraceError {
     Io {
         /// Path or name of the trace.
         file: String,
-        /// The underlying IO error.
-        #[source]
+        /// The underlying IO error (shown in the message, so not also chained as a source).
         err: std::io::Error,
     },
     /// The input has no header line at all.
