@@ -302,7 +302,12 @@ impl Scheduler {
         let Some(c) = &mut self.cons else { return };
         c.profile = Profile::new(now, &self.cap, self.cap.placement() == Placement::Pooled);
         for &(t, id) in &self.by_end {
-            c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
+            // A job due to end at this very instant frees its GPUs now (its end event comes in
+            // this instant, before the pass). One already past its estimate is expected any
+            // moment; its real end will rebuild the reservations again. Either way every
+            // reservation lands on an instant at which an event happens.
+            let free_at = if t < now { now + 1 } else { t };
+            c.profile.give_between(free_at, Time::MAX, &self.running[&id].alloc);
         }
         c.res.clear();
         c.by_start.clear();

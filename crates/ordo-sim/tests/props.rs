@@ -59,7 +59,7 @@ fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_and_runs_are_deterministic(
@@ -110,4 +110,39 @@ proptest! {
             prop_assert!(r.end - r.submit >= w.jobs[r.job.idx()].runtime);
         }
     }
+}
+
+/// Found by the property test in CI's first run: under consolidated sgf+conservative with
+/// wrong estimates, a job was left waiting forever.
+#[test]
+fn regression_conservative_job_left_waiting() {
+    let raw = [
+        (174, 2, 144, 0),
+        (3, 12, 51, 1),
+        (103, 4, 194, 6),
+        (527, 1, 163, 0),
+        (407, 1, 132, 1),
+        (403, 3, 76, 8),
+        (3, 10, 83, 2),
+        (346, 9, 50, 0),
+        (346, 9, 127, 0),
+        (263, 4, 134, 4),
+        (346, 5, 58, 3),
+        (452, 12, 211, 0),
+        (3, 12, 12, 0),
+        (2, 15, 261, 5),
+        (317, 3, 201, 3),
+        (346, 9, 228, 5),
+        (2, 13, 1, 0),
+    ];
+    let w = workload(&raw, true);
+    let c = ClusterSpec::uniform(3, 8);
+    let cfg = SimConfig {
+        cluster: c.clone(),
+        placement: Placement::Consolidated,
+        policy: "sgf+conservative".parse().unwrap(),
+        check_invariants: true,
+    };
+    let out = simulate(&w, &cfg).unwrap();
+    validate(&w, &c, &out).unwrap();
 }
