@@ -425,7 +425,6 @@ impl Scheduler {
             debug_assert!(false, "no shadow time for job {}", head.id);
             return plan;
         };
-        let pooled = cap.placement() == Placement::Pooled;
         let head_key = (self.waiting[&head.id], head.id);
         if !explain {
             self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
@@ -438,34 +437,10 @@ impl Scheduler {
                 }
                 continue;
             }
-            let ends_in_time = now + req.estimate <= shadow;
-            let ok = if ends_in_time {
-                true
-            } else if pooled {
-                // Counts only: the head still fits at the shadow time if enough GPUs remain.
-                shadow_cap.total_free() >= (req.gpus + head.gpus) as u64
-            } else {
-                // Consolidated: take the job's real nodes out of the shadow state; undo if the
-                // head would no longer fit there.
-                let a = cap.place(req.gpus).expect("fits");
-                shadow_cap.can_take(&a) && {
-                    shadow_cap.take(&a);
-                    shadow_cap.fits(head.gpus) || {
-                        shadow_cap.give(&a);
-                        false
-                    }
-                }
-            };
-            if ok {
-                let a = cap.place(req.gpus).expect("fits");
-                if pooled && !ends_in_time {
-                    let taken = shadow_cap.take_what_if(&a);
-                    debug_assert!(taken);
-                }
-                cap.take(&a);
-                plan.starts.push(Start { job: req.id, alloc: a });
-            } else if explain {
-                plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow }));
+            match easy_backfill_one(req, now, head.gpus, shadow, &mut cap, &mut shadow_cap) {
+                Some(a) => plan.starts.push(Start { job: req.id, alloc: a }),
+                None if explain => plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow })),
+                None => {}
             }
         }
         plan
@@ -487,7 +462,6 @@ impl Scheduler {
     ) {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
-        let pooled = cap.placement() == Placement::Pooled;
         let limit = shadow - now; // a job this short ends before the reservation
         let extra = |sc: &Capacity| sc.total_free().saturating_sub(head.gpus as u64);
         let may = |g: u32, c: u32, cap: &Capacity, sc: &Capacity| {
@@ -517,27 +491,7 @@ impl Scheduler {
             if !cap.fits(req.gpus) {
                 continue;
             }
-            let ends_in_time = now + req.estimate <= shadow;
-            let ok = ends_in_time
-                || if pooled {
-                    shadow_cap.total_free() >= (req.gpus + head.gpus) as u64
-                } else {
-                    let a = cap.place(req.gpus).expect("fits");
-                    shadow_cap.can_take(&a) && {
-                        shadow_cap.take(&a);
-                        shadow_cap.fits(head.gpus) || {
-                            shadow_cap.give(&a);
-                            false
-                        }
-                    }
-                };
-            if ok {
-                let a = cap.place(req.gpus).expect("fits");
-                if pooled && !ends_in_time {
-                    let taken = shadow_cap.take_what_if(&a);
-                    debug_assert!(taken);
-                }
-                cap.take(&a);
+            if let Some(a) = easy_backfill_one(req, now, head.gpus, shadow, &mut cap, &mut shadow_cap) {
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
@@ -606,6 +560,45 @@ impl Scheduler {
         }
         plan
     }
+}
+
+/// EASY's test for one waiting job that fits now: it may start if it ends by the head's
+/// reservation (`shadow`), or if the head still fits at the shadow time once the job's GPUs are
+/// taken out of `shadow_cap` (counts for pooled placement, the job's real nodes for
+/// consolidated). On yes, takes the job out of `cap` (and, if it runs past the shadow time, out
+/// of `shadow_cap`) and returns its allocation; on no, changes nothing.
+fn easy_backfill_one(
+    req: &JobReq,
+    now: Time,
+    head_gpus: u32,
+    shadow: Time,
+    cap: &mut Capacity,
+    shadow_cap: &mut Capacity,
+) -> Option<Allocation> {
+    let past_shadow = now + req.estimate > shadow;
+    let pooled = cap.placement() == Placement::Pooled;
+    // Pooled: a count decides, before the (costlier) choice of nodes.
+    if past_shadow && pooled && shadow_cap.total_free() < (req.gpus + head_gpus) as u64 {
+        return None;
+    }
+    let a = cap.place(req.gpus)?;
+    if past_shadow {
+        if pooled {
+            let taken = shadow_cap.take_what_if(&a);
+            debug_assert!(taken);
+        } else {
+            if !shadow_cap.can_take(&a) {
+                return None;
+            }
+            shadow_cap.take(&a);
+            if !shadow_cap.fits(head_gpus) {
+                shadow_cap.give(&a);
+                return None;
+            }
+        }
+    }
+    cap.take(&a);
+    Some(a)
 }
 
 impl Reservations {

@@ -39,6 +39,23 @@ pub struct JobRecord {
     pub gpu_ids: Vec<(u32, Vec<u32>)>,
 }
 
+impl JobRecord {
+    /// Where the job ran, as `node:gpu+gpu` per node, nodes separated by spaces
+    /// (e.g. `n0:0+1+2 n3:7`).
+    pub fn placement_label(&self, cluster: &ClusterSpec) -> String {
+        let nodes: Vec<String> = self
+            .gpu_ids
+            .iter()
+            .map(|(n, ids)| {
+                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+                let name = cluster.nodes.get(*n as usize).map_or("?", |x| x.name.as_str());
+                format!("{name}:{}", ids.join("+"))
+            })
+            .collect();
+        nodes.join(" ")
+    }
+}
+
 /// A job that could not be simulated, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {

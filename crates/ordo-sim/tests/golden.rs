@@ -55,16 +55,9 @@ fn run_case(path: &Path) -> Result<(), String> {
             return Err(format!("job {}: expected start,end {want:?}, got {got:?}", e[0]));
         }
         if let Some(p) = e.get(3) {
-            let got: Vec<String> = r
-                .gpu_ids
-                .iter()
-                .map(|(n, ids)| {
-                    let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-                    format!("{}:{}", cluster.nodes[*n as usize].name, ids.join("+"))
-                })
-                .collect();
-            if &got.join(" ") != p {
-                return Err(format!("job {}: expected placement {p}, got {}", e[0], got.join(" ")));
+            let got = r.placement_label(&cluster);
+            if &got != p {
+                return Err(format!("job {}: expected placement {p}, got {got}", e[0]));
             }
         }
     }

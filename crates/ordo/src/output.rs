@@ -224,14 +224,6 @@ pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &Si
     let mut s = String::from("job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
-        let place: Vec<String> = r
-            .gpu_ids
-            .iter()
-            .map(|(n, ids)| {
-                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-                format!("{}:{}", cluster.nodes[*n as usize].name, ids.join("+"))
-            })
-            .collect();
         let _ = writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{}",
@@ -244,7 +236,7 @@ pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &Si
             to_secs_f64(r.end),
             to_secs_f64(r.start - r.submit),
             to_secs_f64(r.end - r.submit),
-            place.join(" ")
+            r.placement_label(cluster)
         );
     }
     std::fs::write(path, s)
