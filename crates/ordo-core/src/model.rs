@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Index of a job inside its [`Workload`] (dense, `0..jobs.len()`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct JobId(pub u32);
 
 impl JobId {
@@ -22,8 +22,9 @@ impl fmt::Display for JobId {
     }
 }
 
-/// One job as the scheduler sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One job as the scheduler sees it. `Default` gives a 0-GPU, 0-length job of user and group 0,
+/// for building jobs field by field (`Job { gpus: 2, ..Job::default() }`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Job {
     /// Dense index in the workload.
     pub id: JobId,
@@ -48,6 +49,11 @@ pub struct Job {
     pub estimate: Option<Time>,
     /// A static priority (higher runs first where a policy uses it), if any.
     pub priority: Option<i64>,
+    /// For a job that asks for a fraction of one GPU (`gpus == 1`): its share in thousandths
+    /// (1..=999), as Alibaba's `gpu_milli`. `None`: whole GPUs.
+    pub gpu_milli: Option<u32>,
+    /// Queue, partition or QoS class name from the source, if any.
+    pub queue: Option<String>,
 }
 
 impl Job {

@@ -45,6 +45,8 @@ mod tests {
                 runtime: 1000,
                 estimate: None,
                 priority: None,
+                gpu_milli: None,
+                queue: None,
             });
         }
         w

@@ -562,6 +562,8 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             runtime: d.runtime_s * SECOND,
             estimate,
             priority: None,
+            gpu_milli: None,
+            queue: None,
         });
     }
     w.renumber();

@@ -52,6 +52,8 @@ fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
             runtime: run * SECOND,
             estimate: (with_estimates && f > 0).then(|| (run * SECOND * f as i64 / 4).max(SECOND)),
             priority: None,
+            gpu_milli: None,
+            queue: None,
         });
     }
     w.renumber();

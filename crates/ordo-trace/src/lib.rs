@@ -243,6 +243,8 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
             runtime,
             estimate,
             priority,
+            gpu_milli: None,
+            queue: None,
         });
     }
 

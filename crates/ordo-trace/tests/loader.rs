@@ -205,6 +205,8 @@ fn job(name: &str, submit: i64, gpus: u32, runtime: i64) -> Job {
         runtime,
         estimate: None,
         priority: None,
+        gpu_milli: None,
+        queue: None,
     }
 }
 
