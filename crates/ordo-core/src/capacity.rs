@@ -109,6 +109,11 @@ impl Capacity {
         self.total
     }
 
+    /// GPUs of each node.
+    pub fn cap_per_node(&self) -> &[u32] {
+        &self.cap
+    }
+
     /// Free GPUs on each node.
     pub fn free(&self) -> &[u32] {
         &self.free

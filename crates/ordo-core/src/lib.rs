@@ -2,13 +2,14 @@
 //! It never does IO and never reads a clock: `now` is always a parameter.
 
 pub mod capacity;
+mod dynamic;
 pub mod model;
 pub mod policy;
 pub mod scheduler;
 pub mod time;
 
 pub use capacity::{Allocation, Capacity, Placement};
-pub use model::{ClusterSpec, Job, JobId, NodeSpec, Workload};
-pub use policy::{Backfill, Order, PolicySpec};
+pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};
+pub use policy::{Backfill, GittinsParams, LasParams, Order, PolicySpec};
 pub use scheduler::{Plan, Reason, Scheduler, Start};
 pub use time::Time;

@@ -1,14 +1,52 @@
-//! Policies are composed by name from small parts: a queue order (`fifo`, `sjf`, `sgf`) and a
-//! backfill modifier (`+easy`, `+conservative`); e.g. `sjf+easy`. Without a modifier the order
-//! is strict: the first job that does not fit blocks every job behind it.
+//! Policies are composed by name from small parts: a queue order (`fifo`, `sjf`, `sgf`, `srtf`,
+//! `las`, `gittins`) with optional parameters (`las:thresholds=3200`), a backfill modifier
+//! (`+easy`, `+conservative`) and a starvation guard (`+maxwait=24h`); e.g. `sjf+easy`.
+//! Without a backfill modifier the order is strict: the first job that does not fit blocks
+//! every job behind it. Preemptive orders (`srtf`, `las`, `gittins`) re-decide which jobs run
+//! at every event and may stop running jobs.
 
-use crate::time::Time;
+use crate::time::{Time, SECOND};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// The order in which waiting jobs are considered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Tiresias's discretised two-dimensional least-attained-service parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LasParams {
+    /// Queue thresholds in attained service (GPU-milliseconds), ascending: a job whose attained
+    /// service (GPUs x time run) reaches `thresholds[i]` moves from queue `i` to queue `i + 1`.
+    pub thresholds: Vec<i64>,
+    /// Starvation promotion: a job in a lower queue that has waited at least `promote` times
+    /// its executed time since it last ran goes back to the first queue (0 = never).
+    pub promote: f64,
+}
+
+impl Default for LasParams {
+    fn default() -> Self {
+        // Tiresias's dlas-gpu: three queues split at 3,250 and 7,200 GPU-seconds, no
+        // starvation promotion (jobs.py in the Tiresias simulator; see docs/POLICIES.md).
+        LasParams { thresholds: vec![3_250 * SECOND, 7_200 * SECOND], promote: 0.0 }
+    }
+}
+
+/// Tiresias's Gittins-index parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GittinsParams {
+    /// Service quantum Δ (GPU-milliseconds) over which the index looks ahead.
+    pub quantum: i64,
+    /// Jobs whose history the index is computed from: the last `window` finished jobs.
+    pub window: usize,
+}
+
+impl Default for GittinsParams {
+    fn default() -> Self {
+        // Tiresias's gittins_delta.
+        GittinsParams { quantum: 3_250 * SECOND, window: 10_000 }
+    }
+}
+
+/// The order in which jobs are considered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Order {
     /// First in, first out: by submit time, then by arrival sequence.
@@ -17,21 +55,47 @@ pub enum Order {
     Sjf,
     /// Smallest GPU count first: by GPUs, then submit time.
     Sgf,
+    /// Preemptive shortest remaining (estimated) time first.
+    Srtf,
+    /// Preemptive discretised 2D least-attained-service (Tiresias); needs no run-time knowledge.
+    Las(LasParams),
+    /// Preemptive Gittins index over attained service (Tiresias), learned from finished jobs.
+    Gittins(GittinsParams),
 }
 
 impl Order {
-    /// Whether this order needs a run-time estimate (and so runs as an oracle without one).
-    pub fn needs_estimate(self) -> bool {
-        matches!(self, Order::Sjf)
+    /// Whether this order reads a run-time estimate (and so runs as an oracle without one).
+    pub fn needs_estimate(&self) -> bool {
+        matches!(self, Order::Sjf | Order::Srtf)
     }
 
-    /// The sort key of a waiting job; smaller runs first. Static: it never changes while the
-    /// job waits, so queues can keep jobs in a sorted set.
-    pub fn key(self, submit: Time, gpus: u32, estimate: Time) -> (i64, i64) {
+    /// Whether this order stops running jobs to run others.
+    pub fn preemptive(&self) -> bool {
+        matches!(self, Order::Srtf | Order::Las(_) | Order::Gittins(_))
+    }
+
+    /// Whether a waiting job's key never changes, so queues can keep jobs in a sorted set.
+    pub fn is_static(&self) -> bool {
+        matches!(self, Order::Fifo | Order::Sjf | Order::Sgf)
+    }
+
+    /// The sort key of a waiting job under a static order; smaller runs first.
+    pub fn key(&self, submit: Time, gpus: u32, estimate: Time) -> (i64, i64) {
         match self {
-            Order::Fifo => (submit, 0),
             Order::Sjf => (estimate, submit),
             Order::Sgf => (gpus as i64, submit),
+            _ => (submit, 0),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Order::Fifo => "fifo",
+            Order::Sjf => "sjf",
+            Order::Sgf => "sgf",
+            Order::Srtf => "srtf",
+            Order::Las(_) => "las",
+            Order::Gittins(_) => "gittins",
         }
     }
 }
@@ -45,46 +109,113 @@ pub enum Backfill {
     /// EASY: the first blocked job gets a reservation at the earliest time it can start (from
     /// running jobs' estimated ends); a later job may start now only if it does not delay it.
     Easy,
-    /// Conservative: every waiting job, in order, gets a reservation at the earliest time it fits
-    /// without delaying any reservation before it; jobs whose reservation is now start.
+    /// Conservative: every waiting job gets a reservation at the earliest time it fits
+    /// without delaying any earlier reservation; jobs whose reservation is now start.
     Conservative,
 }
 
-/// A full policy: order plus backfill.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A full policy: order, backfill and starvation guard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicySpec {
     /// Queue order.
     pub order: Order,
-    /// Backfill modifier.
+    /// Backfill modifier (non-preemptive orders only).
     pub backfill: Backfill,
+    /// Starvation guard: a job that has waited this long since it was submitted goes ahead of
+    /// every job that has not (oldest first).
+    pub max_wait: Option<Time>,
 }
 
 impl PolicySpec {
+    /// A policy with no modifiers.
+    pub fn plain(order: Order) -> Self {
+        PolicySpec { order, backfill: Backfill::None, max_wait: None }
+    }
+
     /// Whether the policy reads run-time estimates (backfill always does).
     pub fn needs_estimate(&self) -> bool {
         self.order.needs_estimate() || self.backfill != Backfill::None
+    }
+
+    /// Parses a comma-separated list of policies in which parameters may themselves contain
+    /// commas (`fifo,las:thresholds=3200,promote=8,sjf+easy`): a segment of the form `key=value`
+    /// continues the policy before it.
+    pub fn parse_list(s: &str) -> Result<Vec<PolicySpec>, PolicyParseError> {
+        let mut names: Vec<String> = Vec::new();
+        for seg in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let continues = seg.contains('=') && !seg.contains(':') && !seg.contains('+');
+            match names.last_mut() {
+                Some(last) if continues => {
+                    last.push(',');
+                    last.push_str(seg);
+                }
+                _ => names.push(seg.to_string()),
+            }
+        }
+        names.iter().map(|n| n.parse()).collect()
+    }
+}
+
+/// Parses a duration: a number with an optional unit `ms`, `s` (default), `m`, `h`, `d`.
+pub fn parse_duration(s: &str) -> Option<Time> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60e3)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600e3)
+    } else if let Some(n) = s.strip_suffix('d') {
+        (n, 86400e3)
+    } else {
+        (s, 1e3)
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0 && v * mult < 9e15).then(|| (v * mult).round() as Time)
+}
+
+fn fmt_secs(t: Time) -> String {
+    let s = t as f64 / 1000.0;
+    if s.fract() == 0.0 {
+        format!("{}", s as i64)
+    } else {
+        format!("{s}")
     }
 }
 
 impl fmt::Display for PolicySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let o = match self.order {
-            Order::Fifo => "fifo",
-            Order::Sjf => "sjf",
-            Order::Sgf => "sgf",
-        };
-        let b = match self.backfill {
-            Backfill::None => "",
-            Backfill::Easy => "+easy",
-            Backfill::Conservative => "+conservative",
-        };
-        write!(f, "{o}{b}")
+        f.write_str(self.order.name())?;
+        match &self.order {
+            Order::Las(p) if *p != LasParams::default() => {
+                let th: Vec<String> = p.thresholds.iter().map(|&t| fmt_secs(t)).collect();
+                write!(f, ":thresholds={},promote={}", th.join("/"), p.promote)?;
+            }
+            Order::Gittins(p) if *p != GittinsParams::default() => {
+                write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
+            }
+            _ => {}
+        }
+        match self.backfill {
+            Backfill::None => {}
+            Backfill::Easy => f.write_str("+easy")?,
+            Backfill::Conservative => f.write_str("+conservative")?,
+        }
+        if let Some(w) = self.max_wait {
+            write!(f, "+maxwait={}s", fmt_secs(w))?;
+        }
+        Ok(())
     }
 }
 
 /// Why a policy name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown policy `{name}`: {why} (orders: fifo, sjf, sgf; modifiers: +easy, +conservative; e.g. `sjf+easy`)")]
+#[error(
+    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X], \
+     gittins[:quantum=S,window=N]; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
+)]
 pub struct PolicyParseError {
     /// The name given.
     pub name: String,
@@ -97,25 +228,100 @@ impl FromStr for PolicySpec {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |why: String| PolicyParseError { name: s.to_string(), why };
         let mut parts = s.trim().split('+');
-        let order = match parts.next().unwrap_or("").trim() {
+        let head = parts.next().unwrap_or("").trim();
+        let (name, params) = match head.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p)),
+            None => (head, None),
+        };
+        let kv: Vec<(&str, &str)> = match params {
+            None => Vec::new(),
+            Some(p) => p
+                .split(',')
+                .map(|x| {
+                    x.split_once('=')
+                        .map(|(k, v)| (k.trim(), v.trim()))
+                        .ok_or_else(|| err(format!("`{x}` is not key=value")))
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let dur = |k: &str, v: &str| {
+            parse_duration(v).ok_or_else(|| err(format!("`{k}={v}`: expected a duration such as 3200, 30m, 24h")))
+        };
+        let order = match name {
+            "fifo" | "sjf" | "sgf" | "srtf" if !kv.is_empty() => {
+                return Err(err(format!("`{name}` takes no parameters")))
+            }
             "fifo" => Order::Fifo,
             "sjf" => Order::Sjf,
             "sgf" => Order::Sgf,
+            "srtf" => Order::Srtf,
+            "las" => {
+                let mut p = LasParams::default();
+                for (k, v) in kv {
+                    match k {
+                        "thresholds" => {
+                            p.thresholds = v.split('/').map(|x| dur(k, x)).collect::<Result<_, _>>()?;
+                            if p.thresholds.windows(2).any(|w| w[0] >= w[1]) {
+                                return Err(err("thresholds must be ascending".into()));
+                            }
+                        }
+                        "promote" => {
+                            p.promote = v
+                                .parse()
+                                .ok()
+                                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                                .ok_or_else(|| err(format!("`promote={v}`: expected a number >= 0")))?
+                        }
+                        _ => return Err(err(format!("las has no parameter `{k}` (thresholds, promote)"))),
+                    }
+                }
+                Order::Las(p)
+            }
+            "gittins" => {
+                let mut p = GittinsParams::default();
+                for (k, v) in kv {
+                    match k {
+                        "quantum" => p.quantum = dur(k, v)?.max(1),
+                        "window" => {
+                            p.window = v
+                                .parse()
+                                .ok()
+                                .filter(|&n| n > 0)
+                                .ok_or_else(|| err(format!("`window={v}`: expected a whole number > 0")))?
+                        }
+                        _ => return Err(err(format!("gittins has no parameter `{k}` (quantum, window)"))),
+                    }
+                }
+                Order::Gittins(p)
+            }
             other => return Err(err(format!("`{other}` is not an order"))),
         };
-        let mut backfill = Backfill::None;
+        let mut spec = PolicySpec::plain(order);
         for m in parts {
-            let b = match m.trim() {
+            let m = m.trim();
+            if let Some(v) = m.strip_prefix("maxwait=") {
+                spec.max_wait = Some(
+                    parse_duration(v).ok_or_else(|| err(format!("`+maxwait={v}`: expected a duration such as 24h")))?,
+                );
+                continue;
+            }
+            let b = match m {
                 "easy" => Backfill::Easy,
                 "conservative" => Backfill::Conservative,
                 other => return Err(err(format!("`+{other}` is not a modifier"))),
             };
-            if backfill != Backfill::None {
+            if spec.backfill != Backfill::None {
                 return Err(err("at most one backfill modifier".into()));
             }
-            backfill = b;
+            if spec.order.preemptive() {
+                return Err(err(format!(
+                    "`{}` is preemptive; backfill applies to fifo, sjf and sgf",
+                    spec.order.name()
+                )));
+            }
+            spec.backfill = b;
         }
-        Ok(PolicySpec { order, backfill })
+        Ok(spec)
     }
 }
 
@@ -125,12 +331,45 @@ mod tests {
 
     #[test]
     fn parses_and_prints_names() {
-        for n in ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "sgf+conservative"] {
+        for n in [
+            "fifo",
+            "sjf",
+            "sgf",
+            "fifo+easy",
+            "sjf+easy",
+            "sgf+conservative",
+            "srtf",
+            "las",
+            "gittins",
+            "las:thresholds=100/1000,promote=8",
+            "gittins:quantum=60,window=500",
+            "fifo+easy+maxwait=86400s",
+        ] {
             let p: PolicySpec = n.parse().unwrap();
             assert_eq!(p.to_string(), n);
         }
         assert!("lifo".parse::<PolicySpec>().is_err());
         assert!("fifo+easy+conservative".parse::<PolicySpec>().is_err());
         assert!("fifo+fast".parse::<PolicySpec>().is_err());
+        assert!("srtf+easy".parse::<PolicySpec>().is_err());
+        assert!("las:thresholds=10/5".parse::<PolicySpec>().is_err());
+        assert!("fifo:x=1".parse::<PolicySpec>().is_err());
+        assert_eq!("fifo+maxwait=24h".parse::<PolicySpec>().unwrap().max_wait, Some(86_400_000));
+    }
+
+    #[test]
+    fn lists_keep_parameter_commas() {
+        let l = PolicySpec::parse_list("fifo,las:thresholds=100,promote=2,sjf+easy").unwrap();
+        assert_eq!(l.len(), 3);
+        assert_eq!(l[1].to_string(), "las:thresholds=100,promote=2");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30"), Some(30_000));
+        assert_eq!(parse_duration("1.5h"), Some(5_400_000));
+        assert_eq!(parse_duration("250ms"), Some(250));
+        assert_eq!(parse_duration("-1"), None);
+        assert_eq!(parse_duration("x"), None);
     }
 }

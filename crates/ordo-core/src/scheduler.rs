@@ -7,7 +7,30 @@ use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast, fixed hasher for job ids: deterministic iteration order across runs and processes
+/// (std's default hasher is seeded randomly) and much cheaper than SipHash on small keys.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct IdHash(u64);
+
+impl Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map keyed by job id with [`IdHash`].
+pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<IdHash>>;
 
 /// What the scheduler needs to know about a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +43,38 @@ pub struct JobReq {
     pub gpus: u32,
     /// The run-time estimate the policy may use (user estimate, or true run time as an oracle).
     pub estimate: Time,
+    /// User index (for fairness and priority policies).
+    pub user: u32,
+    /// Group index.
+    pub group: u32,
+}
+
+impl JobReq {
+    /// A request with user and group 0.
+    pub fn new(id: JobId, submit: Time, gpus: u32, estimate: Time) -> Self {
+        JobReq { id, submit, gpus, estimate, user: 0, group: 0 }
+    }
+}
+
+/// How far a job has got: what it has run so far (across preemptions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Wall time run so far, not counting the current run.
+    pub executed: Time,
+    /// Attained service so far (GPUs x time run), GPU-milliseconds, not counting the current run.
+    pub attained: i64,
+    /// When it last became waiting (submit, or its last preemption).
+    pub waiting_since: Time,
+    /// Times it was preempted.
+    pub preemptions: u32,
+    /// LAS: attained service and executed time at the last starvation promotion (service below
+    /// these does not count towards the queue).
+    pub las_base: (i64, Time),
+    /// LAS: when it entered its current queue (as far as recorded at the last commit).
+    pub queue_entry: Time,
+    /// LAS: time spent waiting in a lower queue since the last promotion (before the current
+    /// wait).
+    pub starved: Time,
 }
 
 /// A decision to start a job now on the given GPUs.
@@ -61,6 +116,11 @@ pub enum Reason {
         /// Reserved start time (by estimates).
         start: Time,
     },
+    /// Preemptive policies: jobs ahead of it by the policy's priority hold the GPUs it needs.
+    Outranked {
+        /// GPUs it needs.
+        need: u32,
+    },
 }
 
 /// The scheduler's proposal for `now`.
@@ -70,6 +130,12 @@ pub struct Plan {
     pub starts: Vec<Start>,
     /// For every job left waiting, in policy order, why (only when asked to explain).
     pub waiting: Vec<(JobId, Reason)>,
+    /// Running jobs to stop and put back in the queue (preemptive policies), applied before
+    /// the starts.
+    pub preempt: Vec<JobId>,
+    /// Ask to be called again at this time even if nothing happens (a job crosses a priority
+    /// threshold, or a starvation guard fires).
+    pub wake_at: Option<Time>,
 }
 
 /// Why a submission was refused.
@@ -99,21 +165,24 @@ pub enum CommitError {
     /// Not running.
     #[error("job {0} is not running")]
     NotRunning(JobId),
+    /// Preempting is only for preemptive policies.
+    #[error("job {0} cannot be preempted under a non-preemptive policy")]
+    NotPreemptive(JobId),
     /// The allocation is not free or has the wrong size.
     #[error("allocation for job {0} is not free or does not match its GPU count")]
     BadAllocation(JobId),
 }
 
 #[derive(Debug, Clone)]
-struct Running {
-    req: JobReq,
-    start: Time,
-    expected_end: Time,
-    alloc: Allocation,
+pub(crate) struct Running {
+    pub(crate) req: JobReq,
+    pub(crate) start: Time,
+    pub(crate) expected_end: Time,
+    pub(crate) alloc: Allocation,
     gpu_ids: Vec<(u32, Vec<u32>)>,
 }
 
-type QueueKey = ((i64, i64), JobId);
+pub(crate) type QueueKey = ((i64, i64), JobId);
 
 /// Conservative backfill's standing reservations: a profile of free GPUs over future time with
 /// every running job (until its estimated end) and every waiting job's reservation taken out.
@@ -129,19 +198,30 @@ struct Reservations {
 /// Scheduler state for one cluster under one policy.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
-    policy: PolicySpec,
-    cap: Capacity,
+    pub(crate) policy: PolicySpec,
+    pub(crate) cap: Capacity,
     /// `owner[node][gpu]`: which job holds that GPU.
     owner: Vec<Vec<Option<JobId>>>,
-    queue: BTreeMap<QueueKey, JobReq>,
-    waiting: HashMap<JobId, (i64, i64)>,
-    running: HashMap<JobId, Running>,
-    by_end: BTreeSet<(Time, JobId)>,
+    pub(crate) queue: BTreeMap<QueueKey, JobReq>,
+    pub(crate) waiting: HashMap<JobId, (i64, i64)>,
+    pub(crate) running: HashMap<JobId, Running>,
+    pub(crate) by_end: BTreeSet<(Time, JobId)>,
+    /// Progress of every waiting or running job.
+    pub(crate) progress: HashMap<JobId, Progress>,
+    /// What finished jobs taught (for policies that learn service distributions).
+    pub(crate) history: crate::dynamic::History,
     /// Standing reservations (conservative backfill only).
     cons: Option<Reservations>,
+    /// Preemptive orders: a job is not preempted before its current run is this old.
+    pub(crate) min_run: Time,
+    /// Waiting jobs sorted by their dynamic key, kept between passes when those keys are fixed
+    /// while a job waits (see `waiting_keys_static`), with each job's key.
+    /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
+    pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
+    dyn_key: HashMap<JobId, crate::dynamic::Key>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
-    buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
+    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -159,27 +239,48 @@ impl Scheduler {
     pub fn new(cluster: &ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
         let gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         let cap = Capacity::new(&gpus, placement);
-        let cons = (policy.backfill == Backfill::Conservative).then(|| Reservations {
+        let standing = policy.order.is_static() && policy.max_wait.is_none();
+        let cons = (policy.backfill == Backfill::Conservative && standing).then(|| Reservations {
             profile: Profile::new(0, &cap, placement == Placement::Pooled),
-            res: HashMap::new(),
+            res: HashMap::default(),
             by_start: BTreeSet::new(),
         });
+        let mut history = crate::dynamic::History::default();
+        if let crate::policy::Order::Gittins(gp) = &policy.order {
+            history.set_window(gp.window);
+        }
         Scheduler {
             policy,
             cap,
             owner: gpus.iter().map(|&g| vec![None; g as usize]).collect(),
             queue: BTreeMap::new(),
-            waiting: HashMap::new(),
-            running: HashMap::new(),
+            waiting: HashMap::default(),
+            running: HashMap::default(),
             by_end: BTreeSet::new(),
+            progress: HashMap::default(),
+            history,
             cons,
+            min_run: 0,
+            dyn_wait: BTreeMap::new(),
+            dyn_key: HashMap::default(),
             buckets: BTreeMap::new(),
         }
     }
 
     /// The policy in force.
-    pub fn policy(&self) -> PolicySpec {
-        self.policy
+    pub fn policy(&self) -> &PolicySpec {
+        &self.policy
+    }
+
+    /// Preemptive orders: protects a job from preemption until its current run has lasted
+    /// `min_run` (set it to at least twice the time a restart loses, so every run does some work).
+    pub fn set_min_run(&mut self, min_run: Time) {
+        self.min_run = min_run.max(0);
+    }
+
+    /// A job's progress (waiting or running jobs only).
+    pub fn progress(&self, job: JobId) -> Option<Progress> {
+        self.progress.get(&job).copied()
     }
 
     /// Free GPUs now.
@@ -213,8 +314,10 @@ impl Scheduler {
         }
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
+        self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
         self.waiting.insert(req.id, key);
+        self.index_waiting(req.id, now);
         if let Some(c) = &mut self.cons {
             c.profile.trim(now);
             c.reserve(now, (key, req.id), &req);
@@ -229,6 +332,15 @@ impl Scheduler {
         let req = self.queue[&(key, job)];
         if alloc.gpus() != req.gpus || !self.cap.can_take(alloc) {
             return Err(CommitError::BadAllocation(job));
+        }
+        self.las_commit(job, now, true);
+        if let Some(k) = self.dyn_key.remove(&job) {
+            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
+                set.remove(&(k, job));
+                if set.is_empty() {
+                    self.dyn_wait.remove(&req.gpus);
+                }
+            }
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
@@ -265,7 +377,9 @@ impl Scheduler {
             debug_assert_eq!(ids.len(), k as usize);
             gpu_ids.push((n, ids));
         }
-        let expected_end = now + req.estimate;
+        // A resumed job is expected to need what its estimate leaves after what it already ran.
+        let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+        let expected_end = now + (req.estimate - executed).max(1);
         self.by_end.insert((expected_end, job));
         self.running
             .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
@@ -275,13 +389,44 @@ impl Scheduler {
         Ok(gpu_ids)
     }
 
-    /// Commits the end of a running job at `now`: frees its GPUs. Under conservative backfill,
-    /// a job that ends earlier or later than estimated makes every reservation be recomputed in
-    /// policy order.
-    pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+    /// Commits a preemption decided by [`Scheduler::schedule`]: stops the running job, frees its
+    /// GPUs and puts it back in the queue with its progress kept.
+    pub fn preempt(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        if !self.policy.order.preemptive() {
+            return Err(CommitError::NotPreemptive(job));
+        }
+        if !self.running.contains_key(&job) {
+            return Err(CommitError::NotRunning(job));
+        }
+        self.las_commit(job, now, false);
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
-        let off_estimate = r.expected_end != now;
         self.by_end.remove(&(r.expected_end, job));
+        self.release(job, &r);
+        let p = self.progress.entry(job).or_default();
+        p.executed += now - r.start;
+        p.attained += r.req.gpus as i64 * (now - r.start);
+        p.waiting_since = now;
+        p.preemptions += 1;
+        let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
+        self.queue.insert((key, job), r.req);
+        self.waiting.insert(job, key);
+        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert((key, job));
+        self.index_waiting(job, now);
+        Ok(())
+    }
+
+    /// Adds a waiting job to the sorted set of dynamic keys, where those are kept.
+    fn index_waiting(&mut self, job: JobId, now: Time) {
+        if !self.waiting_keys_static() {
+            return;
+        }
+        let req = self.queue[&(self.waiting[&job], job)];
+        let k = self.key(&req, now, false);
+        self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+        self.dyn_key.insert(job, k);
+    }
+
+    fn release(&mut self, job: JobId, r: &Running) {
         self.cap.give(&r.alloc);
         for (n, ids) in &r.gpu_ids {
             for &i in ids {
@@ -289,6 +434,20 @@ impl Scheduler {
                 self.owner[*n as usize][i as usize] = None;
             }
         }
+    }
+
+    /// Commits the end of a running job at `now`: frees its GPUs. Under conservative backfill,
+    /// a job that ends earlier or later than estimated makes every reservation be recomputed in
+    /// policy order.
+    pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
+        let off_estimate = r.expected_end != now;
+        if let Some(p) = self.progress.remove(&job) {
+            let served = p.attained + r.req.gpus as i64 * (now - r.start);
+            self.history.record(served, now);
+        }
+        self.by_end.remove(&(r.expected_end, job));
+        self.release(job, &r);
         if off_estimate && self.cons.is_some() {
             self.rebuild_reservations(now);
         }
@@ -359,25 +518,30 @@ impl Scheduler {
     /// Proposes what to start now under the policy. Pure: reads state, changes nothing.
     /// With `explain`, also says why every job left waiting waits.
     pub fn schedule(&self, now: Time, explain: bool) -> Plan {
+        if !self.policy.order.is_static() || self.policy.max_wait.is_some() {
+            return self.schedule_dynamic(now, explain);
+        }
         match &self.cons {
-            None => self.schedule_in_order(now, explain),
+            None => self.schedule_in_order(now, explain, self.queue.values().collect(), true),
             Some(c) => {
                 // Standing reservations hold unless a running job overran its estimate (its GPUs
                 // are still busy where the profile expected them free): then plan afresh.
                 let overrun = self.by_end.first().is_some_and(|&(t, _)| t < now);
                 match (!overrun).then(|| self.due_reservations(c, now, explain)).flatten() {
                     Some(plan) => plan,
-                    None => self.schedule_conservative_afresh(now, explain),
+                    None => self.schedule_conservative_afresh(now, explain, self.queue.values().collect()),
                 }
             }
         }
     }
 
     /// Strict order, then (EASY) backfill behind the first blocked job.
-    fn schedule_in_order(&self, now: Time, explain: bool) -> Plan {
+    /// Waiting jobs in `order` (policy order, computed by the caller). `indexed`: the order is
+    /// the static queue order, so EASY may use its (GPUs, estimate class) index.
+    pub(crate) fn schedule_in_order(&self, now: Time, explain: bool, order: Vec<&JobReq>, indexed: bool) -> Plan {
         let mut plan = Plan::default();
         let mut cap = self.cap.clone();
-        let mut order = self.queue.values();
+        let mut order = order.into_iter();
         let head = loop {
             let Some(req) = order.next() else { return plan };
             match cap.place(req.gpus) {
@@ -426,7 +590,7 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        if !explain {
+        if !explain && indexed {
             self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
             return plan;
         }
@@ -531,19 +695,20 @@ impl Scheduler {
     /// Conservative backfill planned from scratch at `now` (used while a job overruns its
     /// estimate): every waiting job, in order, reserves the earliest slot that delays no
     /// reservation before it; those whose slot is now start.
-    fn schedule_conservative_afresh(&self, now: Time, explain: bool) -> Plan {
+    pub(crate) fn schedule_conservative_afresh(&self, now: Time, explain: bool, order: Vec<&JobReq>) -> Plan {
         let mut plan = Plan::default();
         let pooled = self.cap.placement() == Placement::Pooled;
         let mut c = Reservations {
             profile: Profile::new(now, &self.cap, pooled),
-            res: HashMap::new(),
+            res: HashMap::default(),
             by_start: BTreeSet::new(),
         };
         for &(t, id) in &self.by_end {
             c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
         }
         let mut now_cap = self.cap.clone();
-        for (&key, req) in &self.queue {
+        for req in order {
+            let key = (self.waiting[&req.id], req.id);
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
             // to `explain`, so skip them when not asked.
             if !explain && now_cap.total_free() == 0 && req.gpus > 0 {

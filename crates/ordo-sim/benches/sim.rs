@@ -43,6 +43,7 @@ fn run(c: &mut Criterion, group: &str, w: &Workload, policies: &[&str], placemen
     g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
     for p in policies {
         let cfg = SimConfig {
+            preemption_overhead: 0,
             cluster: ClusterSpec::uniform(64, 8),
             placement,
             policy: p.parse::<PolicySpec>().unwrap(),

@@ -7,7 +7,7 @@ use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// What to simulate: the cluster, the placement model and the policy.
 #[derive(Debug, Clone)]
@@ -18,8 +18,28 @@ pub struct SimConfig {
     pub placement: Placement,
     /// Policy.
     pub policy: PolicySpec,
+    /// Time lost each time a preempted job restarts (reloading, warm-up); 0 by default.
+    pub preemption_overhead: Time,
     /// Check the scheduler's invariants after every pass (slow; for tests).
     pub check_invariants: bool,
+}
+
+impl SimConfig {
+    /// A configuration with no preemption overhead and no invariant checks.
+    pub fn new(cluster: ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
+        SimConfig { cluster, placement, policy, preemption_overhead: 0, check_invariants: false }
+    }
+}
+
+/// One uninterrupted run of a job on fixed GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSegment {
+    /// Start.
+    pub start: Time,
+    /// End (completion, or the preemption that stopped it).
+    pub end: Time,
+    /// GPU indices on each node: `(node index, [gpu indices])`.
+    pub gpu_ids: Vec<(u32, Vec<u32>)>,
 }
 
 /// One job's outcome.
@@ -29,21 +49,24 @@ pub struct JobRecord {
     pub job: JobId,
     /// Submit time.
     pub submit: Time,
-    /// Start time.
+    /// First start.
     pub start: Time,
-    /// End time.
+    /// Completion.
     pub end: Time,
     /// GPUs.
     pub gpus: u32,
-    /// GPU indices given on each node: `(node index, [gpu indices])`.
-    pub gpu_ids: Vec<(u32, Vec<u32>)>,
+    /// Times it was preempted.
+    pub preemptions: u32,
+    /// Its runs, in time order (more than one if it was preempted).
+    pub segments: Vec<RunSegment>,
 }
 
 impl JobRecord {
-    /// Where the job ran, as `node:gpu+gpu` per node, nodes separated by spaces
+    /// Where the job ran last, as `node:gpu+gpu` per node, nodes separated by spaces
     /// (e.g. `n0:0+1+2 n3:7`).
     pub fn placement_label(&self, cluster: &ClusterSpec) -> String {
-        let nodes: Vec<String> = self
+        let Some(seg) = self.segments.last() else { return String::new() };
+        let nodes: Vec<String> = seg
             .gpu_ids
             .iter()
             .map(|(n, ids)| {
@@ -96,84 +119,176 @@ enum Kind {
     // Order matters: at one instant, ends free GPUs before arrivals join the queue.
     End,
     Arrival,
+    Wake,
+}
+
+/// What the engine knows of a job while it runs.
+#[derive(Debug, Clone, Default)]
+struct Live {
+    /// True work left (ms), not counting restart overhead.
+    remaining: Time,
+    /// Bumped at every start, so that the end event of a preempted run is recognised as stale.
+    epoch: u32,
+    /// Overhead charged at the start of the current run.
+    overhead: Time,
+}
+
+fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimError {
+    move |e| SimError::Inconsistent { time: t, what: e.to_string() }
 }
 
 /// Replays `w` under `cfg`. Deterministic: the same inputs give the same output.
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
-    let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy);
+    let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone());
+    // Every restart loses the overhead; a run protected for twice that always does some work.
+    sched.set_min_run(2 * cfg.preemption_overhead);
     let total_gpus = cfg.cluster.total_gpus();
-    let mut heap: BinaryHeap<Reverse<(Time, Kind, u64, JobId)>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
+    // Events: (time, kind, sequence, job, run epoch), earliest first.
+    type Event = (Time, Kind, u64, JobId, u32);
+    let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
     let mut seq = 0u64;
     for j in &w.jobs {
-        heap.push(Reverse((j.submit, Kind::Arrival, seq, j.id)));
+        heap.push(Reverse((j.submit, Kind::Arrival, seq, j.id, 0)));
         seq += 1;
     }
     let first_submit = w.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
     let last_submit = w.jobs.iter().map(|j| j.submit).max().unwrap_or(0);
     let mut integ = RunIntegrals::new(first_submit, last_submit);
     let mut records: Vec<Option<JobRecord>> = vec![None; w.jobs.len()];
+    let mut live: Vec<Live> = w.jobs.iter().map(|j| Live { remaining: j.runtime, ..Live::default() }).collect();
     let mut rejected = Vec::new();
     // Multiset of waiting jobs' GPU counts: the smallest one tells whether idle GPUs could
     // have served a waiting job.
     let mut waiting_sizes: BTreeMap<u32, u32> = BTreeMap::new();
+    let add_size = |m: &mut BTreeMap<u32, u32>, g: u32| *m.entry(g).or_default() += 1;
+    let remove_size = |m: &mut BTreeMap<u32, u32>, g: u32| {
+        if let Some(c) = m.get_mut(&g) {
+            *c -= 1;
+            if *c == 0 {
+                m.remove(&g);
+            }
+        }
+    };
+    let mut wakes: BTreeSet<Time> = BTreeSet::new();
     let mut busy: u64 = 0;
     let mut prev_t = first_submit;
     let mut passes = 0u64;
     let mut events = 0u64;
 
-    while let Some(&Reverse((t, _, _, _))) = heap.peek() {
+    while let Some(&Reverse((t, _, _, _, _))) = heap.peek() {
         let min_waiting = waiting_sizes.keys().next().copied();
         integ.advance(prev_t, t, busy, total_gpus, sched.waiting_len() as u64, min_waiting);
         prev_t = t;
-        while let Some(&Reverse((et, kind, _, id))) = heap.peek() {
+        let mut happened = false;
+        while let Some(&Reverse((et, kind, _, id, epoch))) = heap.peek() {
             if et != t {
                 break;
             }
             heap.pop();
-            events += 1;
             let job = &w.jobs[id.idx()];
             match kind {
                 Kind::End => {
-                    sched.finish(id, t).map_err(|e| SimError::Inconsistent { time: t, what: e.to_string() })?;
+                    if epoch != live[id.idx()].epoch || sched.running_start(id).is_none() {
+                        continue; // the run this end belonged to was preempted
+                    }
+                    happened = true;
+                    events += 1;
+                    sched.finish(id, t).map_err(inconsistent(t))?;
                     busy -= job.gpus as u64;
+                    if let Some(r) = records[id.idx()].as_mut() {
+                        r.end = t;
+                        if let Some(seg) = r.segments.last_mut() {
+                            seg.end = t;
+                        }
+                    }
                 }
                 Kind::Arrival => {
-                    let req = JobReq { id, submit: job.submit, gpus: job.gpus, estimate: job.estimate_or_oracle() };
+                    happened = true;
+                    events += 1;
+                    let req = JobReq {
+                        id,
+                        submit: job.submit,
+                        gpus: job.gpus,
+                        estimate: job.estimate_or_oracle(),
+                        user: job.user,
+                        group: job.group,
+                    };
                     match sched.submit(req, t) {
-                        Ok(()) => *waiting_sizes.entry(job.gpus).or_default() += 1,
+                        Ok(()) => add_size(&mut waiting_sizes, job.gpus),
                         Err(e @ SubmitError::NeverFits { .. }) => {
                             rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
                         }
                         Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
                     }
                 }
+                Kind::Wake => {
+                    happened = true;
+                    wakes.remove(&t);
+                }
             }
+        }
+        if !happened {
+            continue; // only ends of runs that were preempted: nothing to decide
         }
         let plan = sched.schedule(t, false);
         if cfg.check_invariants {
             // Explaining must not change the decisions (the fast paths skip what explain shows).
             let explained = sched.schedule(t, true);
-            if explained.starts != plan.starts {
+            if explained.starts != plan.starts || explained.preempt != plan.preempt {
                 return Err(SimError::Inconsistent { time: t, what: "schedule(explain) decided differently".into() });
             }
         }
         passes += 1;
-        for s in plan.starts {
-            let job = &w.jobs[s.job.idx()];
-            let gpu_ids =
-                sched.start(s.job, &s.alloc, t).map_err(|e| SimError::Inconsistent { time: t, what: e.to_string() })?;
-            busy += job.gpus as u64;
-            if let Some(c) = waiting_sizes.get_mut(&job.gpus) {
-                *c -= 1;
-                if *c == 0 {
-                    waiting_sizes.remove(&job.gpus);
+        if passes > 1_000 * (w.jobs.len() as u64 + 10) {
+            return Err(SimError::Inconsistent { time: t, what: "runaway: too many scheduling passes".into() });
+        }
+        for &id in &plan.preempt {
+            let job = &w.jobs[id.idx()];
+            let start = sched.running_start(id).ok_or_else(|| SimError::Inconsistent {
+                time: t,
+                what: format!("preempting job {id}, which is not running"),
+            })?;
+            sched.preempt(id, t).map_err(inconsistent(t))?;
+            busy -= job.gpus as u64;
+            add_size(&mut waiting_sizes, job.gpus);
+            let l = &mut live[id.idx()];
+            // Work done in this run: its length less the restart overhead it began with.
+            l.remaining -= (t - start - l.overhead).max(0);
+            if let Some(r) = records[id.idx()].as_mut() {
+                r.preemptions += 1;
+                if let Some(seg) = r.segments.last_mut() {
+                    seg.end = t;
                 }
             }
-            let end = t + job.runtime;
-            heap.push(Reverse((end, Kind::End, seq, s.job)));
+        }
+        for s in plan.starts {
+            let job = &w.jobs[s.job.idx()];
+            let gpu_ids = sched.start(s.job, &s.alloc, t).map_err(inconsistent(t))?;
+            busy += job.gpus as u64;
+            remove_size(&mut waiting_sizes, job.gpus);
+            let l = &mut live[s.job.idx()];
+            l.epoch += 1;
+            let rec = records[s.job.idx()].get_or_insert_with(|| JobRecord {
+                job: s.job,
+                submit: job.submit,
+                start: t,
+                end: t,
+                gpus: job.gpus,
+                preemptions: 0,
+                segments: Vec::new(),
+            });
+            l.overhead = if rec.segments.is_empty() { 0 } else { cfg.preemption_overhead };
+            let end = t + l.overhead + l.remaining;
+            rec.end = end;
+            rec.segments.push(RunSegment { start: t, end, gpu_ids });
+            heap.push(Reverse((end, Kind::End, seq, s.job, l.epoch)));
             seq += 1;
-            records[s.job.idx()] =
-                Some(JobRecord { job: s.job, submit: job.submit, start: t, end, gpus: job.gpus, gpu_ids });
+        }
+        if let Some(at) = plan.wake_at.filter(|&at| at > t) {
+            if wakes.insert(at) {
+                heap.push(Reverse((at, Kind::Wake, seq, JobId(0), 0)));
+                seq += 1;
+            }
         }
         if cfg.check_invariants {
             sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
@@ -194,24 +309,59 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
 }
 
 /// Checks a run's output against the invariants in docs/ARCHITECTURE.md: every job that could
-/// fit ran exactly once, start >= submit, end = start + run time, its GPUs match its request,
-/// no GPU was held by two jobs at once, and no node ever ran over its capacity.
-pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<(), String> {
+/// fit ran to completion exactly once; it never ran before its submit; its runs do not overlap
+/// and their useful time (each restart loses `overhead` first) adds up to its run time; each run
+/// holds exactly the GPUs it asked for; no GPU was held by two jobs at once, and no node ran
+/// over its capacity.
+pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: Time) -> Result<(), String> {
     let mut seen = vec![false; w.jobs.len()];
+    // (node, gpu) -> intervals (start, end, job) during which it was held.
+    type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId)>>;
+    let mut per_gpu: Held = BTreeMap::new();
     for r in &out.records {
         let j = w.jobs.get(r.job.idx()).ok_or_else(|| format!("record for unknown job {}", r.job))?;
         if std::mem::replace(&mut seen[r.job.idx()], true) {
             return Err(format!("job {} ran twice", r.job));
         }
-        if r.start < j.submit {
-            return Err(format!("job {} started at {} before its submit {}", r.job, r.start, j.submit));
+        let (first, last) = match (r.segments.first(), r.segments.last()) {
+            (Some(f), Some(l)) => (f, l),
+            _ => return Err(format!("job {} has no run", r.job)),
+        };
+        if first.start < j.submit || r.start != first.start || r.end != last.end {
+            return Err(format!("job {}: runs from {} to {}, submitted {}", r.job, first.start, last.end, j.submit));
         }
-        if r.end != r.start + j.runtime {
-            return Err(format!("job {} ran {} ms, not its run time {}", r.job, r.end - r.start, j.runtime));
+        if r.segments.len() != r.preemptions as usize + 1 {
+            return Err(format!("job {}: {} runs but {} preemptions", r.job, r.segments.len(), r.preemptions));
         }
-        let n: usize = r.gpu_ids.iter().map(|(_, ids)| ids.len()).sum();
-        if n != j.gpus as usize {
-            return Err(format!("job {} got {n} GPUs, asked for {}", r.job, j.gpus));
+        let mut useful = 0;
+        for (i, seg) in r.segments.iter().enumerate() {
+            if seg.end < seg.start || (i > 0 && seg.start < r.segments[i - 1].end) {
+                return Err(format!("job {}: runs overlap or go backwards", r.job));
+            }
+            let lost = if i == 0 { 0 } else { overhead };
+            useful += (seg.end - seg.start - lost).max(0);
+            let n: usize = seg.gpu_ids.iter().map(|(_, ids)| ids.len()).sum();
+            if n != j.gpus as usize {
+                return Err(format!("job {} got {n} GPUs, asked for {}", r.job, j.gpus));
+            }
+            for (node, ids) in &seg.gpu_ids {
+                let cap = cluster
+                    .nodes
+                    .get(*node as usize)
+                    .map(|n| n.gpus)
+                    .ok_or_else(|| format!("job {} on unknown node {node}", r.job))?;
+                for &g in ids {
+                    if g >= cap {
+                        return Err(format!("job {} on GPU {g} of node {node}, which has {cap}", r.job));
+                    }
+                    if seg.end > seg.start {
+                        per_gpu.entry((*node, g)).or_default().push((seg.start, seg.end, r.job));
+                    }
+                }
+            }
+        }
+        if useful != j.runtime {
+            return Err(format!("job {} did {useful} ms of work, its run time is {}", r.job, j.runtime));
         }
     }
     for rej in &out.rejected {
@@ -221,27 +371,6 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> Result<
     }
     if let Some(i) = seen.iter().position(|s| !s) {
         return Err(format!("job {i} neither ran nor was rejected"));
-    }
-    // Per GPU, intervals must not overlap.
-    // (node, gpu) -> intervals (start, end, job) during which it was held.
-    type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId)>>;
-    let mut per_gpu: Held = BTreeMap::new();
-    for r in &out.records {
-        for (node, ids) in &r.gpu_ids {
-            let cap = cluster
-                .nodes
-                .get(*node as usize)
-                .map(|n| n.gpus)
-                .ok_or_else(|| format!("job {} on unknown node {node}", r.job))?;
-            for &g in ids {
-                if g >= cap {
-                    return Err(format!("job {} on GPU {g} of node {node}, which has {cap}", r.job));
-                }
-                if r.end > r.start {
-                    per_gpu.entry((*node, g)).or_default().push((r.start, r.end, r.job));
-                }
-            }
-        }
     }
     for ((node, g), mut iv) in per_gpu {
         iv.sort();

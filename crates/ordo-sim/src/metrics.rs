@@ -2,7 +2,7 @@
 
 use crate::engine::{JobRecord, SimConfig};
 use ordo_core::time::{to_secs_f64, SECOND};
-use ordo_core::{ClusterSpec, Time, Workload};
+use ordo_core::{ClusterSpec, Order, Time, Workload};
 use serde::{Deserialize, Serialize};
 
 /// Time integrals gathered while the simulation runs (GPU-milliseconds, job-milliseconds).
@@ -114,6 +114,10 @@ pub struct Metrics {
     pub makespan_lower_bound_s: f64,
     /// Utilisation the lower bound allows: total GPU-time / (GPUs x makespan lower bound).
     pub utilization_upper_bound: f64,
+    /// Preemptions over all jobs (preemptive policies).
+    pub preemptions: u64,
+    /// Jobs preempted at least once.
+    pub preempted_jobs: usize,
     /// Events the engine processed.
     pub events: u64,
     /// Scheduling passes (one per distinct event time).
@@ -179,7 +183,15 @@ impl Metrics {
         let gpus = cluster.total_gpus();
         let ran = |r: &JobRecord| &w.jobs[r.job.idx()];
         let mut jct: Vec<f64> = records.iter().map(|r| to_secs_f64(r.end - r.submit)).collect();
-        let mut wait: Vec<f64> = records.iter().map(|r| to_secs_f64(r.start - r.submit)).collect();
+        // Wait: all the time a job spent not running, before its first start and after each
+        // preemption (for jobs never preempted, start - submit).
+        let mut wait: Vec<f64> = records
+            .iter()
+            .map(|r| {
+                let ran: Time = r.segments.iter().map(|s| s.end - s.start).sum();
+                to_secs_f64(r.end - r.submit - ran)
+            })
+            .collect();
         let bsld: Vec<f64> = records.iter().map(|r| bounded_slowdown(r.end - r.submit, ran(r).runtime)).collect();
         let fair_users = jain(&per_owner_mean(w.users.len().max(1), records, |r| ran(r).user as usize, &bsld));
         let fair_groups = jain(&per_owner_mean(w.groups.len().max(1), records, |r| ran(r).group as usize, &bsld));
@@ -194,7 +206,10 @@ impl Metrics {
         let lb = ((work as f64 / gpus.max(1) as f64).ceil() as Time).max(latest_finish);
         let (w0, w1) = integ.window;
         let estimates = if !cfg.policy.needs_estimate() {
-            "none"
+            match cfg.policy.order {
+                Order::Gittins(_) => "learned",
+                _ => "none",
+            }
         } else if oracle {
             "oracle"
         } else {
@@ -230,6 +245,8 @@ impl Metrics {
             total_gpu_hours: gpu_h(work),
             makespan_lower_bound_s: to_secs_f64(lb),
             utilization_upper_bound: if lb > 0 { work as f64 / (gpus as f64 * lb as f64) } else { 0.0 },
+            preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
+            preempted_jobs: records.iter().filter(|r| r.preemptions > 0).count(),
             events: integ.events,
             sched_passes: integ.passes,
         }

@@ -4,6 +4,7 @@ use ordo_core::{JobId, Workload};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, LogNormal};
 
 /// Shuffles, with a seeded RNG, the order of jobs submitted at the same instant, then renumbers
 /// the jobs so that arrival order follows the shuffle. Traces often hold jobs submitted in the
@@ -22,6 +23,17 @@ pub fn shuffle_ties(w: &mut Workload, seed: u64) {
     }
     for (k, job) in w.jobs.iter_mut().enumerate() {
         job.id = JobId(k as u32);
+    }
+}
+
+/// Gives every job a run-time estimate of its true run time times exp(N(0, sigma^2)), drawn
+/// with a seeded RNG (at least 1 ms). With sigma 0 the estimates are exact.
+pub fn noisy_estimates(w: &mut Workload, sigma: f64, seed: u64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6e6f_6973_7921);
+    let dist = LogNormal::new(0.0, sigma.max(0.0)).unwrap_or_else(|_| LogNormal::new(0.0, 0.0).expect("valid"));
+    for j in &mut w.jobs {
+        let f: f64 = dist.sample(&mut rng);
+        j.estimate = Some(((j.runtime as f64 * f).round() as i64).max(1));
     }
 }
 
@@ -64,5 +76,18 @@ mod tests {
         assert_eq!(a, b, "same seed, same order");
         let names: Vec<&str> = a.jobs.iter().map(|j| j.name.as_str()).collect();
         assert_ne!(names, ["0", "1", "2", "3", "4", "5", "6", "7"], "seed 3 moves some tie");
+    }
+
+    #[test]
+    fn noisy_estimates_are_seeded_and_spread() {
+        let mut a = w(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        noisy_estimates(&mut a, 0.0, 1);
+        assert!(a.jobs.iter().all(|j| j.estimate == Some(1000)));
+        noisy_estimates(&mut a, 1.0, 1);
+        let e1: Vec<_> = a.jobs.iter().map(|j| j.estimate).collect();
+        noisy_estimates(&mut a, 1.0, 1);
+        let e2: Vec<_> = a.jobs.iter().map(|j| j.estimate).collect();
+        assert_eq!(e1, e2);
+        assert!(e1.iter().any(|e| e.unwrap() < 1000) && e1.iter().any(|e| e.unwrap() > 1000));
     }
 }

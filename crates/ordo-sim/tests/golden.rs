@@ -1,6 +1,8 @@
 //! Golden tests: tiny traces whose schedules were worked out by hand (each file says why in its
-//! header comment). A file holds `# key: value` settings, a generic-format CSV, and after
-//! `# expect:` the expected start, end (seconds) and, where given, placement of every job.
+//! header comment). A file holds `# key: value` settings (cluster, placement, policy and
+//! optionally overhead in seconds), a generic-format CSV, and after `# expect: job_id,start,end
+//! [,placement][,preemptions]` the expected first start, completion (seconds) and the named
+//! columns of every job.
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
@@ -17,10 +19,11 @@ fn run_case(path: &Path) -> Result<(), String> {
     let mut meta = BTreeMap::new();
     let (mut csv, mut expect) = (String::new(), Vec::new());
     let mut in_expect = false;
+    let mut cols: Vec<String> = Vec::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# expect:") {
             in_expect = true;
-            let _ = rest;
+            cols = rest.trim().split(',').map(str::to_string).collect();
         } else if let Some(rest) = line.strip_prefix("# ") {
             if let Some((k, v)) = rest.split_once(": ") {
                 meta.insert(k.trim().to_string(), v.trim().to_string());
@@ -35,11 +38,15 @@ fn run_case(path: &Path) -> Result<(), String> {
     let cluster = ClusterSpec::parse(&meta["cluster"]).map_err(|e| e.to_string())?;
     let placement: Placement = meta["placement"].parse()?;
     let policy: PolicySpec = meta["policy"].parse().map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;
-    let opts = LoadOptions { format: Format::Generic, from_day: None, to_day: None };
+    let opts = LoadOptions::new(Format::Generic);
     let w = load_reader(csv.as_bytes(), "golden", &opts).map_err(|e| e.to_string())?.workload;
-    let cfg = SimConfig { cluster: cluster.clone(), placement, policy, check_invariants: true };
+    let mut cfg = SimConfig::new(cluster.clone(), placement, policy);
+    cfg.check_invariants = true;
+    if let Some(o) = meta.get("overhead") {
+        cfg.preemption_overhead = o.parse::<i64>().map_err(|e| e.to_string())? * 1000;
+    }
     let out = simulate(&w, &cfg).map_err(|e| e.to_string())?;
-    validate(&w, &cluster, &out)?;
+    validate(&w, &cluster, &out, cfg.preemption_overhead)?;
     if expect.len() != out.records.len() {
         return Err(format!("{} jobs expected, {} ran", expect.len(), out.records.len()));
     }
@@ -54,10 +61,14 @@ fn run_case(path: &Path) -> Result<(), String> {
         if got != want {
             return Err(format!("job {}: expected start,end {want:?}, got {got:?}", e[0]));
         }
-        if let Some(p) = e.get(3) {
-            let got = r.placement_label(&cluster);
-            if &got != p {
-                return Err(format!("job {}: expected placement {p}, got {got}", e[0]));
+        for (c, want) in cols.iter().zip(e).skip(3) {
+            let got = match c.as_str() {
+                "placement" => r.placement_label(&cluster),
+                "preemptions" => r.preemptions.to_string(),
+                other => return Err(format!("unknown expect column {other}")),
+            };
+            if &got != want {
+                return Err(format!("job {}: expected {c} {want}, got {got}", e[0]));
             }
         }
     }

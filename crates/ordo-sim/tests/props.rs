@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 9] = [
+const POLICIES: [&str; 16] = [
     "fifo",
     "sjf",
     "sgf",
@@ -20,6 +20,13 @@ const POLICIES: [&str; 9] = [
     "fifo+conservative",
     "sjf+conservative",
     "sgf+conservative",
+    "srtf",
+    "las:thresholds=60/300,promote=0",
+    "las:thresholds=100,promote=2",
+    "gittins:quantum=50,window=20",
+    "sjf+easy+maxwait=100",
+    "srtf+maxwait=200",
+    "las+maxwait=150",
 ];
 
 fn cluster() -> impl Strategy<Value = ClusterSpec> {
@@ -70,13 +77,14 @@ proptest! {
         pol in 0usize..POLICIES.len(),
         consolidated in any::<bool>(),
         with_estimates in any::<bool>(),
+        overhead_s in prop_oneof![Just(0i64), 0i64..20],
     ) {
         let w = workload(&raw, with_estimates);
         let policy: PolicySpec = POLICIES[pol].parse().unwrap();
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { cluster: c.clone(), placement, policy, check_invariants: true };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true };
         let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        validate(&w, &c, &out).map_err(TestCaseError::fail)?;
+        validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
         // Only jobs larger than the whole cluster are rejected.
         for r in &out.rejected {
             prop_assert!(r.gpus as u64 > c.total_gpus());
@@ -91,7 +99,7 @@ proptest! {
     fn strict_fifo_starts_in_arrival_order(c in cluster(), raw in jobs(), consolidated in any::<bool>()) {
         let w = workload(&raw, false);
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false };
+        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false };
         let out = simulate(&w, &cfg).unwrap();
         let mut recs = out.records.clone();
         recs.sort_by_key(|r| r.job);
@@ -105,7 +113,7 @@ proptest! {
     #[test]
     fn pooled_sgf_never_idles_while_a_job_fits(c in cluster(), raw in jobs()) {
         let w = workload(&raw, false);
-        let cfg = SimConfig { cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false };
+        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false };
         let out = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(out.metrics.idle_while_fit_gpu_hours, 0.0);
         for r in &out.records {
@@ -140,11 +148,32 @@ fn regression_conservative_job_left_waiting() {
     let w = workload(&raw, true);
     let c = ClusterSpec::uniform(3, 8);
     let cfg = SimConfig {
+        preemption_overhead: 0,
         cluster: c.clone(),
         placement: Placement::Consolidated,
         policy: "sgf+conservative".parse().unwrap(),
         check_invariants: true,
     };
     let out = simulate(&w, &cfg).unwrap();
-    validate(&w, &c, &out).unwrap();
+    validate(&w, &c, &out, 0).unwrap();
+}
+
+#[test]
+fn regression_srtf_maxwait_runaway() {
+    let raw = [
+        (61, 6, 124, 0),
+        (0, 6, 201, 4),
+        (245, 4, 5, 0),
+        (135, 0, 149, 0),
+        (237, 10, 1, 0),
+        (8, 4, 125, 0),
+        (6, 6, 44, 0),
+    ];
+    let w = workload(&raw, false);
+    let c = ClusterSpec::uniform(3, 3);
+    let mut cfg = SimConfig::new(c.clone(), Placement::Pooled, "srtf+maxwait=200".parse().unwrap());
+    cfg.check_invariants = true;
+    cfg.preemption_overhead = 6000;
+    let out = simulate(&w, &cfg).unwrap();
+    validate(&w, &c, &out, cfg.preemption_overhead).unwrap();
 }

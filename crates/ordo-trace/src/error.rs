@@ -29,7 +29,10 @@ pub enum TraceError {
     #[error(
         "{file}:{line}: unknown trace format: header {header:?} matches none of the known formats \
          (generic: a header with `job_id` and `submit_time` columns; philly: a header starting \
-         with `#job id`); pass the format explicitly"
+         with `#job id`; philly-vc, alibaba, tiresias, helios: their CSV headers; sacct: a \
+         `|`-separated header with `JobID`; jobcomp: lines starting `JobId=`; swf: `;` comments \
+         or 18 numbers a line; jsonl: lines starting with `{{`); pass the format explicitly with \
+         --format"
     )]
     UnknownFormat {
         /// Path or name of the trace.
@@ -103,6 +106,16 @@ pub enum TraceError {
         /// The value found (lossy UTF-8, shortened if long).
         found: String,
     },
+    /// A whole line could not be read (JSON Lines: not a JSON object).
+    #[error("{file}:{line}: {why}")]
+    Line {
+        /// Path or name of the trace.
+        file: String,
+        /// Line of the row.
+        line: u64,
+        /// What is wrong, naming what was expected.
+        why: String,
+    },
     /// More rows than job ids (`u32`) can number.
     #[error("{file}:{line}: too many rows (at most {max} jobs per trace)")]
     TooManyRows {
@@ -151,4 +164,46 @@ pub(crate) fn shown(bytes: &[u8]) -> String {
         out.push_str("...");
         out
     }
+}
+
+/// Why a cluster description (`--cluster`: `64x8`, a TOML file of node groups, or an Alibaba
+/// node list CSV) could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The file could not be opened or read.
+    #[error("{file}: cannot read: {err}")]
+    Io {
+        /// Path of the file.
+        file: String,
+        /// The underlying IO error.
+        err: std::io::Error,
+    },
+    /// A `COUNTxGPUS` spec is malformed.
+    #[error("--cluster: {0}")]
+    Spec(#[from] ordo_core::ClusterParseError),
+    /// The TOML file does not follow the documented schema.
+    #[error("{file}: {why}")]
+    Toml {
+        /// Path of the file.
+        file: String,
+        /// What is wrong (the TOML parser's message, with line and column).
+        why: String,
+    },
+    /// A node list row or a node group is bad.
+    #[error("{file}:{line}: {why}")]
+    Node {
+        /// Path of the file.
+        file: String,
+        /// 1-based line (CSV row) or node-group number (TOML, 1-based).
+        line: u64,
+        /// What is wrong.
+        why: String,
+    },
+    /// The cluster has no nodes with GPUs.
+    #[error("{file}: the cluster has no nodes")]
+    Empty {
+        /// Path of the file.
+        file: String,
+    },
 }

@@ -1,61 +1,161 @@
-//! [`Format`]: the trace formats ordo reads, their columns, and header detection.
+//! [`Format`]: the trace formats ordo reads, their columns, and detection from the first line
+//! and the file name.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// A trace format.
+/// A trace format. See `docs/TRACES.md` for every format's columns and how they become jobs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
-    /// Detect the format from the header line (see [`Format::detect`]).
+    /// Detect the format from the first line and the file name (see [`Format::detect_line`]).
     #[default]
     Auto,
-    /// ordo's own CSV: a header row naming the columns `job_id,submit_time,num_gpu,duration`
-    /// (required) and `user,group,estimate,priority` (optional), in any order. Times are seconds
-    /// (fractions allowed); `num_gpu` is a whole number >= 0; `priority` an integer. An empty
-    /// optional cell means "absent"; a missing user or group is `"default"`.
+    /// ordo's own CSV: a header naming `job_id,submit_time,num_gpu,duration` (required) and
+    /// `user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue` (optional), in any order.
+    /// Times are seconds (fractions allowed); an empty optional cell means "absent"; a missing
+    /// user or group is `"default"`.
     Generic,
+    /// ordo's JSON Lines: one object per line with the `generic` columns as keys.
+    Jsonl,
     /// The Philly trace as published by RFold: header
     /// `#job id,arrival time (sec),topology,shape,size,duration (sec)`; `size` is the GPU count.
-    /// No users, groups or estimates (every job is user and group `"default"`).
     Philly,
+    /// Philly with virtual clusters (Sia artifacts): `timestamp,duration,num_gpus,gpu_time,cluster`;
+    /// wall-clock timestamps; `cluster` becomes the job's user and group.
+    PhillyVc,
+    /// Alibaba GPU cluster trace 2023 pod list (`openb_pod_list_*.csv`): fractional GPUs, CPU and
+    /// memory requests, QoS class as the queue.
+    Alibaba,
+    /// Standard Workload Format of the Parallel Workloads Archive (plain or gzip): 18
+    /// whitespace-separated fields per job, `;` header comments; a processor is one unit.
+    Swf,
+    /// The Tiresias simulator's CSV: `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`.
+    Tiresias,
+    /// The Helios trace CSV:
+    /// `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue`.
+    Helios,
+    /// Slurm accounting: `sacct --parsable2 --allusers --duplicates=no --format=JobID,User,Account,
+    /// Partition,Submit,Start,End,Elapsed,Timelimit,AllocTRES,ReqTRES,State,Priority`.
+    Sacct,
+    /// Slurm's `jobcomp/filetxt` completion log: one `Key=value ...` line per job.
+    Jobcomp,
 }
 
 impl Format {
     /// Every format, `Auto` first.
-    pub const ALL: [Format; 3] = [Format::Auto, Format::Generic, Format::Philly];
+    pub const ALL: [Format; 11] = [
+        Format::Auto,
+        Format::Generic,
+        Format::Jsonl,
+        Format::Philly,
+        Format::PhillyVc,
+        Format::Alibaba,
+        Format::Swf,
+        Format::Tiresias,
+        Format::Helios,
+        Format::Sacct,
+        Format::Jobcomp,
+    ];
 
-    /// The name used on the command line and in messages (`auto`, `generic`, `philly`).
+    /// The name used on the command line and in messages.
     pub fn name(self) -> &'static str {
         match self {
             Format::Auto => "auto",
             Format::Generic => "generic",
+            Format::Jsonl => "jsonl",
             Format::Philly => "philly",
+            Format::PhillyVc => "philly-vc",
+            Format::Alibaba => "alibaba",
+            Format::Swf => "swf",
+            Format::Tiresias => "tiresias",
+            Format::Helios => "helios",
+            Format::Sacct => "sacct",
+            Format::Jobcomp => "jobcomp",
         }
     }
 
-    /// Detects the format from the header's fields (already split, surrounding whitespace
-    /// allowed): `Philly` when the first field starts with `#job id`, `Generic` when some fields
-    /// are `job_id` and `submit_time`, otherwise `None`. Never returns `Auto`.
+    /// True for formats whose times are wall-clock dates (`philly-vc`, `helios`, `sacct`,
+    /// `jobcomp`): day windows then count from the earliest submit time in the file.
+    pub fn wall_clock(self) -> bool {
+        matches!(self, Format::PhillyVc | Format::Helios | Format::Sacct | Format::Jobcomp)
+    }
+
+    /// Detects the format from the split fields of a CSV header line (surrounding whitespace
+    /// allowed). Never returns `Auto`.
     pub fn detect<S: AsRef<str>>(header: &[S]) -> Option<Format> {
         let first = header.first().map(|f| f.as_ref().trim());
         if first.is_some_and(|f| f.starts_with("#job id")) {
             return Some(Format::Philly);
         }
         let has = |name: &str| header.iter().any(|f| f.as_ref().trim() == name);
+        if has("iterations") && has("model_name") && has("job_id") {
+            return Some(Format::Tiresias);
+        }
+        if has("vc") && has("gpu_num") && has("job_id") {
+            return Some(Format::Helios);
+        }
+        if has("cpu_milli") && has("creation_time") {
+            return Some(Format::Alibaba);
+        }
+        if has("timestamp") && has("num_gpus") && has("cluster") {
+            return Some(Format::PhillyVc);
+        }
         if has("job_id") && has("submit_time") {
             return Some(Format::Generic);
         }
         None
     }
 
-    /// The columns of a concrete format (empty for `Auto`).
+    /// Detects the format from the first non-blank line of a (decompressed) file and its name:
+    /// `{` starts JSON Lines, `;` an SWF header, `JobId=` a jobcomp log, a `|`-separated header
+    /// with `JobID` sacct output; a comma-separated header goes to [`Format::detect`]; a line of
+    /// whitespace-separated numbers, or a name ending in `.swf`/`.swf.gz`, is SWF, and a name
+    /// ending in `.jsonl`/`.ndjson` is JSON Lines.
+    pub fn detect_line(line: &str, name: &str) -> Option<Format> {
+        let l = line.trim_start_matches('\u{feff}').trim();
+        if l.starts_with('{') {
+            return Some(Format::Jsonl);
+        }
+        if l.starts_with(';') {
+            return Some(Format::Swf);
+        }
+        if l.starts_with("JobId=") {
+            return Some(Format::Jobcomp);
+        }
+        if l.contains('|') && l.split('|').any(|f| f.trim() == "JobID") {
+            return Some(Format::Sacct);
+        }
+        let fields: Vec<&str> = l.split(',').collect();
+        if let Some(f) = Format::detect(&fields) {
+            return Some(f);
+        }
+        let nums = l.split_ascii_whitespace().count();
+        if nums >= 10 && l.split_ascii_whitespace().all(|t| t.parse::<f64>().is_ok()) {
+            return Some(Format::Swf);
+        }
+        let lower = name.to_ascii_lowercase();
+        if lower.ends_with(".swf") || lower.ends_with(".swf.gz") {
+            return Some(Format::Swf);
+        }
+        if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") || lower.ends_with(".jsonl.gz") {
+            return Some(Format::Jsonl);
+        }
+        None
+    }
+
+    /// The columns of a CSV-style format (empty for `Auto` and the line formats).
     pub(crate) fn columns(self) -> &'static [Column] {
         match self {
-            Format::Auto => &[],
             Format::Generic => GENERIC,
             Format::Philly => PHILLY,
+            Format::PhillyVc => PHILLY_VC,
+            Format::Alibaba => ALIBABA,
+            Format::Tiresias => TIRESIAS,
+            Format::Helios => HELIOS,
+            Format::Sacct => SACCT,
+            Format::Auto | Format::Jsonl | Format::Swf | Format::Jobcomp => &[],
         }
     }
 }
@@ -68,19 +168,21 @@ impl fmt::Display for Format {
 
 /// Error of [`Format::from_str`]: the name is not a known format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown trace format `{0}` (known: auto, generic, philly)")]
+#[error(
+    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, swf, tiresias, helios, sacct, jobcomp)"
+)]
 pub struct ParseFormatError(pub String);
 
 impl FromStr for Format {
     type Err = ParseFormatError;
 
-    /// Parses `auto`, `generic` or `philly` (ASCII case-insensitive, surrounding whitespace
-    /// ignored).
+    /// Parses a format name (ASCII case-insensitive, surrounding whitespace ignored; `_` may
+    /// stand for `-`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let t = s.trim();
+        let t = s.trim().replace('_', "-");
         Format::ALL
             .into_iter()
-            .find(|f| f.name().eq_ignore_ascii_case(t))
+            .find(|f| f.name().eq_ignore_ascii_case(&t))
             .ok_or_else(|| ParseFormatError(s.to_string()))
     }
 }
@@ -91,45 +193,127 @@ pub(crate) enum Role {
     Id,
     Submit,
     Gpus,
+    GpuMilli,
+    CpuMilli,
+    Cpus,
+    MemMib,
     Duration,
+    /// Start of the run (Alibaba `scheduled_time`): with `End`, gives the run time.
+    Start,
+    /// End of the run (Alibaba `deletion_time`).
+    End,
     User,
     Group,
     Estimate,
     Priority,
-    /// Known but not used (Philly's `topology`, `shape`).
+    Queue,
+    AllocTres,
+    ReqTres,
+    /// Known but not used.
     Ignore,
 }
 
-/// A column a format knows.
+/// A column a CSV-style format knows.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Column {
     pub name: &'static str,
-    /// Required columns are those of roles `Id`, `Submit`, `Gpus` and `Duration`.
     pub role: Role,
+    pub required: bool,
 }
 
-const fn col(name: &'static str, role: Role) -> Column {
-    Column { name, role }
+const fn req(name: &'static str, role: Role) -> Column {
+    Column { name, role, required: true }
+}
+
+const fn opt(name: &'static str, role: Role) -> Column {
+    Column { name, role, required: false }
 }
 
 const GENERIC: &[Column] = &[
-    col("job_id", Role::Id),
-    col("submit_time", Role::Submit),
-    col("num_gpu", Role::Gpus),
-    col("duration", Role::Duration),
-    col("user", Role::User),
-    col("group", Role::Group),
-    col("estimate", Role::Estimate),
-    col("priority", Role::Priority),
+    req("job_id", Role::Id),
+    req("submit_time", Role::Submit),
+    req("num_gpu", Role::Gpus),
+    req("duration", Role::Duration),
+    opt("user", Role::User),
+    opt("group", Role::Group),
+    opt("estimate", Role::Estimate),
+    opt("priority", Role::Priority),
+    opt("cpus", Role::Cpus),
+    opt("mem_mib", Role::MemMib),
+    opt("gpu_milli", Role::GpuMilli),
+    opt("queue", Role::Queue),
 ];
 
 const PHILLY: &[Column] = &[
-    col("#job id", Role::Id),
-    col("arrival time (sec)", Role::Submit),
-    col("topology", Role::Ignore),
-    col("shape", Role::Ignore),
-    col("size", Role::Gpus),
-    col("duration (sec)", Role::Duration),
+    req("#job id", Role::Id),
+    req("arrival time (sec)", Role::Submit),
+    opt("topology", Role::Ignore),
+    opt("shape", Role::Ignore),
+    req("size", Role::Gpus),
+    req("duration (sec)", Role::Duration),
+];
+
+const PHILLY_VC: &[Column] = &[
+    req("timestamp", Role::Submit),
+    req("duration", Role::Duration),
+    req("num_gpus", Role::Gpus),
+    opt("gpu_time", Role::Ignore),
+    req("cluster", Role::Group),
+];
+
+const ALIBABA: &[Column] = &[
+    req("name", Role::Id),
+    req("cpu_milli", Role::CpuMilli),
+    req("memory_mib", Role::MemMib),
+    req("num_gpu", Role::Gpus),
+    req("gpu_milli", Role::GpuMilli),
+    opt("gpu_spec", Role::Ignore),
+    opt("qos", Role::Queue),
+    opt("pod_phase", Role::Ignore),
+    req("creation_time", Role::Submit),
+    req("deletion_time", Role::End),
+    req("scheduled_time", Role::Start),
+];
+
+const TIRESIAS: &[Column] = &[
+    req("job_id", Role::Id),
+    req("num_gpu", Role::Gpus),
+    req("submit_time", Role::Submit),
+    opt("iterations", Role::Ignore),
+    opt("model_name", Role::Ignore),
+    req("duration", Role::Duration),
+    opt("interval", Role::Ignore),
+];
+
+const HELIOS: &[Column] = &[
+    req("job_id", Role::Id),
+    opt("user", Role::User),
+    opt("vc", Role::Group),
+    req("gpu_num", Role::Gpus),
+    opt("cpu_num", Role::Cpus),
+    opt("node_num", Role::Ignore),
+    opt("state", Role::Ignore),
+    req("submit_time", Role::Submit),
+    opt("start_time", Role::Ignore),
+    opt("end_time", Role::Ignore),
+    req("duration", Role::Duration),
+    opt("queue", Role::Ignore),
+];
+
+const SACCT: &[Column] = &[
+    req("JobID", Role::Id),
+    opt("User", Role::User),
+    opt("Account", Role::Group),
+    opt("Partition", Role::Queue),
+    req("Submit", Role::Submit),
+    opt("Start", Role::Ignore),
+    opt("End", Role::Ignore),
+    req("Elapsed", Role::Duration),
+    opt("Timelimit", Role::Estimate),
+    opt("AllocTRES", Role::AllocTres),
+    opt("ReqTRES", Role::ReqTres),
+    opt("State", Role::Ignore),
+    opt("Priority", Role::Priority),
 ];
 
 #[cfg(test)]
@@ -142,8 +326,9 @@ mod tests {
             assert_eq!(f.to_string().parse::<Format>(), Ok(f));
         }
         assert_eq!(" Philly ".parse::<Format>(), Ok(Format::Philly));
-        let e = "swf".parse::<Format>().unwrap_err();
-        assert!(e.to_string().contains("auto, generic, philly"), "{e}");
+        assert_eq!("philly_vc".parse::<Format>(), Ok(Format::PhillyVc));
+        let e = "lsf".parse::<Format>().unwrap_err();
+        assert!(e.to_string().contains("auto, generic, jsonl, philly"), "{e}");
     }
 
     #[test]
@@ -154,5 +339,21 @@ mod tests {
         assert_eq!(Format::detect(&generic), Some(Format::Generic));
         assert_eq!(Format::detect(&["a", "b"]), None);
         assert_eq!(Format::detect::<&str>(&[]), None);
+        let line = |l: &str| Format::detect_line(l, "x");
+        assert_eq!(line("timestamp,duration,num_gpus,gpu_time,cluster"), Some(Format::PhillyVc));
+        assert_eq!(line("job_id,num_gpu,submit_time,iterations,model_name,duration,interval"), Some(Format::Tiresias));
+        assert_eq!(
+            line("job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue"),
+            Some(Format::Helios)
+        );
+        assert_eq!(line("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"), Some(Format::Alibaba));
+        assert_eq!(line("JobID|User|Submit|Elapsed"), Some(Format::Sacct));
+        assert_eq!(line("JobId=1 UserId=a(1)"), Some(Format::Jobcomp));
+        assert_eq!(line("; Version: 2"), Some(Format::Swf));
+        assert_eq!(line("1 0 -1 5 1 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1"), Some(Format::Swf));
+        assert_eq!(line("{\"job_id\":1}"), Some(Format::Jsonl));
+        assert_eq!(Format::detect_line("x", "a.SWF.gz"), Some(Format::Swf));
+        assert_eq!(Format::detect_line("x", "a.jsonl"), Some(Format::Jsonl));
+        assert_eq!(line("id,time"), None);
     }
 }

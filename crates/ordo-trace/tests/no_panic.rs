@@ -13,6 +13,15 @@ const HEADERS: &[&str] = &[
     "\u{feff}#job id,arrival time (sec),size,duration (sec)",
     "job_id,submit_time",
     "job_id,job_id,submit_time,num_gpu,duration",
+    "job_id,submit_time,num_gpu,duration,cpus,mem_mib,gpu_milli,queue",
+    "timestamp,duration,num_gpus,gpu_time,cluster",
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time",
+    "job_id,num_gpu,submit_time,iterations,model_name,duration,interval",
+    "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue",
+    "JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority",
+    "; MaxProcs: 100",
+    "{\"job_id\":1,\"submit_time\":0,\"num_gpu\":1,\"duration\":5}",
+    "JobId=1 UserId=a(1) StartTime=2020-01-01T00:00:00 EndTime=2020-01-01T00:00:01",
     "",
 ];
 
@@ -48,6 +57,22 @@ const CELLS: &[&str] = &[
     "CLOS",
     "1+1",
     "default",
+    "2017-10-09 07:01:55",
+    "2020-02-30T00:00:00",
+    "1-02:03:04",
+    "UNLIMITED",
+    "Partition_Limit",
+    "cpu=4,mem=16G,gres/gpu=2",
+    "gres/gpu:a100=99999999999",
+    "123.batch",
+    "999",
+    "1000",
+    "1001",
+    "{}",
+    "JobId=",
+    ";",
+    "|",
+    " ",
 ];
 
 /// Checks one load result for consistency.
@@ -59,7 +84,8 @@ fn check(result: Result<LoadedTrace, TraceError>, format: Format) {
                 assert_eq!(t.format, format);
             }
             let jobs = &t.workload.jobs;
-            assert_eq!(t.rows, jobs.len() + t.dropped_zero_duration + t.dropped_outside_window);
+            assert_eq!(t.rows, jobs.len() + t.dropped_total());
+            assert!(t.bad_reasons.len() <= 10 && t.bad_reasons.len() <= t.skipped_bad);
             if let Some(first) = jobs.first() {
                 assert_eq!(first.submit, 0);
             }
@@ -68,6 +94,7 @@ fn check(result: Result<LoadedTrace, TraceError>, format: Format) {
                 assert!(j.runtime > 0 && j.submit >= 0);
                 assert!((j.user as usize) < t.workload.users.len());
                 assert!((j.group as usize) < t.workload.groups.len());
+                assert!(j.gpu_milli.into_iter().all(|m| (1..1000).contains(&m) && j.gpus == 1));
             }
             assert!(jobs.windows(2).all(|w| w[0].submit <= w[1].submit));
         }
@@ -80,8 +107,17 @@ fn check(result: Result<LoadedTrace, TraceError>, format: Format) {
 
 fn load_all(bytes: &[u8], opts: LoadOptions) {
     for format in Format::ALL {
-        let opts = LoadOptions { format, ..opts };
-        check(load_reader(bytes, "fuzz.csv", &opts), format);
+        for skip_bad in [false, true] {
+            let opts = LoadOptions { format, skip_bad, ..opts.clone() };
+            check(load_reader(bytes, "fuzz.csv", &opts), format);
+        }
+    }
+    // The same bytes gzip-compressed, whole and cut short.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, bytes).unwrap();
+    let gz = gz.finish().unwrap();
+    for cut in [gz.len(), gz.len() / 2] {
+        check(load_reader(&gz[..cut], "fuzz.csv", &LoadOptions { format: Format::Auto, ..opts.clone() }), Format::Auto);
     }
 }
 
@@ -94,12 +130,25 @@ fn window() -> impl Strategy<Value = LoadOptions> {
         Just(Some(f64::NEG_INFINITY)),
         Just(Some(1e300)),
     ];
-    (day.clone(), day).prop_map(|(from_day, to_day)| LoadOptions { format: Format::Auto, from_day, to_day })
+    (
+        day.clone(),
+        day,
+        prop::option::of(0usize..5),
+        prop::option::of(prop_oneof![Just(0.0), Just(-1.0), Just(f64::NAN), 0.1f64..10.0]),
+    )
+        .prop_map(|(from_day, to_day, max_jobs, scale_load)| LoadOptions {
+            from_day,
+            to_day,
+            max_jobs,
+            scale_load,
+            ..LoadOptions::default()
+        })
 }
 
 /// CSV-like text: one of the known headers, then rows of interesting cells.
 fn csv_like() -> impl Strategy<Value = String> {
-    let row = prop::collection::vec(prop::sample::select(CELLS), 0..10).prop_map(|c| c.join(","));
+    let row = (prop::collection::vec(prop::sample::select(CELLS), 0..19), prop::sample::select(&[",", "|", " "][..]))
+        .prop_map(|(c, sep)| c.join(sep));
     (prop::sample::select(HEADERS), prop::collection::vec(row, 0..8), prop::sample::select(&["\n", "\r\n", "\r"][..]))
         .prop_map(|(h, rows, eol)| {
             let mut s = h.to_string();
@@ -138,7 +187,7 @@ proptest! {
         for (i, (submit, gpus, dur)) in rows.iter().enumerate() {
             text.push_str(&format!("j{i},{},{gpus},{}\n", *submit as f64 / 10.0, *dur as f64 / 1000.0));
         }
-        let opts = LoadOptions { format: Format::Auto, from_day: from, to_day: None };
+        let opts = LoadOptions { from_day: from, ..LoadOptions::default() };
         let t = load_reader(text.as_bytes(), "fuzz.csv", &opts).unwrap();
         prop_assert_eq!(t.rows, rows.len());
         prop_assert_eq!(t.dropped_zero_duration, rows.iter().filter(|r| r.2 == 0).count());

@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use ordo_core::{ClusterSpec, Placement, PolicySpec, Workload};
 use ordo_sim::workload::{generate, Scenario, WorkloadParams};
 use ordo_sim::{simulate, SimConfig, SimOutput};
-use ordo_trace::{load_path, Format, LoadOptions};
+use ordo_trace::Format;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -30,6 +30,14 @@ enum Cmd {
     Simulate(SimulateArgs),
     /// Time the simulator: median wall time per policy, events per second, peak memory.
     Bench(BenchArgs),
+    /// Inspect and convert traces: `ordo trace stats FILE`, `ordo trace convert FILE --to generic`.
+    Trace(crate::trace_cmd::TraceArgs),
+    /// Meet an existing Slurm cluster: import its accounting, drive its queue order.
+    Slurm(crate::slurm_cmd::SlurmArgs),
+    #[command(flatten)]
+    Server(crate::server_cmd::ServerCmd),
+    /// Plan, split and pace requests to OpenAI-compatible AI APIs: `ordo batch plan|split|run`.
+    Batch(crate::batch_cmd::BatchArgs),
 }
 
 /// Where the jobs come from, and the cluster they run on.
@@ -50,13 +58,11 @@ pub struct InputArgs {
     /// Trace format.
     #[arg(long, default_value = "auto")]
     format: Format,
-    /// Keep jobs that arrive on or after this day of the trace (days from the trace's time 0).
-    #[arg(long)]
-    from_day: Option<f64>,
-    /// Keep jobs that arrive before this day of the trace.
-    #[arg(long)]
-    to_day: Option<f64>,
-    /// The cluster: COUNTxGPUS groups, e.g. `64x8` or `32x8,16x4`.
+    /// Which jobs of the trace to keep and how to transform them.
+    #[command(flatten)]
+    select: crate::trace_cmd::SelectArgs,
+    /// The cluster: COUNTxGPUS groups (`64x8`, `32x8,16x4`), a TOML file of node groups, an
+    /// Alibaba node list CSV, or `trace` (an SWF trace's `MaxProcs`).
     #[arg(long, default_value = "64x8")]
     cluster: String,
     /// How a job's GPUs may be spread over nodes.
@@ -66,6 +72,34 @@ pub struct InputArgs {
     /// a result depends on tie order; by default ties keep the order of the input).
     #[arg(long)]
     shuffle_ties: Option<u64>,
+    /// Time lost each time a preempted job restarts, e.g. `30s` (preemptive policies).
+    #[arg(long, default_value = "0", value_parser = parse_duration_arg)]
+    preemption_overhead: ordo_core::Time,
+    /// Replace every job's run-time estimate by its true run time times a seeded random factor:
+    /// `lognormal:SIGMA` draws exp(N(0, SIGMA^2)) per job (seed: --seed). Shows how policies
+    /// that read estimates degrade when estimates are wrong.
+    #[arg(long)]
+    estimate_noise: Option<EstimateNoise>,
+}
+
+fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
+    ordo_core::policy::parse_duration(s).ok_or_else(|| format!("`{s}`: expected a duration such as 30s, 5m, 1h"))
+}
+
+/// `--estimate-noise lognormal:SIGMA`.
+#[derive(Debug, Clone, Copy)]
+struct EstimateNoise(f64);
+
+impl std::str::FromStr for EstimateNoise {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let sigma = s
+            .strip_prefix("lognormal:")
+            .and_then(|x| x.parse::<f64>().ok())
+            .filter(|x| x.is_finite() && *x >= 0.0 && *x <= 10.0)
+            .ok_or_else(|| format!("`{s}`: expected lognormal:SIGMA with 0 <= SIGMA <= 10, e.g. lognormal:0.5"))?;
+        Ok(EstimateNoise(sigma))
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
@@ -79,8 +113,8 @@ struct CompareArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Comma-separated policies; the first named `fifo` (or else the first) is the baseline.
-    #[arg(long, value_delimiter = ',', default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative")]
-    policies: Vec<PolicySpec>,
+    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins")]
+    policies: PolicyList,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -106,8 +140,8 @@ struct BenchArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Policies to time.
-    #[arg(long, value_delimiter = ',', default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative")]
-    policies: Vec<PolicySpec>,
+    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins")]
+    policies: PolicyList,
     /// Runs per policy (the median is reported).
     #[arg(long, default_value_t = 5)]
     repeat: usize,
@@ -122,14 +156,19 @@ pub struct Input {
     pub cluster: ClusterSpec,
     pub placement: Placement,
     pub source: output::InputInfo,
+    pub preemption_overhead: ordo_core::Time,
 }
 
 fn load_input(a: &InputArgs) -> Result<Input> {
-    let cluster = ClusterSpec::parse(&a.cluster).context("--cluster")?;
+    let cluster_arg = crate::trace_cmd::cluster_arg(&a.cluster).context("--cluster")?;
+    let mut cluster = cluster_arg.clone().unwrap_or_else(|| ClusterSpec::uniform(64, 8));
     let (workload, source) = match &a.trace {
         Some(path) => {
-            let opts = LoadOptions { format: a.format, from_day: a.from_day, to_day: a.to_day };
-            let t = load_path(path, &opts)?;
+            let t = crate::trace_cmd::load(path, a.format, &a.select)?;
+            crate::trace_cmd::report_other_drops(&t);
+            if cluster_arg.is_none() {
+                cluster = crate::trace_cmd::cluster_from_trace(&t)?;
+            }
             let info = output::InputInfo {
                 source: path.display().to_string(),
                 format: t.format.to_string(),
@@ -137,14 +176,18 @@ fn load_input(a: &InputArgs) -> Result<Input> {
                 jobs: t.workload.jobs.len(),
                 dropped_zero_duration: t.dropped_zero_duration,
                 dropped_outside_window: t.dropped_outside_window,
-                from_day: a.from_day,
-                to_day: a.to_day,
+                from_day: a.select.start_day(),
+                to_day: a.select.end_day(),
+                estimates: None,
             };
             (t.workload, info)
         }
         None => {
-            if a.from_day.is_some() || a.to_day.is_some() {
-                bail!("--from-day/--to-day select part of a trace; give --trace PATH");
+            if a.select.any() {
+                bail!("--from/--to, --max-jobs, --scale-load, --users/--groups and --skip-bad select part of a trace; give --trace PATH");
+            }
+            if cluster_arg.is_none() {
+                bail!("--cluster trace reads the cluster from a trace header; give --trace PATH");
             }
             let scenario = match a.workload {
                 WorkloadArg::Online => Scenario::Online,
@@ -165,6 +208,7 @@ fn load_input(a: &InputArgs) -> Result<Input> {
                 dropped_outside_window: 0,
                 from_day: None,
                 to_day: None,
+                estimates: None,
             };
             (w, info)
         }
@@ -173,14 +217,32 @@ fn load_input(a: &InputArgs) -> Result<Input> {
     if let Some(seed) = a.shuffle_ties {
         ordo_sim::transform::shuffle_ties(&mut workload, seed);
     }
-    Ok(Input { workload, cluster, placement: a.placement, source })
+    let mut source = source;
+    if let Some(EstimateNoise(sigma)) = a.estimate_noise {
+        ordo_sim::transform::noisy_estimates(&mut workload, sigma, a.seed);
+        source.estimates = Some(format!("noisy: true run time x exp(N(0, {sigma}^2)), seed {}", a.seed));
+    }
+    Ok(Input { workload, cluster, placement: a.placement, source, preemption_overhead: a.preemption_overhead })
 }
 
-fn config(input: &Input, policy: PolicySpec) -> SimConfig {
-    SimConfig { cluster: input.cluster.clone(), placement: input.placement, policy, check_invariants: false }
+fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
+    let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
+    c.preemption_overhead = input.preemption_overhead;
+    c
 }
 
 /// Runs every policy, in parallel over the machine's cores; results come back in input order.
+/// A comma-separated list of policies (parameters may contain commas: `las:thresholds=60,promote=8`).
+#[derive(Debug, Clone)]
+struct PolicyList(Vec<PolicySpec>);
+
+impl std::str::FromStr for PolicyList {
+    type Err = ordo_core::policy::PolicyParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PolicySpec::parse_list(s).map(PolicyList)
+    }
+}
+
 fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(policies.len().max(1));
     let mut slots: Vec<Option<Result<SimOutput>>> = (0..policies.len()).map(|_| None).collect();
@@ -189,8 +251,8 @@ fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
             let base = t * policies.len().div_ceil(threads).max(1);
             s.spawn(move || {
                 for (i, slot) in chunk.iter_mut().enumerate() {
-                    let p = policies[base + i];
-                    *slot = Some(simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}")));
+                    let p = policies[base + i].clone();
+                    *slot = Some(simulate(&input.workload, &config(input, &p)).with_context(|| format!("policy {p}")));
                 }
             });
         }
@@ -201,12 +263,16 @@ fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
 pub fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
     match cli.cmd {
+        Cmd::Slurm(a) => return crate::slurm_cmd::run(a),
+        Cmd::Server(c) => return crate::server_cmd::run(c),
+        Cmd::Trace(a) => return crate::trace_cmd::run(a),
+        Cmd::Batch(a) => return crate::batch_cmd::run(a),
         Cmd::Compare(a) => {
-            if a.policies.is_empty() {
+            if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");
             }
             let input = load_input(&a.input)?;
-            let outs = run_all(&input, &a.policies)?;
+            let outs = run_all(&input, &a.policies.0)?;
             let report = output::Comparison::new(&input.source, &outs);
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -216,7 +282,7 @@ pub fn run() -> Result<ExitCode> {
         }
         Cmd::Simulate(a) => {
             let input = load_input(&a.input)?;
-            let out = simulate(&input.workload, &config(&input, a.policy))?;
+            let out = simulate(&input.workload, &config(&input, &a.policy))?;
             if let Some(path) = &a.jobs_out {
                 output::write_jobs_csv(path, &input.workload, &input.cluster, &out)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -234,7 +300,7 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Bench(a) => {
             let input = load_input(&a.input)?;
             let mut rows = Vec::new();
-            for &p in &a.policies {
+            for p in &a.policies.0 {
                 let mut times = Vec::with_capacity(a.repeat);
                 let mut last = None;
                 for _ in 0..a.repeat.max(1) {

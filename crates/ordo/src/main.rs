@@ -1,8 +1,12 @@
 //! The `ordo` binary: argument parsing and wiring only. Everything it prints is computed by the
 //! library crates.
 
+mod batch_cmd;
 mod cli;
 mod output;
+mod server_cmd;
+mod slurm_cmd;
+mod trace_cmd;
 
 use std::process::ExitCode;
 

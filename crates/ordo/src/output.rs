@@ -26,6 +26,8 @@ pub struct InputInfo {
     pub from_day: Option<f64>,
     /// Day before which jobs were kept, if selected.
     pub to_day: Option<f64>,
+    /// How run-time estimates were made, when ordo made them (`--estimate-noise`).
+    pub estimates: Option<String>,
 }
 
 /// `ordo compare --json` (and `ordo simulate --json`): the input, one result per policy, and
@@ -282,7 +284,7 @@ pub struct BenchRow {
 
 impl BenchRow {
     /// Summarises repeated timings of one policy.
-    pub fn new(p: PolicySpec, times: &[f64], out: &SimOutput) -> Self {
+    pub fn new(p: &PolicySpec, times: &[f64], out: &SimOutput) -> Self {
         let mut t = times.to_vec();
         t.sort_by(f64::total_cmp);
         let median = t[t.len() / 2];

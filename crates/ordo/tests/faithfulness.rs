@@ -20,13 +20,14 @@ fn window() -> Option<Workload> {
 
 fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
     let cfg = SimConfig {
+        preemption_overhead: 0,
         cluster: ClusterSpec::uniform(64, 8),
         placement,
         policy: "fifo".parse::<PolicySpec>().unwrap(),
         check_invariants: false,
     };
     let out = simulate(w, &cfg).unwrap();
-    ordo_sim::engine::validate(w, &cfg.cluster, &out).unwrap();
+    ordo_sim::engine::validate(w, &cfg.cluster, &out, 0).unwrap();
     out.metrics.mean_jct_s
 }
 

@@ -1,0 +1,25 @@
+//! ordo-batch: ordo's scheduling ideas applied to requests for OpenAI-compatible AI APIs.
+//! Reads batch-input JSONL, estimates tokens, groups and orders requests, plans, splits and runs.
+
+pub mod config;
+pub mod error;
+pub mod input;
+pub mod plan;
+pub mod run;
+pub mod split;
+pub mod tokens;
+
+#[cfg(feature = "test-server")]
+pub mod testserver;
+
+mod bucket;
+mod hash;
+
+pub use bucket::RateLimiter;
+pub use config::{Limits, ModelLimits, ModelPrice, Prices};
+pub use error::{BatchError, LineError};
+pub use input::{load_bytes, load_path, Endpoint, LoadOptions, Loaded, Request};
+pub use plan::{make_plan, order_requests, Order, Plan, PlanOptions};
+pub use run::{run, RunOptions, RunSummary};
+pub use split::{split, SplitSummary};
+pub use tokens::{TokenEstimator, TokenMode};

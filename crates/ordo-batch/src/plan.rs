@@ -1,0 +1,570 @@
+//! Planning: group requests by endpoint+model and prompt prefix, order them (client-fair or
+//! shortest-first), estimate cached tokens, cost, duration under rate limits, and batch vs live.
+
+use crate::config::{CacheRules, Limits, Prices};
+use crate::input::{Endpoint, Loaded, Request, PREFIX_BLOCK};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// The order in which live requests are sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Deficit round robin across clients (quantum: the largest request's tokens), each client's
+    /// own requests shortest first: one client's 10,000 requests cannot starve another's 10.
+    Fair,
+    /// Shortest (fewest estimated tokens) first over all requests.
+    Sjf,
+    /// The order of the file.
+    Input,
+}
+
+impl std::str::FromStr for Order {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fair" => Ok(Order::Fair),
+            "sjf" => Ok(Order::Sjf),
+            "input" => Ok(Order::Input),
+            _ => Err(format!("expected fair, sjf or input, found {s:?}")),
+        }
+    }
+}
+
+/// Planning options.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Order of live requests.
+    pub order: Order,
+    /// Output tokens assumed for a request without `max_tokens` (and the like).
+    pub assumed_output_tokens: u64,
+    /// Everything must be answered within this many seconds (a deadline shorter than the batch
+    /// completion window rules batch files out).
+    pub deadline_s: Option<f64>,
+    /// Whether batch files may be used at all.
+    pub allow_batch: bool,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions { order: Order::Fair, assumed_output_tokens: 256, deadline_s: None, allow_batch: true }
+    }
+}
+
+/// Output tokens counted for a request: its `max_*tokens`, else the assumed figure.
+pub fn output_tokens(r: &Request, assumed: u64) -> u64 {
+    r.max_output_tokens.unwrap_or(assumed)
+}
+
+/// Tokens a request takes from a tokens-per-minute limit: input plus output tokens.
+pub fn rate_tokens(r: &Request, assumed: u64) -> u64 {
+    r.input_tokens + output_tokens(r, assumed)
+}
+
+/// The send order: indices into `reqs`.
+pub fn order_requests(reqs: &[Request], order: Order, assumed: u64) -> Vec<usize> {
+    let key = |i: usize| (rate_tokens(&reqs[i], assumed), reqs[i].prefix_blocks.first().copied(), i);
+    match order {
+        Order::Input => (0..reqs.len()).collect(),
+        Order::Sjf => {
+            let mut v: Vec<usize> = (0..reqs.len()).collect();
+            v.sort_by_key(|&i| key(i));
+            v
+        }
+        Order::Fair => {
+            let mut index: HashMap<&str, usize> = HashMap::new();
+            let mut queues: Vec<Vec<usize>> = Vec::new();
+            for (i, r) in reqs.iter().enumerate() {
+                let n = queues.len();
+                let q = *index.entry(&r.client).or_insert(n);
+                if q == n {
+                    queues.push(Vec::new());
+                }
+                queues[q].push(i);
+            }
+            for q in &mut queues {
+                q.sort_by_key(|&i| key(i));
+            }
+            let quantum = reqs.iter().map(|r| rate_tokens(r, assumed)).max().unwrap_or(1).max(1);
+            let mut heads = vec![0usize; queues.len()];
+            let mut deficit = vec![0u64; queues.len()];
+            let mut active: VecDeque<usize> = (0..queues.len()).collect();
+            let mut out = Vec::with_capacity(reqs.len());
+            while let Some(c) = active.pop_front() {
+                deficit[c] += quantum;
+                while heads[c] < queues[c].len() {
+                    let i = queues[c][heads[c]];
+                    let cost = rate_tokens(&reqs[i], assumed);
+                    if cost > deficit[c] {
+                        break;
+                    }
+                    deficit[c] -= cost;
+                    out.push(i);
+                    heads[c] += 1;
+                }
+                if heads[c] < queues[c].len() {
+                    active.push_back(c);
+                }
+            }
+            out
+        }
+    }
+}
+
+#[derive(Default)]
+struct IdHasher(u64);
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+type IdSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+
+/// Cached input tokens of each request: the longest prompt prefix, in whole
+/// [`PREFIX_BLOCK`]-byte blocks, that an earlier request to the same endpoint and model shares,
+/// turned into tokens at the request's own tokens-per-byte; zero below `rules.min_tokens`,
+/// rounded down to `rules.increment`. Embeddings are never cached.
+pub fn cached_tokens(reqs: &[Request], rules: &CacheRules) -> Vec<u64> {
+    let mut seen: HashMap<(Endpoint, Arc<str>), IdSet> = HashMap::new();
+    reqs.iter()
+        .map(|r| {
+            if r.endpoint == Endpoint::Embeddings || r.prefix_blocks.is_empty() {
+                return 0;
+            }
+            let set = seen.entry((r.endpoint, r.model.clone())).or_default();
+            let k = r.prefix_blocks.iter().take_while(|h| set.contains(h)).count();
+            set.extend(r.prefix_blocks.iter().skip(k).copied());
+            if k == 0 || r.text_bytes == 0 {
+                return 0;
+            }
+            let per_byte = r.input_tokens as f64 / r.text_bytes as f64;
+            let t = ((k * PREFIX_BLOCK) as f64 * per_byte).floor() as u64;
+            let t = t.min(r.input_tokens);
+            if t < rules.min_tokens {
+                0
+            } else {
+                t / rules.increment * rules.increment
+            }
+        })
+        .collect()
+}
+
+/// Costs of one group (or the whole file) under each way of sending it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Costs {
+    /// All live, no caching discount.
+    pub live: f64,
+    /// All live, with prefix caching.
+    pub live_cached: f64,
+    /// All through batch files, no caching discount.
+    pub batch: f64,
+    /// All through batch files, with prefix caching.
+    pub batch_cached: f64,
+    /// As planned (each group's route), with prefix caching.
+    pub planned: f64,
+}
+
+impl std::ops::AddAssign for Costs {
+    fn add_assign(&mut self, o: Costs) {
+        self.live += o.live;
+        self.live_cached += o.live_cached;
+        self.batch += o.batch;
+        self.batch_cached += o.batch_cached;
+        self.planned += o.planned;
+    }
+}
+
+/// How a group is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Route {
+    /// Provider batch files.
+    Batch,
+    /// Paced live calls.
+    Live,
+}
+
+/// The plan for one endpoint+model group.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupPlan {
+    /// Endpoint path.
+    pub endpoint: &'static str,
+    /// Model.
+    pub model: String,
+    /// Requests.
+    pub requests: usize,
+    /// Estimated input tokens.
+    pub input_tokens: u64,
+    /// Of which expected to be cached.
+    pub cached_tokens: u64,
+    /// Output tokens (max_tokens where given, else assumed).
+    pub output_tokens: u64,
+    /// Bytes of the requests' lines.
+    pub bytes: u64,
+    /// Distinct prompt prefixes (first 256-byte blocks; prompts shorter than a block have none).
+    pub prefix_groups: usize,
+    /// Batch or live.
+    pub route: Route,
+    /// Batch files `split` writes for this group.
+    pub files: usize,
+    /// Seconds to send the group live under its rate limits.
+    pub live_seconds: f64,
+    /// Requests per minute limit used.
+    pub requests_per_minute: f64,
+    /// Tokens per minute limit used.
+    pub tokens_per_minute: f64,
+    /// Costs, when prices.toml has the model.
+    pub cost: Option<Costs>,
+}
+
+/// One client in the live-order comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientPlan {
+    /// Client name.
+    pub client: String,
+    /// Its requests.
+    pub requests: usize,
+    /// Its tokens (input + output).
+    pub tokens: u64,
+    /// Seconds until its last request is sent, in file order.
+    pub done_input_order_s: f64,
+    /// Seconds until its last request is sent, in the planned order.
+    pub done_planned_s: f64,
+    /// Seconds until half its requests are sent, in file order.
+    pub half_input_order_s: f64,
+    /// Seconds until half its requests are sent, in the planned order.
+    pub half_planned_s: f64,
+}
+
+/// A whole plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// The request file.
+    pub file: String,
+    /// Valid requests.
+    pub requests: usize,
+    /// Bad lines left out (with --skip-bad).
+    pub skipped_lines: usize,
+    /// How tokens were counted.
+    pub token_method: String,
+    /// Currency of costs.
+    pub currency: String,
+    /// Order used for live requests.
+    pub order: Order,
+    /// Per endpoint+model group.
+    pub groups: Vec<GroupPlan>,
+    /// Sum of the groups' costs (groups without a price are left out).
+    pub total_cost: Costs,
+    /// Models without a price.
+    pub unpriced_models: Vec<String>,
+    /// Seconds to send everything live (`ordo batch run`) under the limits, groups in parallel.
+    pub live_seconds: f64,
+    /// Requests sent in the first second when everything is fired at once.
+    pub peak_rps_unpaced: f64,
+    /// Highest request rate (per second) allowed by the limits when paced.
+    pub peak_rps_paced: f64,
+    /// Requests that would be sent after the deadline in the planned live order.
+    pub late_requests: Option<usize>,
+    /// Per client, file order vs planned order.
+    pub clients: Vec<ClientPlan>,
+    /// The first custom_ids of the planned live order.
+    pub order_preview: Vec<String>,
+}
+
+/// Send times (seconds from the start) of requests sent live in `order`, each model paced by
+/// its own limits: the fluid bound max(requests/rpm, tokens/tpm) of what went before.
+fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) -> Vec<f64> {
+    let mut t = vec![0.0; reqs.len()];
+    let mut acc: HashMap<&str, (f64, f64, f64, f64)> = HashMap::new();
+    for &i in order {
+        let r = &reqs[i];
+        let e = acc.entry(&r.model).or_insert_with(|| {
+            let l = limits.for_model(&r.model);
+            (0.0, 0.0, l.requests_per_minute / 60.0, l.tokens_per_minute / 60.0)
+        });
+        t[i] = (e.0 / e.2).max(e.1 / e.3);
+        e.0 += 1.0;
+        e.1 += rate_tokens(r, assumed) as f64;
+    }
+    t
+}
+
+/// Make the plan for a loaded file.
+pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanOptions) -> Plan {
+    let reqs = &loaded.requests;
+    let assumed = opts.assumed_output_tokens;
+    let cached = cached_tokens(reqs, &prices.cache);
+    let window_s = limits.batch.completion_window_hours * 3600.0;
+    let batch_ok = opts.allow_batch && opts.deadline_s.is_none_or(|d| d >= window_s);
+
+    // Groups in first-appearance order.
+    let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let n = members.len();
+        let g = *gindex.entry((r.endpoint, &r.model)).or_insert(n);
+        if g == n {
+            members.push(Vec::new());
+        }
+        members[g].push(i);
+    }
+    let mut groups = Vec::new();
+    let mut total = Costs::default();
+    let mut unpriced = Vec::new();
+    let mut peak_paced = 0.0;
+    for m in &members {
+        let first = &reqs[m[0]];
+        let lim = limits.for_model(&first.model);
+        let input: u64 = m.iter().map(|&i| reqs[i].input_tokens).sum();
+        let cach: u64 = m.iter().map(|&i| cached[i]).sum();
+        let out: u64 = m.iter().map(|&i| output_tokens(&reqs[i], assumed)).sum();
+        let bytes: u64 = m.iter().map(|&i| (reqs[i].span.1 - reqs[i].span.0 + 1) as u64).sum();
+        let prefixes: HashSet<u64> = m.iter().filter_map(|&i| reqs[i].prefix_blocks.first().copied()).collect();
+        let live_seconds =
+            (m.len() as f64 / lim.requests_per_minute).max((input + out) as f64 / lim.tokens_per_minute) * 60.0;
+        let route = if batch_ok && m.len() as u64 >= limits.batch.min_requests { Route::Batch } else { Route::Live };
+        let sizes: Vec<usize> = m.iter().map(|&i| reqs[i].span.1 - reqs[i].span.0 + 1).collect();
+        let files = crate::split::count_files(&sizes, &limits.batch);
+        let avg_tokens = (input + out) as f64 / m.len() as f64;
+        peak_paced += (lim.requests_per_minute / 60.0).min(lim.tokens_per_minute / 60.0 / avg_tokens.max(1.0));
+        let cost = prices.for_model(&first.model).map(|p| {
+            let live = p.cost(input, 0, out);
+            let live_cached = p.cost(input - cach, cach, out);
+            let c = Costs {
+                live,
+                live_cached,
+                batch: live * p.batch_multiplier,
+                batch_cached: live_cached * p.batch_multiplier,
+                planned: if route == Route::Batch { live_cached * p.batch_multiplier } else { live_cached },
+            };
+            total += c;
+            c
+        });
+        if cost.is_none() {
+            unpriced.push(first.model.to_string());
+        }
+        groups.push(GroupPlan {
+            endpoint: first.endpoint.url(),
+            model: first.model.to_string(),
+            requests: m.len(),
+            input_tokens: input,
+            cached_tokens: cach,
+            output_tokens: out,
+            bytes,
+            prefix_groups: prefixes.len(),
+            route,
+            files,
+            live_seconds,
+            requests_per_minute: lim.requests_per_minute,
+            tokens_per_minute: lim.tokens_per_minute,
+            cost,
+        });
+    }
+
+    let order = order_requests(reqs, opts.order, assumed);
+    let input_order: Vec<usize> = (0..reqs.len()).collect();
+    let t_plan = send_times(reqs, &order, limits, assumed);
+    let t_input = send_times(reqs, &input_order, limits, assumed);
+    let live_seconds = t_plan.iter().copied().fold(0.0, f64::max);
+    let late = opts.deadline_s.map(|d| t_plan.iter().filter(|&&t| t > d).count());
+
+    let mut cindex: HashMap<&str, usize> = HashMap::new();
+    let mut per_client: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let n = per_client.len();
+        let c = *cindex.entry(&r.client).or_insert(n);
+        if c == n {
+            per_client.push((r.client.to_string(), Vec::new()));
+        }
+        per_client[c].1.push(i);
+    }
+    let clients = per_client
+        .into_iter()
+        .map(|(client, idx)| {
+            let stats = |t: &[f64]| {
+                let mut v: Vec<f64> = idx.iter().map(|&i| t[i]).collect();
+                v.sort_by(f64::total_cmp);
+                (v[v.len() - 1], v[(v.len() - 1) / 2])
+            };
+            let (done_i, half_i) = stats(&t_input);
+            let (done_p, half_p) = stats(&t_plan);
+            ClientPlan {
+                client,
+                requests: idx.len(),
+                tokens: idx.iter().map(|&i| rate_tokens(&reqs[i], assumed)).sum(),
+                done_input_order_s: done_i,
+                done_planned_s: done_p,
+                half_input_order_s: half_i,
+                half_planned_s: half_p,
+            }
+        })
+        .collect();
+
+    Plan {
+        file: loaded.path.display().to_string(),
+        requests: reqs.len(),
+        skipped_lines: loaded.skipped.len(),
+        token_method: loaded.token_method.clone(),
+        currency: prices.currency.clone(),
+        order: opts.order,
+        groups,
+        total_cost: total,
+        unpriced_models: unpriced,
+        live_seconds,
+        peak_rps_unpaced: reqs.len() as f64,
+        peak_rps_paced: peak_paced,
+        late_requests: late,
+        clients,
+        order_preview: order.iter().take(20).map(|&i| reqs[i].custom_id.clone()).collect(),
+    }
+}
+
+/// Seconds as a short human duration.
+pub fn fmt_duration(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if s < 3600.0 {
+        format!("{:.1}m", s / 60.0)
+    } else if s < 86400.0 {
+        format!("{:.1}h", s / 3600.0)
+    } else {
+        format!("{:.1}d", s / 86400.0)
+    }
+}
+
+fn money(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "input:  {}: {} requests", self.file, self.requests)?;
+        if self.skipped_lines > 0 {
+            writeln!(f, "        {} bad lines left out (--skip-bad)", self.skipped_lines)?;
+        }
+        writeln!(f, "tokens: {}", self.token_method)?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<22} {:<24} {:>9} {:>12} {:>12} {:>11} {:>8} {:>6} {:>6} {:>9}",
+            "endpoint",
+            "model",
+            "requests",
+            "input tok",
+            "cached tok",
+            "output tok",
+            "prefixes",
+            "route",
+            "files",
+            "live time"
+        )?;
+        for g in &self.groups {
+            writeln!(
+                f,
+                "{:<22} {:<24} {:>9} {:>12} {:>12} {:>11} {:>8} {:>6} {:>6} {:>9}",
+                g.endpoint,
+                g.model,
+                g.requests,
+                g.input_tokens,
+                g.cached_tokens,
+                g.output_tokens,
+                g.prefix_groups,
+                match g.route {
+                    Route::Batch => "batch",
+                    Route::Live => "live",
+                },
+                g.files,
+                fmt_duration(g.live_seconds)
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "cost ({})                                   {:>11} {:>11} {:>11} {:>13} {:>11}",
+            self.currency, "live", "live+cache", "batch", "batch+cache", "planned"
+        )?;
+        for g in &self.groups {
+            match &g.cost {
+                Some(c) => writeln!(
+                    f,
+                    "  {:<46} {:>11} {:>11} {:>11} {:>13} {:>11}",
+                    format!("{} {}", g.endpoint, g.model),
+                    money(c.live),
+                    money(c.live_cached),
+                    money(c.batch),
+                    money(c.batch_cached),
+                    money(c.planned)
+                )?,
+                None => writeln!(f, "  {:<46} no price in prices.toml", format!("{} {}", g.endpoint, g.model))?,
+            }
+        }
+        let t = &self.total_cost;
+        writeln!(
+            f,
+            "  {:<46} {:>11} {:>11} {:>11} {:>13} {:>11}",
+            "total",
+            money(t.live),
+            money(t.live_cached),
+            money(t.batch),
+            money(t.batch_cached),
+            money(t.planned)
+        )?;
+        if t.live > 0.0 {
+            writeln!(f, "  planned vs all live without caching: {:+.1}%", (t.planned / t.live - 1.0) * 100.0)?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "live (`ordo batch run`, {} order): {} to send everything under the limits",
+            match self.order {
+                Order::Fair => "fair",
+                Order::Sjf => "shortest-first",
+                Order::Input => "file",
+            },
+            fmt_duration(self.live_seconds)
+        )?;
+        writeln!(
+            f,
+            "peak request rate: {:.0}/s if fired at once; {:.1}/s paced by the limits",
+            self.peak_rps_unpaced, self.peak_rps_paced
+        )?;
+        if let Some(l) = self.late_requests {
+            writeln!(f, "deadline: {l} requests would be sent after it")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{:<20} {:>9} {:>12} {:>14} {:>14} {:>14} {:>14}",
+            "client", "requests", "tokens", "half (file)", "half (plan)", "done (file)", "done (plan)"
+        )?;
+        for c in &self.clients {
+            writeln!(
+                f,
+                "{:<20} {:>9} {:>12} {:>14} {:>14} {:>14} {:>14}",
+                c.client,
+                c.requests,
+                c.tokens,
+                fmt_duration(c.half_input_order_s),
+                fmt_duration(c.half_planned_s),
+                fmt_duration(c.done_input_order_s),
+                fmt_duration(c.done_planned_s)
+            )?;
+        }
+        writeln!(f, "order: {} ...", self.order_preview.join(", "))
+    }
+}

@@ -1,0 +1,458 @@
+//! Dynamic and preemptive orders: keys that change while jobs wait or run (`srtf`, `las`,
+//! `gittins`, the `+maxwait` guard), the preemptive selection pass, and what finished jobs teach.
+
+use crate::capacity::{Allocation, Capacity, Placement};
+use crate::model::JobId;
+use crate::policy::{Backfill, GittinsParams, LasParams, Order};
+use crate::scheduler::{JobReq, Plan, Progress, Reason, Scheduler, Start};
+use crate::time::Time;
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A sort key: smaller runs first; ties go to the lower job id.
+pub(crate) type Key = [i64; 5];
+
+/// Service (GPU-milliseconds) of recently finished jobs, sorted with prefix sums, for indices
+/// computed from the distribution of job sizes. Learned online: only jobs that have finished.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct History {
+    recent: VecDeque<i64>,
+    window: usize,
+    sorted: Vec<i64>,
+    /// `prefix[i]` = sum of `sorted[..i]`.
+    prefix: Vec<i128>,
+    since_rebuild: usize,
+}
+
+impl History {
+    /// Records a finished job's service.
+    pub(crate) fn record(&mut self, service: i64, _now: Time) {
+        let window = if self.window == 0 { usize::MAX } else { self.window };
+        self.recent.push_back(service.max(0));
+        while self.recent.len() > window {
+            self.recent.pop_front();
+        }
+        self.since_rebuild += 1;
+        // Rebuilding sorts the window: do it at once while the history is small, and after each
+        // 1% of growth once it is large (the distribution barely moves in between).
+        if self.since_rebuild * 100 >= self.recent.len() || self.recent.len() < 2_000 {
+            self.rebuild();
+        }
+    }
+
+    pub(crate) fn set_window(&mut self, window: usize) {
+        self.window = window;
+    }
+
+    fn rebuild(&mut self) {
+        self.sorted = self.recent.iter().copied().collect();
+        self.sorted.sort_unstable();
+        self.prefix = Vec::with_capacity(self.sorted.len() + 1);
+        let mut acc = 0i128;
+        self.prefix.push(0);
+        for &x in &self.sorted {
+            acc += x as i128;
+            self.prefix.push(acc);
+        }
+        self.since_rebuild = 0;
+    }
+
+    /// Gittins index of a job that has attained `a` GPU-ms, with look-ahead `delta`:
+    /// P(S <= a + delta | S > a) / E[min(S - a, delta) | S > a], over the finished jobs' service
+    /// S. Higher runs first. 0 when nothing larger than `a` has been seen (or no history).
+    pub(crate) fn gittins(&self, a: i64, delta: i64) -> f64 {
+        let n = self.sorted.len();
+        let i = self.sorted.partition_point(|&x| x <= a);
+        if i == n {
+            return 0.0;
+        }
+        let j = self.sorted.partition_point(|&x| x <= a.saturating_add(delta));
+        let above = (n - i) as f64;
+        let p = (j - i) as f64 / above;
+        // E[min(S - a, delta)] over S > a: jobs ending within delta contribute S - a, the rest
+        // delta.
+        let within = (self.prefix[j] - self.prefix[i]) as f64 - (j - i) as f64 * a as f64;
+        let e = (within + (n - j) as f64 * delta as f64) / above;
+        if e <= 0.0 {
+            0.0
+        } else {
+            p / e
+        }
+    }
+}
+
+/// Maps a float to an i64 with the same order (for keys).
+fn ord_f64(x: f64) -> i64 {
+    let b = x.to_bits() as i64;
+    if b < 0 {
+        b ^ i64::MAX
+    } else {
+        b
+    }
+}
+
+impl Scheduler {
+    /// Executed wall time and attained service of a waiting or running job at `now`.
+    fn served(&self, id: JobId, now: Time) -> (Time, i64, Progress) {
+        let p = self.progress.get(&id).copied().unwrap_or_default();
+        match self.running.get(&id) {
+            Some(r) => (p.executed + (now - r.start), p.attained + r.req.gpus as i64 * (now - r.start), p),
+            None => (p.executed, p.attained, p),
+        }
+    }
+
+    /// LAS queue of a job at `now` and its rank within the queue (smaller first), as the
+    /// Tiresias simulator keeps its queue lists: running jobs stay ahead of waiting ones, in the
+    /// order they started running there (started, or demoted into the queue while running);
+    /// a job stopped by preemption goes to the front of the waiting ones (the latest first); new
+    /// and promoted jobs join at the back.
+    fn las_queue(&self, lp: &LasParams, req: &JobReq, now: Time) -> (usize, Time) {
+        let (executed, attained, p) = self.served(req.id, now);
+        let (base_a, base_e) = p.las_base;
+        let a = attained - base_a;
+        let q = lp.thresholds.partition_point(|&t| t <= a);
+        if let Some(r) = self.running.get(&req.id) {
+            // Crossed a threshold during the current run: it joined this queue's runners then.
+            if q > 0 {
+                let a0 = p.attained - base_a;
+                let t = lp.thresholds[q - 1];
+                if a0 < t {
+                    let g = r.req.gpus.max(1) as i64;
+                    return (q, r.start + (t - a0 + g - 1) / g);
+                }
+            }
+            return (q, r.start);
+        }
+        if q > 0 && lp.promote > 0.0 {
+            let starved = p.starved + (now - p.waiting_since);
+            let due = (lp.promote * (executed - base_e) as f64).ceil() as Time;
+            if executed > base_e && starved >= due {
+                return (0, now - (starved - due));
+            }
+        }
+        if p.preemptions > 0 && p.waiting_since > p.queue_entry {
+            (q, -p.waiting_since - 1)
+        } else {
+            (q, p.queue_entry)
+        }
+    }
+
+    /// Time a job has spent waiting since it was submitted (all its waits together).
+    fn total_wait(&self, req: &JobReq, now: Time) -> Time {
+        let (executed, _, _) = self.served(req.id, now);
+        now - req.submit - executed
+    }
+
+    /// Whether waiting jobs' keys stay fixed while they wait, so they can be kept sorted
+    /// between passes (`srtf`, and `las` without promotion, without `+maxwait`).
+    pub(crate) fn waiting_keys_static(&self) -> bool {
+        self.policy.max_wait.is_none()
+            && match &self.policy.order {
+                Order::Srtf => true,
+                Order::Las(lp) => lp.promote == 0.0,
+                _ => false,
+            }
+    }
+
+    pub(crate) fn key(&self, req: &JobReq, now: Time, running: bool) -> Key {
+        // The starvation guard: a job that has waited `max_wait` in all goes ahead, oldest
+        // first. Its total wait only grows, so once ahead it stays ahead (also while it runs):
+        // two such jobs never take turns preempting each other.
+        if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+            return [0, req.submit, 0, 0, 0];
+        }
+        match &self.policy.order {
+            Order::Fifo | Order::Sjf | Order::Sgf => {
+                let k = self.policy.order.key(req.submit, req.gpus, req.estimate);
+                [1, k.0, k.1, 0, 0]
+            }
+            Order::Srtf => {
+                let (executed, _, _) = self.served(req.id, now);
+                [1, req.estimate - executed, req.submit, 0, 0]
+            }
+            Order::Las(lp) => {
+                let (q, entry) = self.las_queue(lp, req, now);
+                // Tiresias keeps running jobs ahead of waiting ones within a queue, so a job is
+                // not preempted by an equal.
+                [1, q as i64, i64::from(!running), entry, req.submit]
+            }
+            Order::Gittins(gp) => {
+                let lp = LasParams { thresholds: gittins_queues(gp), promote: 0.0 };
+                let (q, _) = self.las_queue(&lp, req, now);
+                let (_, attained, _) = self.served(req.id, now);
+                let index = self.history.gittins(attained, gp.quantum);
+                [1, q as i64, -ord_f64(index), req.submit, 0]
+            }
+        }
+    }
+
+    /// The next instant at which some key changes with no event: a LAS threshold crossing, a
+    /// starvation promotion or a `+maxwait` guard.
+    fn next_wake(&self, now: Time) -> Option<Time> {
+        let mut wake: Option<Time> = None;
+        let mut at = |t: Time| {
+            if t > now {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        };
+        if let Some(w) = self.policy.max_wait {
+            for req in self.queue.values() {
+                at(now + w - self.total_wait(req, now));
+            }
+        }
+        let lp = match &self.policy.order {
+            Order::Las(lp) => Some(lp.clone()),
+            Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), promote: 0.0 }),
+            _ => None,
+        };
+        if let Some(lp) = lp {
+            for r in self.running.values() {
+                let (_, attained, p) = self.served(r.req.id, now);
+                let a = attained - p.las_base.0;
+                if let Some(&t) = lp.thresholds.iter().find(|&&t| t > a) {
+                    let g = r.req.gpus.max(1) as i64;
+                    at(now + (t - a + g - 1) / g);
+                }
+            }
+            if lp.promote > 0.0 {
+                for req in self.queue.values() {
+                    let (executed, _, p) = self.served(req.id, now);
+                    let (q, _) = self.las_queue(&lp, req, now);
+                    if q > 0 && executed > p.las_base.1 {
+                        let due = (lp.promote * (executed - p.las_base.1) as f64).ceil() as Time;
+                        at(p.waiting_since + (due - p.starved).max(1));
+                    }
+                }
+            }
+        }
+        wake
+    }
+
+    /// Scheduling under a dynamic order: sort by the key at `now`; non-preemptive orders then
+    /// apply their backfill mode to that order, preemptive ones choose who runs.
+    pub(crate) fn schedule_dynamic(&self, now: Time, explain: bool) -> Plan {
+        let preemptive = self.policy.order.preemptive();
+        if preemptive && !explain && self.waiting_keys_static() {
+            // Waiting jobs are kept sorted between passes: merge them with the running jobs
+            // (at most one per GPU) and stop once the cluster is full.
+            let mut running: Vec<(Key, JobId, bool)> =
+                self.running.values().map(|r| (self.key(&r.req, now, true), r.req.id, true)).collect();
+            running.sort_unstable_by_key(|k| (k.0, k.1));
+            let bound = Cell::new(u64::MAX);
+            let mut merged = GroupMerge {
+                running: running.into_iter().peekable(),
+                heap: BinaryHeap::new(),
+                groups: Vec::new(),
+                bound: &bound,
+            };
+            for (&g, set) in &self.dyn_wait {
+                let mut it = set.iter();
+                if let Some(&(k, id)) = it.next() {
+                    merged.heap.push(Reverse((k, id, merged.groups.len())));
+                    merged.groups.push((g, it));
+                }
+            }
+            let mut plan = self.select_preemptive(now, merged, false, Some(&bound));
+            plan.wake_at = self.next_wake(now);
+            return plan;
+        }
+        let mut keyed: Vec<(Key, JobId, bool)> =
+            self.queue.values().map(|r| (self.key(r, now, false), r.id, false)).collect();
+        if preemptive {
+            keyed.extend(self.running.values().map(|r| (self.key(&r.req, now, true), r.req.id, true)));
+        }
+        keyed.sort_unstable_by_key(|k| (k.0, k.1));
+        let mut plan = if preemptive {
+            self.select_preemptive(now, keyed.into_iter(), explain, None)
+        } else {
+            let order: Vec<&JobReq> = keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]).collect();
+            match self.policy.backfill {
+                Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
+                _ => self.schedule_in_order(now, explain, order, false),
+            }
+        };
+        plan.wake_at = self.next_wake(now);
+        plan
+    }
+
+    /// Greedy by priority from an empty cluster (as Tiresias): each job that fits runs, one
+    /// that does not is skipped; running jobs left out are preempted. Running jobs keep their
+    /// GPUs; waiting jobs chosen are then placed in what is free once the preempted ones leave.
+    /// `bound`, when given, is told the GPUs left after each job, so the source can skip jobs
+    /// that could not fit.
+    fn select_preemptive(
+        &self,
+        now: Time,
+        keyed: impl Iterator<Item = (Key, JobId, bool)>,
+        explain: bool,
+        bound: Option<&Cell<u64>>,
+    ) -> Plan {
+        let mut plan = Plan::default();
+        // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
+        // real nodes afterwards.
+        let pooled = self.cap.placement() == Placement::Pooled;
+        let mut virt = if pooled {
+            Capacity::new(&[self.cap.total() as u32], Placement::Pooled)
+        } else {
+            Capacity::new(self.cap.cap_per_node(), self.cap.placement())
+        };
+        let as_virt = |a: &Allocation| if pooled { Allocation { parts: vec![(0, a.gpus())] } } else { a.clone() };
+        let mut chosen = Vec::new();
+        // A job that (re)started less than `min_run` ago keeps its GPUs whatever its rank, so
+        // restarts that lose time cannot make jobs take turns forever without progress.
+        let pinned =
+            |id: JobId| self.min_run > 0 && self.running.get(&id).is_some_and(|r| now - r.start < self.min_run);
+        for (id, r) in &self.running {
+            if pinned(*id) {
+                let taken = virt.take_what_if(&as_virt(&r.alloc));
+                debug_assert!(taken, "running jobs fit together");
+            }
+        }
+        // Once the cluster is full and every running job has been ranked, no waiting job can
+        // start (unless it needs no GPU), so the rest need not be looked at.
+        let mut running_left = self.running.len();
+        let gpu_less_waiting = self.buckets.range((0, 0)..(1, 0)).next().is_some();
+        for (_, id, running) in keyed {
+            if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting {
+                break;
+            }
+            if let Some(b) = bound {
+                b.set(virt.total_free());
+            }
+            if running {
+                running_left -= 1;
+                if pinned(id) {
+                    continue;
+                }
+                let r = &self.running[&id];
+                if virt.take_what_if(&as_virt(&r.alloc)) {
+                    continue;
+                }
+                plan.preempt.push(id);
+            } else {
+                let req = &self.queue[&(self.waiting[&id], id)];
+                match virt.place(req.gpus) {
+                    Some(a) => {
+                        virt.take(&a);
+                        chosen.push(req);
+                    }
+                    None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
+                    None => {}
+                }
+            }
+        }
+        let mut real = self.cap.clone();
+        for id in &plan.preempt {
+            real.give(&self.running[id].alloc);
+        }
+        for req in chosen {
+            match real.place(req.gpus) {
+                Some(a) => {
+                    real.take(&a);
+                    plan.starts.push(Start { job: req.id, alloc: a });
+                }
+                None if explain => {
+                    plan.waiting.push((req.id, Reason::Resources { need: req.gpus, free: real.total_free() }))
+                }
+                None => {}
+            }
+        }
+        plan
+    }
+
+    /// Commits LAS bookkeeping when a job changes state at `now` (start, preemption): records
+    /// the queue it is in and when it entered it, and applies a due starvation promotion.
+    pub(crate) fn las_commit(&mut self, id: JobId, now: Time, starting: bool) {
+        let lp = match &self.policy.order {
+            Order::Las(lp) => lp.clone(),
+            Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), promote: 0.0 },
+            _ => return,
+        };
+        let req = match (self.waiting.get(&id), self.running.get(&id)) {
+            (Some(&k), _) => self.queue[&(k, id)],
+            (None, Some(r)) => r.req,
+            (None, None) => return,
+        };
+        let (q, entry) = self.las_queue(&lp, &req, now);
+        let (executed, attained, _) = self.served(id, now);
+        let Some(p) = self.progress.get_mut(&id) else { return };
+        let q_recorded = lp.thresholds.partition_point(|&t| t <= p.attained - p.las_base.0);
+        if starting {
+            if q == 0 && q_recorded > 0 {
+                // Promoted while it waited: its service so far no longer counts, and it joined
+                // the first queue at the back when the promotion came due.
+                p.las_base = (attained, executed);
+                p.starved = 0;
+                p.queue_entry = entry;
+            } else if q > 0 {
+                p.starved += now - p.waiting_since;
+            }
+        }
+    }
+}
+
+/// Merges running jobs (sorted) with waiting jobs kept sorted per GPU count, in key order,
+/// dropping every group whose GPU count exceeds `bound` (the GPUs still free: it only falls
+/// during a pass, so a dropped group never comes back).
+struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>> {
+    running: std::iter::Peekable<R>,
+    heap: BinaryHeap<Reverse<(Key, JobId, usize)>>,
+    groups: Vec<(u32, std::collections::btree_set::Iter<'a, (Key, JobId)>)>,
+    bound: &'a Cell<u64>,
+}
+
+impl<R: Iterator<Item = (Key, JobId, bool)>> Iterator for GroupMerge<'_, R> {
+    type Item = (Key, JobId, bool);
+    fn next(&mut self) -> Option<Self::Item> {
+        while let Some(&Reverse((k, id, gi))) = self.heap.peek() {
+            if self.groups[gi].0 as u64 > self.bound.get() {
+                self.heap.pop();
+                continue;
+            }
+            if self.running.peek().is_some_and(|r| (r.0, r.1) < (k, id)) {
+                return self.running.next();
+            }
+            self.heap.pop();
+            if let Some(&(k2, id2)) = self.groups[gi].1.next() {
+                self.heap.push(Reverse((k2, id2, gi)));
+            }
+            return Some((k, id, false));
+        }
+        self.running.next()
+    }
+}
+
+/// Gittins runs inside Tiresias's queues: one boundary per quantum, up to two.
+fn gittins_queues(gp: &GittinsParams) -> Vec<i64> {
+    // Tiresias's dlas-gpu-gittins uses the same queue limits as dlas-gpu (3,250 and 7,200
+    // GPU-seconds); its quantum equals the first limit.
+    vec![gp.quantum, gp.quantum * 7200 / 3250]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gittins_prefers_jobs_likely_to_finish_soon() {
+        let mut h = History::default();
+        for s in [10, 10, 10, 10, 1000, 1000] {
+            h.record(s, 0);
+        }
+        // At 0 attained, 4 of 6 jobs finish within 20: high index. At 10 attained only the
+        // 1000s remain, none finishing within 20: index 0.
+        assert!(h.gittins(0, 20) > 0.0);
+        assert_eq!(h.gittins(10, 20), 0.0);
+        assert!(h.gittins(0, 20) > h.gittins(500, 20));
+        assert_eq!(History::default().gittins(5, 20), 0.0);
+    }
+
+    #[test]
+    fn float_order_is_kept() {
+        let xs = [-2.5, -0.0, 0.0, 1e-9, 3.0, 1e300];
+        for w in xs.windows(2) {
+            assert!(ord_f64(w[0]) <= ord_f64(w[1]));
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The HTTP/JSON wire types shared by the server, the agent and the client.
+//! docs/openapi.yaml describes the same shapes; times are milliseconds since the Unix epoch.
+
+use ordo_core::Reason;
+use serde::{Deserialize, Serialize};
+
+/// A job id as the server numbers them (1, 2, ...).
+pub type JobNo = u64;
+
+/// What to do with a running job whose node stops answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnNodeFailure {
+    /// Put it back in the queue at its original place (default).
+    #[default]
+    Requeue,
+    /// Mark it failed.
+    Fail,
+}
+
+/// `POST /v1/jobs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    /// A name for people; defaults to the command's first word.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The program and its arguments (run without a shell).
+    pub command: Vec<String>,
+    /// Working directory on the node (used when it exists there).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// GPUs (at least 1, at most one node's GPUs).
+    pub gpus: u32,
+    /// CPU cores (recorded; not enforced).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory in MiB (recorded; not enforced).
+    #[serde(default)]
+    pub mem_mib: Option<u64>,
+    /// Time limit in ms; the job is killed past it. Also the run-time estimate backfill uses.
+    #[serde(default)]
+    pub time_limit_ms: Option<i64>,
+    /// Static priority (recorded and shown; the built-in orders do not read it).
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// What to do if its node goes down while it runs.
+    #[serde(default)]
+    pub on_node_failure: Option<OnNodeFailure>,
+}
+
+/// Answer to a submission, sent only once the job is durable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitResponse {
+    /// The new job's id.
+    pub id: JobNo,
+}
+
+/// A job's life: `pending -> starting -> running -> completed | failed | cancelled | timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting in the queue.
+    Pending,
+    /// Given GPUs on a node; the agent has not yet confirmed the process runs.
+    Starting,
+    /// The process runs.
+    Running,
+    /// Exited with code 0.
+    Completed,
+    /// Exited non-zero, or lost with its node (`on_node_failure = fail`).
+    Failed,
+    /// Cancelled by a user.
+    Cancelled,
+    /// Killed at its time limit.
+    Timeout,
+}
+
+impl JobState {
+    /// The name used in the database and on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Starting => "starting",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::Timeout => "timeout",
+        }
+    }
+
+    /// Parses [`JobState::as_str`]'s names.
+    pub fn parse(s: &str) -> Option<JobState> {
+        Some(match s {
+            "pending" => JobState::Pending,
+            "starting" => JobState::Starting,
+            "running" => JobState::Running,
+            "completed" => JobState::Completed,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            "timeout" => JobState::Timeout,
+            _ => return None,
+        })
+    }
+
+    /// Whether the job is over.
+    pub fn is_final(self) -> bool {
+        matches!(self, JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::Timeout)
+    }
+}
+
+/// Why a pending job waits, for people and programs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitInfo {
+    /// One line for people, e.g. "waits behind job 12 (strict order)".
+    pub text: String,
+    /// The scheduler's reason, when the scheduler holds the job (absent when no node that is up
+    /// can hold it).
+    pub detail: Option<Reason>,
+    /// Jobs ahead of it in the policy's order.
+    pub ahead: usize,
+    /// Expected start by the running jobs' time limits (backfill reservation), when known.
+    pub expected_start: Option<i64>,
+}
+
+/// One job as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    /// Id.
+    pub id: JobNo,
+    /// Owner.
+    pub user: String,
+    /// Name.
+    pub name: String,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Working directory asked for.
+    pub cwd: Option<String>,
+    /// GPUs.
+    pub gpus: u32,
+    /// CPU cores asked for.
+    pub cpus: Option<u32>,
+    /// Memory asked for (MiB).
+    pub mem_mib: Option<u64>,
+    /// Time limit (ms).
+    pub time_limit_ms: i64,
+    /// Static priority.
+    pub priority: i64,
+    /// What happens if its node goes down.
+    pub on_node_failure: OnNodeFailure,
+    /// State.
+    pub state: JobState,
+    /// Submit time.
+    pub submit: i64,
+    /// Start time of the current or last run.
+    pub start: Option<i64>,
+    /// End time.
+    pub end: Option<i64>,
+    /// Node of the current or last run.
+    pub node: Option<String>,
+    /// GPU indices on that node (`CUDA_VISIBLE_DEVICES`).
+    pub gpu_ids: Vec<u32>,
+    /// Exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// How it ended, in words.
+    pub end_reason: Option<String>,
+    /// Times it was started (more than 1 after requeues).
+    pub attempts: u32,
+    /// A cancel (kill) was asked for and not yet carried out.
+    pub cancel_requested: bool,
+    /// For a pending job in a queue listing or explain: why it waits.
+    pub wait: Option<WaitInfo>,
+}
+
+/// `GET /v1/jobs`: the queue in the order the policy will run it (running jobs first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueResponse {
+    /// The policy in force.
+    pub policy: String,
+    /// Running and starting jobs, then pending jobs in policy order.
+    pub jobs: Vec<JobInfo>,
+}
+
+/// `GET /v1/nodes` element.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// Whether the GPUs are fake (`--gpus N` on a machine without NVML).
+    pub fake: bool,
+    /// GPU model, when known.
+    pub gpu_model: Option<String>,
+    /// `up` or `down`.
+    pub state: String,
+    /// Last heartbeat.
+    pub last_seen: i64,
+    /// GPUs not held by a job.
+    pub free_gpus: u32,
+    /// Jobs on it.
+    pub jobs: Vec<JobNo>,
+}
+
+/// `PUT /v1/policy` and `GET /v1/policy`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    /// A policy name such as `fifo+easy`.
+    pub policy: String,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Sequence number.
+    pub id: i64,
+    /// When.
+    pub time: i64,
+    /// Who: a user name, `scheduler` or `node:NAME`.
+    pub actor: String,
+    /// What: `submit`, `start`, `skip`, `cancel`, `end`, `requeue`, `policy`, `node`.
+    pub kind: String,
+    /// The job concerned.
+    pub job: Option<JobNo>,
+    /// The policy in force.
+    pub policy: String,
+    /// Details (the scheduler's reason, allocation, old and new policy, ...).
+    pub detail: serde_json::Value,
+}
+
+/// `POST /v1/agent/register`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRequest {
+    /// Node name (unique).
+    pub node: String,
+    /// GPUs on the node.
+    pub gpus: u32,
+    /// Whether they are fake.
+    pub fake: bool,
+    /// GPU model, when known.
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+}
+
+/// Answer to a registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegisterResponse {
+    /// How often to poll (each poll is a heartbeat), ms.
+    pub heartbeat_ms: u64,
+    /// After how long without a heartbeat the node is declared down, ms.
+    pub node_timeout_ms: u64,
+}
+
+/// A job the agent runs, as it reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningJob {
+    /// The job.
+    pub job: JobNo,
+    /// When its process started.
+    pub started_at: i64,
+}
+
+/// `POST /v1/agent/poll`: heartbeat, reconciliation and (long-poll) work request in one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PollRequest {
+    /// Node name.
+    pub node: String,
+    /// Every job whose process this agent runs (or ran and has not yet had its end acknowledged).
+    pub running: Vec<RunningJob>,
+    /// How long the server may hold the request when there is nothing to do, ms.
+    #[serde(default)]
+    pub wait_ms: u64,
+}
+
+/// A job to start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The job.
+    pub job: JobNo,
+    /// Owner.
+    pub user: String,
+    /// Name.
+    pub name: String,
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// Working directory asked for.
+    pub cwd: Option<String>,
+    /// GPU indices on this node.
+    pub gpu_ids: Vec<u32>,
+    /// Time limit, ms.
+    pub time_limit_ms: i64,
+    /// Which run of the job this is (1 for the first; more after requeues).
+    pub attempt: u32,
+}
+
+/// Answer to a poll.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PollResponse {
+    /// Jobs to start.
+    pub start: Vec<Assignment>,
+    /// Jobs to kill (cancelled, or no longer this node's).
+    pub kill: Vec<JobNo>,
+}
+
+/// How a job's process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It exited by itself (or by a signal it was not sent by ordo).
+    Exited,
+    /// ordo killed it at its time limit.
+    Timeout,
+    /// ordo killed it on request (cancel).
+    Killed,
+    /// It could not be started (bad command, missing program).
+    SpawnFailed,
+}
+
+/// `POST /v1/agent/report`: a job ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndReport {
+    /// Node name.
+    pub node: String,
+    /// The job.
+    pub job: JobNo,
+    /// Which run of the job (from the [`Assignment`]).
+    #[serde(default)]
+    pub attempt: u32,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Exit code, if it exited.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// Signal that ended it, if any.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// When it started.
+    pub started_at: i64,
+    /// When it ended.
+    pub ended_at: i64,
+    /// Words for people (spawn error text).
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Any error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: String,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}

@@ -1,0 +1,235 @@
+//! The server's configuration: a TOML file (policy, listen address, timing, limits), with
+//! command-line flags laid over it. Every field has a default; unknown fields are errors.
+
+use ordo_core::policy::parse_duration;
+use ordo_core::PolicySpec;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has a bad field (the message names line and field).
+    #[error("config {path}: {message}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// Parser message, with line and column.
+        message: String,
+    },
+    /// A field has a bad value.
+    #[error("config {where_}: field `{field}`: {why}")]
+    Field {
+        /// File, or `command line`.
+        where_: String,
+        /// Field.
+        field: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: Option<String>,
+    db: Option<PathBuf>,
+    policy: Option<String>,
+    heartbeat: Option<String>,
+    node_timeout: Option<String>,
+    default_time_limit: Option<String>,
+    max_time_limit: Option<String>,
+    max_pending_per_user: Option<usize>,
+    max_command_bytes: Option<usize>,
+    allow_non_loopback: Option<bool>,
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on (loopback unless `allow_non_loopback`).
+    pub listen: SocketAddr,
+    /// SQLite database file.
+    pub db: PathBuf,
+    /// Policy used when the database holds none (a `policy set` is kept in the database).
+    pub policy: PolicySpec,
+    /// Whether `policy` was given explicitly (then it overrides the database's at start).
+    pub policy_given: bool,
+    /// Agents poll at this interval (each poll is a heartbeat), ms.
+    pub heartbeat_ms: u64,
+    /// A node silent this long is down, ms.
+    pub node_timeout_ms: u64,
+    /// Time limit of a job that gives none, ms.
+    pub default_time_limit_ms: i64,
+    /// Largest time limit accepted, ms.
+    pub max_time_limit_ms: i64,
+    /// Most pending jobs one user may have.
+    pub max_pending_per_user: usize,
+    /// Largest command (all arguments together) accepted, bytes.
+    pub max_command_bytes: usize,
+    /// Permit listening on a non-loopback address.
+    pub allow_non_loopback: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7700)),
+            db: PathBuf::from("ordo.db"),
+            policy: "fifo+easy".parse().expect("built-in policy name"),
+            policy_given: false,
+            heartbeat_ms: 2_000,
+            node_timeout_ms: 15_000,
+            default_time_limit_ms: 3_600_000,
+            max_time_limit_ms: 30 * 86_400_000,
+            max_pending_per_user: 100_000,
+            max_command_bytes: 64 * 1024,
+            allow_non_loopback: false,
+        }
+    }
+}
+
+fn dur(where_: &str, field: &'static str, v: &str) -> Result<i64, ConfigError> {
+    match parse_duration(v) {
+        Some(t) if t > 0 => Ok(t),
+        _ => Err(ConfigError::Field {
+            where_: where_.to_string(),
+            field,
+            why: format!("`{v}` is not a positive duration such as 500ms, 30s, 2h, 7d"),
+        }),
+    }
+}
+
+impl ServerConfig {
+    /// Reads a TOML file over the defaults.
+    pub fn from_file(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        let raw: RawConfig =
+            toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        let mut c = ServerConfig::default();
+        let w = path.display().to_string();
+        if let Some(l) = raw.listen {
+            c.set_listen(&w, &l)?;
+        }
+        if let Some(d) = raw.db {
+            c.db = d;
+        }
+        if let Some(p) = raw.policy {
+            c.set_policy(&w, &p)?;
+        }
+        if let Some(v) = raw.heartbeat {
+            c.heartbeat_ms = dur(&w, "heartbeat", &v)? as u64;
+        }
+        if let Some(v) = raw.node_timeout {
+            c.node_timeout_ms = dur(&w, "node_timeout", &v)? as u64;
+        }
+        if let Some(v) = raw.default_time_limit {
+            c.default_time_limit_ms = dur(&w, "default_time_limit", &v)?;
+        }
+        if let Some(v) = raw.max_time_limit {
+            c.max_time_limit_ms = dur(&w, "max_time_limit", &v)?;
+        }
+        if let Some(v) = raw.max_pending_per_user {
+            c.max_pending_per_user = v;
+        }
+        if let Some(v) = raw.max_command_bytes {
+            c.max_command_bytes = v;
+        }
+        if let Some(v) = raw.allow_non_loopback {
+            c.allow_non_loopback = v;
+        }
+        c.validate(&w)?;
+        Ok(c)
+    }
+
+    /// Sets the listen address from text.
+    pub fn set_listen(&mut self, where_: &str, v: &str) -> Result<(), ConfigError> {
+        self.listen = v.parse().map_err(|_| ConfigError::Field {
+            where_: where_.into(),
+            field: "listen",
+            why: format!("`{v}` is not an address such as 127.0.0.1:7700"),
+        })?;
+        Ok(())
+    }
+
+    /// Sets the policy from its name.
+    pub fn set_policy(&mut self, where_: &str, v: &str) -> Result<(), ConfigError> {
+        let p: PolicySpec = v.parse().map_err(|e| ConfigError::Field {
+            where_: where_.into(),
+            field: "policy",
+            why: format!("{e}"),
+        })?;
+        check_policy(&p).map_err(|why| ConfigError::Field { where_: where_.into(), field: "policy", why })?;
+        self.policy = p;
+        self.policy_given = true;
+        Ok(())
+    }
+
+    /// Sets heartbeat and node time-out from durations such as `200ms`.
+    pub fn set_timing(
+        &mut self,
+        where_: &str,
+        heartbeat: Option<&str>,
+        timeout: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        if let Some(h) = heartbeat {
+            self.heartbeat_ms = dur(where_, "heartbeat", h)? as u64;
+        }
+        if let Some(t) = timeout {
+            self.node_timeout_ms = dur(where_, "node_timeout", t)? as u64;
+        }
+        Ok(())
+    }
+
+    /// Checks relations between fields.
+    pub fn validate(&self, where_: &str) -> Result<(), ConfigError> {
+        if !self.allow_non_loopback && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "listen",
+                why: format!(
+                    "{} is not a loopback address; set allow_non_loopback = true (or --allow-non-loopback) to serve other machines",
+                    self.listen
+                ),
+            });
+        }
+        if self.node_timeout_ms <= self.heartbeat_ms {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "node_timeout",
+                why: format!(
+                    "{} ms must be longer than the heartbeat ({} ms)",
+                    self.node_timeout_ms, self.heartbeat_ms
+                ),
+            });
+        }
+        if self.default_time_limit_ms > self.max_time_limit_ms {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "default_time_limit",
+                why: "longer than max_time_limit".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether the server can run this policy: preemptive orders need checkpoint-aware agents,
+/// which ordo's agent does not yet offer.
+pub fn check_policy(p: &PolicySpec) -> Result<(), String> {
+    if p.order.preemptive() {
+        return Err(format!(
+            "`{p}` preempts running jobs; the server runs non-preemptive policies only (fifo, sjf, sgf with +easy or +conservative)"
+        ));
+    }
+    Ok(())
+}

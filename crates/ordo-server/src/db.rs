@@ -1,0 +1,154 @@
+//! The SQLite database: schema, opening (WAL, full sync), and the row types the server keeps.
+//! Every state change is one transaction; the server acknowledges only after it commits.
+
+use crate::api::{JobInfo, JobNo, JobState, OnNodeFailure};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use std::path::Path;
+
+/// A database error with what was being done.
+#[derive(Debug, thiserror::Error)]
+#[error("database {what}: {source}")]
+pub struct DbError {
+    /// What was being done.
+    pub what: String,
+    /// Cause.
+    #[source]
+    pub source: rusqlite::Error,
+}
+
+/// Adds what was being done to a rusqlite error.
+pub trait Ctx<T> {
+    /// Wraps the error.
+    fn ctx(self, what: &str) -> Result<T, DbError>;
+}
+
+impl<T> Ctx<T> for Result<T, rusqlite::Error> {
+    fn ctx(self, what: &str) -> Result<T, DbError> {
+        self.map_err(|source| DbError { what: what.to_string(), source })
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens(
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL, created INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes(
+  name TEXT PRIMARY KEY, seq INTEGER NOT NULL, gpus INTEGER NOT NULL, fake INTEGER NOT NULL, gpu_model TEXT,
+  state TEXT NOT NULL, last_seen INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs(
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, command TEXT NOT NULL, cwd TEXT,
+  gpus INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER, time_limit_ms INTEGER NOT NULL, priority INTEGER NOT NULL,
+  on_node_failure TEXT NOT NULL, state TEXT NOT NULL, submit INTEGER NOT NULL, start INTEGER, end_time INTEGER,
+  node TEXT, gpu_ids TEXT, exit_code INTEGER, end_reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+  cancel_requested INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS audit(
+  id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, job INTEGER,
+  policy TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS audit_job ON audit(job);
+CREATE INDEX IF NOT EXISTS audit_time ON audit(time);
+";
+
+/// Opens (creating if needed) the database in WAL mode with full sync, so a committed
+/// transaction survives a crash of the process or the machine.
+pub fn open(path: &Path) -> Result<Connection, DbError> {
+    let conn = Connection::open(path).ctx(&format!("open {}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).ctx("set busy timeout")?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).ctx("enable WAL")?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(DbError {
+            what: format!("enable WAL on {} (journal mode stayed `{mode}`)", path.display()),
+            source: rusqlite::Error::InvalidQuery,
+        });
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").ctx("set synchronous=FULL")?;
+    conn.execute_batch(SCHEMA).ctx("create schema")?;
+    Ok(conn)
+}
+
+/// A job row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    /// The API view of the row.
+    pub info: JobInfo,
+}
+
+/// Columns read by [`job_from_row`], in order.
+pub const JOB_COLS: &str =
+    "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
+     state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested";
+
+/// Reads a row selected with [`JOB_COLS`].
+pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
+    let command: String = r.get(3)?;
+    let state: String = r.get(11)?;
+    let gpu_ids: Option<String> = r.get(16)?;
+    let onf: String = r.get(10)?;
+    Ok(JobInfo {
+        id: r.get::<_, i64>(0)? as JobNo,
+        user: r.get(1)?,
+        name: r.get(2)?,
+        command: serde_json::from_str(&command).unwrap_or_default(),
+        cwd: r.get(4)?,
+        gpus: r.get(5)?,
+        cpus: r.get(6)?,
+        mem_mib: r.get::<_, Option<i64>>(7)?.map(|v| v as u64),
+        time_limit_ms: r.get(8)?,
+        priority: r.get(9)?,
+        on_node_failure: if onf == "fail" { OnNodeFailure::Fail } else { OnNodeFailure::Requeue },
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        submit: r.get(12)?,
+        start: r.get(13)?,
+        end: r.get(14)?,
+        node: r.get(15)?,
+        gpu_ids: gpu_ids.map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect()).unwrap_or_default(),
+        exit_code: r.get(17)?,
+        end_reason: r.get(18)?,
+        attempts: r.get(19)?,
+        cancel_requested: r.get::<_, i64>(20)? != 0,
+        wait: None,
+    })
+}
+
+/// Loads one job.
+pub fn load_job(conn: &Connection, id: JobNo) -> Result<Option<JobInfo>, DbError> {
+    conn.query_row(&format!("SELECT {JOB_COLS} FROM jobs WHERE id = ?1"), params![id as i64], job_from_row)
+        .optional()
+        .ctx("load job")
+}
+
+/// Loads every job in one of the given states, by id.
+pub fn load_jobs_in(conn: &Connection, states: &[JobState]) -> Result<Vec<JobInfo>, DbError> {
+    let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+    let mut st = conn
+        .prepare(&format!("SELECT {JOB_COLS} FROM jobs WHERE state IN ({}) ORDER BY id", list.join(",")))
+        .ctx("load jobs")?;
+    let rows = st.query_map([], job_from_row).ctx("load jobs")?;
+    rows.collect::<Result<Vec<_>, _>>().ctx("load jobs")
+}
+
+/// Comma-separated GPU ids as stored.
+pub fn ids_text(ids: &[u32]) -> String {
+    ids.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Reads a meta value.
+pub fn meta_get(conn: &Connection, key: &str) -> Result<Option<String>, DbError> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| r.get(0)).optional().ctx("read meta")
+}
+
+/// Appends an audit record (inside the caller's transaction).
+pub fn audit(
+    conn: &Connection,
+    time: i64,
+    actor: &str,
+    kind: &str,
+    job: Option<JobNo>,
+    policy: &str,
+    detail: &serde_json::Value,
+) -> Result<(), DbError> {
+    conn.prepare_cached("INSERT INTO audit(time, actor, kind, job, policy, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+        .and_then(|mut s| s.execute(params![time, actor, kind, job.map(|j| j as i64), policy, detail.to_string()]))
+        .ctx("write audit record")?;
+    Ok(())
+}

@@ -1,0 +1,389 @@
+//! The HTTP layer: the route table (which docs/openapi.yaml must match), authentication,
+//! error mapping, the long poll for agents, and the scheduling loop.
+
+use crate::api::*;
+use crate::auth::{self, Principal};
+use crate::config::ServerConfig;
+use crate::state::{ApiError, Core};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put, MethodRouter};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Opening the state failed.
+    #[error("{0}")]
+    State(#[from] ApiError),
+    /// Binding or serving failed.
+    #[error("listen on {addr}: {source}")]
+    Io {
+        /// Address.
+        addr: SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, Json(ErrorBody { error: self.to_string() })).into_response()
+    }
+}
+
+/// Shared server state.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    core: Arc<Mutex<Core>>,
+    kick: Arc<Notify>,
+    /// Verified tokens (token text -> who), so argon2 runs once per token per server life.
+    tokens: Arc<Mutex<HashMap<String, Principal>>>,
+    /// A second connection for token look-ups, so argon2 never runs under the state lock.
+    auth_conn: Arc<Mutex<rusqlite::Connection>>,
+    /// Submissions waiting for the group-commit writer.
+    submits: tokio::sync::mpsc::UnboundedSender<Submission>,
+}
+
+type Submission = (Principal, SubmitRequest, tokio::sync::oneshot::Sender<Result<JobNo, ApiError>>);
+
+/// Commits submissions in groups: takes every submission waiting, stores them in one
+/// transaction, and only then answers each.
+async fn group_commit(s: AppState, mut rx: tokio::sync::mpsc::UnboundedReceiver<Submission>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < 4096 {
+            match rx.try_recv() {
+                Ok(x) => batch.push(x),
+                Err(_) => break,
+            }
+        }
+        let (items, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|(p, r, tx)| ((p, r), tx)).unzip();
+        let core = s.core.clone();
+        let results = tokio::task::spawn_blocking(move || lock(&core).submit_batch(items, now_ms())).await;
+        match results {
+            Ok(results) => {
+                for (tx, r) in replies.into_iter().zip(results) {
+                    let _ = tx.send(r);
+                }
+            }
+            Err(e) => {
+                for tx in replies {
+                    let _ = tx.send(Err(ApiError::Conflict(format!("submission not stored: {e}"))));
+                }
+            }
+        }
+        s.kick.notify_one();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AppState {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    async fn auth(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
+        let Some(h) = headers.get("authorization") else {
+            return Err(ApiError::Unauthorized(
+                "no token: send `Authorization: Bearer TOKEN` (ordo --token or ORDO_TOKEN)".into(),
+            ));
+        };
+        let token = h
+            .to_str()
+            .ok()
+            .and_then(|s| s.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::Unauthorized("malformed Authorization header: expected `Bearer TOKEN`".into()))?
+            .to_string();
+        if let Some(p) = lock(&self.tokens).get(&token) {
+            return Ok(p.clone());
+        }
+        let conn = self.auth_conn.clone();
+        let t = token.clone();
+        let cache = self.tokens.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let conn = lock(&conn);
+            // Checks queue on this lock: another request may have verified the same token.
+            if let Some(p) = lock(&cache).get(&t) {
+                return Ok(Some(p.clone()));
+            }
+            auth::verify(&conn, &t)
+        })
+        .await
+        .map_err(|e| ApiError::Unauthorized(format!("token check failed: {e}")))??;
+        match found {
+            Some(p) => {
+                lock(&self.tokens).insert(token, p.clone());
+                Ok(p)
+            }
+            None => Err(ApiError::Unauthorized("invalid token".into())),
+        }
+    }
+}
+
+fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("malformed JSON body: {e}")))
+}
+
+type R<T> = Result<Json<T>, ApiError>;
+
+async fn submit(
+    State(s): State<AppState>,
+    h: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<SubmitResponse>), ApiError> {
+    let who = s.auth(&h).await?;
+    let req: SubmitRequest = parse_body(&body)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    s.submits.send((who, req, tx)).map_err(|_| ApiError::Conflict("the server is shutting down".into()))?;
+    let id = rx.await.map_err(|_| ApiError::Conflict("the server is shutting down".into()))??;
+    Ok((StatusCode::CREATED, Json(SubmitResponse { id })))
+}
+
+async fn queue(State(s): State<AppState>, h: HeaderMap) -> R<QueueResponse> {
+    s.auth(&h).await?;
+    Ok(Json(s.core().queue(now_ms())))
+}
+
+async fn job(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
+    s.auth(&h).await?;
+    let id = parse_id(&id)?;
+    Ok(Json(s.core().job(id, now_ms())?))
+}
+
+fn parse_id(s: &str) -> Result<JobNo, ApiError> {
+    s.parse().map_err(|_| ApiError::BadRequest(format!("`{s}` is not a job id (a whole number)")))
+}
+
+#[derive(Debug, serde::Serialize, Deserialize)]
+struct CancelResponse {
+    id: JobNo,
+    state: JobState,
+}
+
+async fn cancel(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<CancelResponse> {
+    let who = s.auth(&h).await?;
+    let id = parse_id(&id)?;
+    let state = s.core().cancel(&who, id, now_ms())?;
+    s.kick.notify_one();
+    wake(&s);
+    Ok(Json(CancelResponse { id, state }))
+}
+
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    user: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn history(State(s): State<AppState>, h: HeaderMap, Query(q): Query<HistoryQuery>) -> R<Vec<JobInfo>> {
+    s.auth(&h).await?;
+    Ok(Json(s.core().history(q.user.as_deref(), q.limit.unwrap_or(100).min(100_000))?))
+}
+
+async fn nodes(State(s): State<AppState>, h: HeaderMap) -> R<Vec<NodeInfo>> {
+    s.auth(&h).await?;
+    Ok(Json(s.core().nodes()))
+}
+
+async fn get_policy(State(s): State<AppState>, h: HeaderMap) -> R<PolicyBody> {
+    s.auth(&h).await?;
+    Ok(Json(PolicyBody { policy: s.core().policy().to_string() }))
+}
+
+async fn set_policy(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<PolicyBody> {
+    let who = s.auth(&h).await?;
+    let b: PolicyBody = parse_body(&body)?;
+    let policy = s.core().set_policy(&who, &b.policy, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(PolicyBody { policy }))
+}
+
+#[derive(Debug, Deserialize)]
+struct AuditQuery {
+    job: Option<JobNo>,
+    since: Option<i64>,
+    limit: Option<usize>,
+}
+
+async fn audit(State(s): State<AppState>, h: HeaderMap, Query(q): Query<AuditQuery>) -> R<Vec<AuditRecord>> {
+    s.auth(&h).await?;
+    Ok(Json(s.core().audit(q.job, q.since, q.limit.unwrap_or(1000).min(1_000_000))?))
+}
+
+async fn register(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<RegisterResponse> {
+    let who = s.auth(&h).await?;
+    let req: RegisterRequest = parse_body(&body)?;
+    let r = s.core().register(&who, &req, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(r))
+}
+
+async fn poll(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<PollResponse> {
+    let who = s.auth(&h).await?;
+    let req: PollRequest = parse_body(&body)?;
+    let wait = Duration::from_millis(req.wait_ms.min(60_000));
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let (resp, notify) = {
+            let mut c = s.core();
+            let resp = c.poll(&who, &req, now_ms())?;
+            (resp, c.node_notify(&req.node))
+        };
+        // A requeue during reconciliation is a change the scheduler must see.
+        s.kick.notify_one();
+        if !resp.start.is_empty() || !resp.kill.is_empty() || tokio::time::Instant::now() >= deadline {
+            return Ok(Json(resp));
+        }
+        let _ = tokio::time::timeout_at(deadline, notify.notified()).await;
+    }
+}
+
+async fn report(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<serde_json::Value> {
+    let who = s.auth(&h).await?;
+    let rep: EndReport = parse_body(&body)?;
+    s.core().report(&who, &rep, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(serde_json::json!({"ok": true})))
+}
+
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"ok": true}))
+}
+
+fn wake(s: &AppState) {
+    for n in s.core().take_wakes() {
+        n.notify_one();
+    }
+}
+
+/// Every route: method, path (in OpenAPI's `{param}` syntax) and handler. The router is built
+/// from this table and a test checks it against docs/openapi.yaml.
+pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
+    vec![
+        ("get", "/v1/health", get(health)),
+        ("post", "/v1/jobs", post(submit)),
+        ("get", "/v1/jobs", get(queue)),
+        ("get", "/v1/jobs/{id}", get(job)),
+        ("post", "/v1/jobs/{id}/cancel", post(cancel)),
+        ("get", "/v1/history", get(history)),
+        ("get", "/v1/nodes", get(nodes)),
+        ("get", "/v1/policy", get(get_policy)),
+        ("put", "/v1/policy", put(set_policy)),
+        ("get", "/v1/audit", get(audit)),
+        ("post", "/v1/agent/register", post(register)),
+        ("post", "/v1/agent/poll", post(poll)),
+        ("post", "/v1/agent/report", post(report)),
+    ]
+}
+
+/// The router over a state.
+pub fn router(state: AppState) -> Router {
+    let mut r: Router<AppState> = Router::new();
+    for (_, path, mr) in routes() {
+        r = r.route(path, mr);
+    }
+    r.fallback(|| async { ApiError::NotFound("no such route; see docs/openapi.yaml".into()) }).with_state(state)
+}
+
+/// A bound server, ready to run.
+#[derive(Debug)]
+pub struct Bound {
+    /// The address it listens on (the real port when 0 was asked for).
+    pub addr: SocketAddr,
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    heartbeat_ms: u64,
+    submits: tokio::sync::mpsc::UnboundedReceiver<Submission>,
+}
+
+/// Opens the database, rebuilds the state and binds the listener.
+pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
+    let now = now_ms();
+    let addr = cfg.listen;
+    let heartbeat_ms = cfg.heartbeat_ms;
+    let auth_conn = crate::db::open(&cfg.db).map_err(ApiError::from)?;
+    let core = Core::open(cfg, now)?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io { addr, source })?;
+    let (submits, rx) = tokio::sync::mpsc::unbounded_channel();
+    let state = AppState {
+        core: Arc::new(Mutex::new(core)),
+        kick: Arc::new(Notify::new()),
+        tokens: Arc::default(),
+        auth_conn: Arc::new(Mutex::new(auth_conn)),
+        submits,
+    };
+    Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx })
+}
+
+impl Bound {
+    /// Runs the scheduling loop and serves until the process ends.
+    pub async fn serve(self) -> Result<(), ServerError> {
+        tokio::spawn(group_commit(self.state.clone(), self.submits));
+        let s = self.state.clone();
+        let tick = Duration::from_millis((self.heartbeat_ms / 2).max(10));
+        tokio::spawn(async move {
+            loop {
+                let wake_at = {
+                    let now = now_ms();
+                    let mut c = s.core();
+                    if let Err(e) = c.check_nodes(now) {
+                        eprintln!("ordo server: node check: {e}");
+                    }
+                    match c.pass(now) {
+                        Ok(w) => w,
+                        Err(e) => {
+                            eprintln!("ordo server: scheduling pass: {e}");
+                            None
+                        }
+                    }
+                };
+                wake(&s);
+                let mut sleep = tick;
+                if let Some(t) = wake_at {
+                    sleep = sleep.min(Duration::from_millis((t - now_ms()).max(1) as u64));
+                }
+                let _ = tokio::time::timeout(sleep, s.kick.notified()).await;
+            }
+        });
+        let addr = self.addr;
+        axum::serve(self.listener, router(self.state)).await.map_err(|source| ServerError::Io { addr, source })
+    }
+}
+
+/// Runs a server on a multi-threaded runtime until the process ends; `ready` is called with
+/// the bound address once it accepts connections.
+pub fn run(cfg: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| ServerError::Io { addr: cfg.listen, source })?;
+    rt.block_on(async move {
+        let b = bind(cfg).await?;
+        ready(b.addr);
+        b.serve().await
+    })
+}

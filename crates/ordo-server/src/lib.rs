@@ -1,0 +1,15 @@
+//! ordo-server: scheduling for real. The HTTP/JSON server, the node agent and the client.
+//! The server decides with `ordo-core`'s `Scheduler`, the same code the simulator runs.
+
+pub mod agent;
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod db;
+pub mod http;
+pub mod state;
+pub mod supervise;
+
+pub use config::ServerConfig;
+pub use http::{bind, run, ServerError};

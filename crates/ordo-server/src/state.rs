@@ -1,0 +1,1196 @@
+//! The server's state machine: the database, the `ordo-core` scheduler over the nodes that are
+//! up, and every state change (submit, start, end, cancel, node up/down, policy) as one transaction.
+
+use crate::api::*;
+use crate::auth::{Principal, Role};
+use crate::config::{check_policy, ServerConfig};
+use crate::db::{self, audit, ids_text, Ctx, DbError};
+use ordo_core::scheduler::JobReq;
+use ordo_core::{Allocation, ClusterSpec, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use rusqlite::{params, Connection};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// An API error: the HTTP status it maps to and a message for people.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: malformed or invalid request.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no valid token.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: valid token, not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: unknown job or node.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 422: can never be satisfied (e.g. more GPUs than any node).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 500: the database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A known node.
+#[derive(Debug, Clone)]
+struct Node {
+    seq: i64,
+    gpus: u32,
+    fake: bool,
+    gpu_model: Option<String>,
+    up: bool,
+    last_seen: i64,
+}
+
+/// All the server's state; one lock guards it.
+#[derive(Debug)]
+pub struct Core {
+    conn: Connection,
+    cfg: ServerConfig,
+    policy: PolicySpec,
+    sched: Scheduler,
+    nodes: BTreeMap<String, Node>,
+    /// Scheduler node index -> node name (the nodes that were up at the last rebuild).
+    sched_nodes: Vec<String>,
+    /// Scheduler node index -> scheduler GPU index -> physical GPU index.
+    phys: Vec<Vec<u32>>,
+    /// Pending jobs no node that is up can hold (kept out of the scheduler until one can).
+    held: BTreeSet<JobNo>,
+    pending: HashMap<JobNo, JobInfo>,
+    active: HashMap<JobNo, JobInfo>,
+    /// Each waiting job's last audited reason, as (kind, blocking job): a `skip` record is
+    /// written when it changes, not when only free counts or reservation times move.
+    last_reason: HashMap<JobNo, (u8, u32)>,
+    pending_per_user: HashMap<String, usize>,
+    node_notify: HashMap<String, Arc<Notify>>,
+    /// Nodes that have new work since the caller last took this list.
+    to_wake: BTreeSet<String>,
+    /// When the last explained pass ran.
+    last_explain: i64,
+}
+
+fn jid(id: JobNo) -> JobId {
+    JobId(id as u32)
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::Db(DbError { what: format!("{what}: {e}"), source: rusqlite::Error::InvalidQuery })
+}
+
+/// What a reason says, without the numbers that move on every pass (free GPUs, times).
+fn reason_key(r: &Reason) -> (u8, u32) {
+    match r {
+        Reason::Resources { .. } => (0, 0),
+        Reason::Priority { behind } => (1, behind.0),
+        Reason::Reserved { for_job, .. } => (2, for_job.0),
+        Reason::Reservation { .. } => (3, 0),
+        _ => (4, 0),
+    }
+}
+
+/// `+5m`, `+2h10m`: a relative time for people.
+pub fn fmt_rel(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+impl Core {
+    /// Opens the state from the database (creating it), rebuilding the scheduler: running jobs
+    /// are committed on their recorded GPUs, waiting jobs resubmitted in submit order. Nodes get
+    /// one time-out from now to reconnect.
+    pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
+        let conn = db::open(&cfg.db)?;
+        let stored = db::meta_get(&conn, "policy")?;
+        let policy = match (&stored, cfg.policy_given) {
+            (Some(p), false) => p
+                .parse::<PolicySpec>()
+                .map_err(|e| ApiError::BadRequest(format!("policy stored in {}: {e}", cfg.db.display())))?,
+            _ => cfg.policy.clone(),
+        };
+        check_policy(&policy).map_err(ApiError::BadRequest)?;
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![policy.to_string()])
+            .ctx("store policy")?;
+        let sched = Scheduler::new(&ClusterSpec { nodes: vec![] }, Placement::Consolidated, policy.clone());
+        let mut core = Core {
+            conn,
+            cfg,
+            policy,
+            sched,
+            nodes: BTreeMap::new(),
+            sched_nodes: vec![],
+            phys: vec![],
+            held: BTreeSet::new(),
+            pending: HashMap::new(),
+            active: HashMap::new(),
+            last_reason: HashMap::new(),
+            pending_per_user: HashMap::new(),
+            node_notify: HashMap::new(),
+            to_wake: BTreeSet::new(),
+            last_explain: i64::MIN / 2,
+        };
+        core.load(now)?;
+        Ok(core)
+    }
+
+    fn load(&mut self, now: i64) -> Result<(), ApiError> {
+        self.nodes.clear();
+        let mut st = self
+            .conn
+            .prepare("SELECT name, seq, gpus, fake, gpu_model, state FROM nodes ORDER BY seq")
+            .ctx("load nodes")?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Node {
+                        seq: r.get(1)?,
+                        gpus: r.get(2)?,
+                        fake: r.get::<_, i64>(3)? != 0,
+                        gpu_model: r.get(4)?,
+                        up: r.get::<_, String>(5)? == "up",
+                        last_seen: now,
+                    },
+                ))
+            })
+            .ctx("load nodes")?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("load nodes")?;
+        drop(st);
+        self.nodes = rows.into_iter().collect();
+        self.pending.clear();
+        self.active.clear();
+        self.pending_per_user.clear();
+        for j in db::load_jobs_in(&self.conn, &[JobState::Pending])? {
+            *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
+            self.pending.insert(j.id, j);
+        }
+        for j in db::load_jobs_in(&self.conn, &[JobState::Starting, JobState::Running])? {
+            self.active.insert(j.id, j);
+        }
+        // Active jobs on nodes that are down or unknown (should not happen: a node goes down in
+        // the same transaction that requeues its jobs) go back to the queue.
+        let stray: Vec<JobNo> = self
+            .active
+            .values()
+            .filter(|j| !matches!(j.node.as_ref().and_then(|n| self.nodes.get(n)), Some(n) if n.up))
+            .map(|j| j.id)
+            .collect();
+        if !stray.is_empty() {
+            self.requeue_jobs(&stray, now, "scheduler", "its node is not up")?;
+        }
+        self.rebuild(now)
+    }
+
+    /// Rebuilds the scheduler over the nodes that are up: running jobs first (on their GPUs,
+    /// with the time they have left as estimate), then waiting jobs in submit order.
+    fn rebuild(&mut self, now: i64) -> Result<(), ApiError> {
+        let up: Vec<(&String, &Node)> = {
+            let mut v: Vec<_> = self.nodes.iter().filter(|(_, n)| n.up).collect();
+            v.sort_by_key(|(_, n)| n.seq);
+            v
+        };
+        let spec = ClusterSpec {
+            nodes: up
+                .iter()
+                .map(|(name, n)| NodeSpec {
+                    name: (*name).clone(),
+                    gpus: n.gpus,
+                    cpus: None,
+                    mem_mib: None,
+                    gpu_model: n.gpu_model.clone(),
+                })
+                .collect(),
+        };
+        let max_up = spec.max_node_gpus();
+        let index: HashMap<String, u32> = up.iter().enumerate().map(|(i, (n, _))| ((*n).clone(), i as u32)).collect();
+        let node_gpus: Vec<u32> = up.iter().map(|(_, n)| n.gpus).collect();
+        self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
+        let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
+        let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
+        let mut used: Vec<Vec<bool>> = node_gpus.iter().map(|&g| vec![false; g as usize]).collect();
+        let mut conflicts = Vec::new();
+        let mut act: Vec<&JobInfo> = self.active.values().collect();
+        act.sort_by_key(|j| (j.start.unwrap_or(0), j.id));
+        for j in act {
+            let Some(&n) = j.node.as_ref().and_then(|n| index.get(n)) else {
+                conflicts.push(j.id);
+                continue;
+            };
+            let ok = j.gpu_ids.len() == j.gpus as usize
+                && j.gpu_ids.iter().all(|&p| (p as usize) < used[n as usize].len() && !used[n as usize][p as usize]);
+            if !ok {
+                conflicts.push(j.id);
+                continue;
+            }
+            let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
+            let committed = sched.submit(JobReq::new(jid(j.id), j.submit, j.gpus, left), now).is_ok()
+                && sched
+                    .start(jid(j.id), &Allocation { parts: vec![(n, j.gpus)] }, now)
+                    .map(|ids| {
+                        let mut phys = j.gpu_ids.clone();
+                        phys.sort_unstable();
+                        for (s, p) in ids[0].1.iter().zip(phys) {
+                            pairs[n as usize][*s as usize] = Some(p);
+                            used[n as usize][p as usize] = true;
+                        }
+                    })
+                    .is_ok();
+            if !committed {
+                conflicts.push(j.id);
+            }
+        }
+        self.phys = pairs
+            .into_iter()
+            .zip(used)
+            .map(|(p, u)| {
+                let mut free = u.iter().enumerate().filter(|(_, &b)| !b).map(|(i, _)| i as u32);
+                p.into_iter().map(|x| x.unwrap_or_else(|| free.next().expect("as many free as unmapped"))).collect()
+            })
+            .collect();
+        self.held.clear();
+        let mut pend: Vec<&JobInfo> = self.pending.values().collect();
+        pend.sort_by_key(|j| (j.submit, j.id));
+        for j in pend {
+            if j.gpus > max_up || sched.submit(JobReq::new(jid(j.id), j.submit, j.gpus, j.time_limit_ms), now).is_err()
+            {
+                self.held.insert(j.id);
+            }
+        }
+        self.sched = sched;
+        self.last_reason.retain(|k, _| self.pending.contains_key(k));
+        if !conflicts.is_empty() {
+            // A job recorded on GPUs that no longer exist or are taken twice: run it again.
+            self.requeue_jobs(&conflicts, now, "scheduler", "its recorded GPUs are no longer available")?;
+            return self.rebuild(now);
+        }
+        Ok(())
+    }
+
+    /// Puts active jobs back in the queue (or fails them, per job option) in one transaction.
+    fn requeue_jobs(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        let mut moves = Vec::new();
+        for &id in ids {
+            let Some(j) = self.active.get(&id) else { continue };
+            let fail = j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested;
+            let (state, reason) = if j.cancel_requested {
+                (JobState::Cancelled, format!("cancelled; {why}"))
+            } else if fail {
+                (JobState::Failed, format!("node failure: {why}"))
+            } else {
+                (JobState::Pending, String::new())
+            };
+            if state == JobState::Pending {
+                tx.execute(
+                    "UPDATE jobs SET state='pending', node=NULL, gpu_ids=NULL, start=NULL WHERE id=?1",
+                    params![id as i64],
+                )
+                .ctx("requeue job")?;
+                audit(&tx, now, actor, "requeue", Some(id), &policy, &json!({"why": why, "node": j.node}))?;
+            } else {
+                tx.execute(
+                    "UPDATE jobs SET state=?2, end_time=?3, end_reason=?4 WHERE id=?1",
+                    params![id as i64, state.as_str(), now, reason],
+                )
+                .ctx("end job")?;
+                audit(&tx, now, actor, "end", Some(id), &policy, &json!({"state": state, "why": reason}))?;
+            }
+            moves.push((id, state, reason));
+        }
+        tx.commit().ctx("commit requeue")?;
+        for (id, state, reason) in moves {
+            let Some(mut j) = self.active.remove(&id) else { continue };
+            let _ = self.sched.finish(jid(id), now);
+            j.state = state;
+            if state == JobState::Pending {
+                j.node = None;
+                j.gpu_ids.clear();
+                j.start = None;
+                *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
+                self.pending.insert(id, j);
+            } else {
+                j.end = Some(now);
+                j.end_reason = Some(reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &PolicySpec {
+        &self.policy
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// The database connection (for token checks).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The wake-up signal of a node's long poll.
+    pub fn node_notify(&mut self, node: &str) -> Arc<Notify> {
+        self.node_notify.entry(node.to_string()).or_default().clone()
+    }
+
+    /// Nodes with new work since the last call.
+    pub fn take_wakes(&mut self) -> Vec<Arc<Notify>> {
+        let names: Vec<String> = std::mem::take(&mut self.to_wake).into_iter().collect();
+        names.iter().map(|n| self.node_notify(n)).collect()
+    }
+
+    /// Adds a job; returns once it is committed.
+    pub fn submit(&mut self, who: &Principal, req: SubmitRequest, now: i64) -> Result<JobNo, ApiError> {
+        self.submit_batch(vec![(who.clone(), req)], now).pop().expect("one result per submission")
+    }
+
+    /// Adds several jobs in one transaction (group commit: concurrent submissions share one
+    /// disk sync). Each result comes only after the commit; an invalid submission is refused
+    /// alone, a failed commit refuses all.
+    pub fn submit_batch(&mut self, items: Vec<(Principal, SubmitRequest)>, now: i64) -> Vec<Result<JobNo, ApiError>> {
+        let mut extra: HashMap<String, usize> = HashMap::new();
+        let checked: Vec<Result<(Principal, JobInfo), ApiError>> = items
+            .into_iter()
+            .map(|(who, req)| {
+                let n = extra.get(&who.user).copied().unwrap_or(0);
+                let r = self.check_submission(&who, req, now, n);
+                if r.is_ok() {
+                    *extra.entry(who.user.clone()).or_default() += 1;
+                }
+                r.map(|j| (who, j))
+            })
+            .collect();
+        let policy = self.policy.to_string();
+        let committed = (|| -> Result<Vec<JobNo>, ApiError> {
+            let tx = self.conn.transaction().ctx("begin")?;
+            let mut ids = Vec::new();
+            for (who, j) in checked.iter().flatten() {
+                let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
+                tx.prepare_cached(
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        who.user,
+                        j.name,
+                        command,
+                        j.cwd,
+                        j.gpus,
+                        j.cpus,
+                        j.mem_mib.map(|m| m as i64),
+                        j.time_limit_ms,
+                        j.priority,
+                        if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
+                        now
+                    ])
+                })
+                .ctx("insert job")?;
+                let id = tx.last_insert_rowid() as JobNo;
+                if id > u32::MAX as u64 {
+                    return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
+                }
+                audit(
+                    &tx,
+                    now,
+                    &who.user,
+                    "submit",
+                    Some(id),
+                    &policy,
+                    &json!({"gpus": j.gpus, "time_limit_ms": j.time_limit_ms}),
+                )?;
+                ids.push(id);
+            }
+            tx.commit().ctx("commit submissions")?;
+            Ok(ids)
+        })();
+        let mut ids = match committed {
+            Ok(ids) => ids.into_iter(),
+            Err(e) => {
+                let msg = e.to_string();
+                return checked
+                    .into_iter()
+                    .map(|r| r.and_then(|_| Err(internal("submission not stored", &msg))))
+                    .collect();
+            }
+        };
+        let max_up = self.nodes.values().filter(|n| n.up).map(|n| n.gpus).max().unwrap_or(0);
+        checked
+            .into_iter()
+            .map(|r| {
+                let (who, mut info) = r?;
+                let id = ids.next().expect("one id per valid submission");
+                info.id = id;
+                if info.gpus > max_up
+                    || self.sched.submit(JobReq::new(jid(id), now, info.gpus, info.time_limit_ms), now).is_err()
+                {
+                    self.held.insert(id);
+                }
+                *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
+                self.pending.insert(id, info);
+                Ok(id)
+            })
+            .collect()
+    }
+
+    fn check_submission(
+        &self,
+        who: &Principal,
+        req: SubmitRequest,
+        now: i64,
+        queued: usize,
+    ) -> Result<JobInfo, ApiError> {
+        if who.role == Role::Agent {
+            return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
+        }
+        if req.command.is_empty() || req.command[0].is_empty() {
+            return Err(ApiError::BadRequest("field `command`: give the program to run (a non-empty list)".into()));
+        }
+        let bytes: usize = req.command.iter().map(|a| a.len() + 1).sum();
+        if bytes > self.cfg.max_command_bytes {
+            return Err(ApiError::BadRequest(format!(
+                "field `command`: {bytes} bytes, more than the limit of {}",
+                self.cfg.max_command_bytes
+            )));
+        }
+        if req.command.iter().any(|a| a.contains('\0')) {
+            return Err(ApiError::BadRequest("field `command`: arguments may not contain NUL".into()));
+        }
+        if req.gpus == 0 {
+            return Err(ApiError::BadRequest("field `gpus`: at least 1 (the server schedules GPU jobs)".into()));
+        }
+        let limit = req.time_limit_ms.unwrap_or(self.cfg.default_time_limit_ms);
+        if limit <= 0 || limit > self.cfg.max_time_limit_ms {
+            return Err(ApiError::BadRequest(format!(
+                "field `time_limit_ms`: {limit} is outside 1..={} ms",
+                self.cfg.max_time_limit_ms
+            )));
+        }
+        let name = req.name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&req.command[0])
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        if name.len() > 200 {
+            return Err(ApiError::BadRequest("field `name`: at most 200 bytes".into()));
+        }
+        let max_node = self.nodes.values().map(|n| n.gpus).max();
+        match max_node {
+            None => {
+                return Err(ApiError::Unprocessable(
+                    "no node has registered yet, so no job can be placed; start `ordo agent` on a GPU machine first"
+                        .into(),
+                ))
+            }
+            Some(m) if req.gpus > m => {
+                return Err(ApiError::Unprocessable(format!(
+                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node",
+                req.gpus,
+                self.nodes.len(),
+                self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()
+            )))
+            }
+            _ => {}
+        }
+        let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
+        if mine >= self.cfg.max_pending_per_user {
+            return Err(ApiError::Conflict(format!(
+                "user {} already has {mine} pending jobs (limit {})",
+                who.user, self.cfg.max_pending_per_user
+            )));
+        }
+        let onf = req.on_node_failure.unwrap_or_default();
+        Ok(JobInfo {
+            id: 0,
+            user: who.user.clone(),
+            name,
+            command: req.command,
+            cwd: req.cwd,
+            gpus: req.gpus,
+            cpus: req.cpus,
+            mem_mib: req.mem_mib,
+            time_limit_ms: limit,
+            priority: req.priority.unwrap_or(0),
+            on_node_failure: onf,
+            state: JobState::Pending,
+            submit: now,
+            start: None,
+            end: None,
+            node: None,
+            gpu_ids: vec![],
+            exit_code: None,
+            end_reason: None,
+            attempts: 0,
+            cancel_requested: false,
+            wait: None,
+        })
+    }
+
+    /// One scheduling pass: asks the policy what to start, commits the starts (one
+    /// transaction, with audit records of every start and every changed skip reason).
+    /// Returns when the policy wants to be asked again even if nothing happens.
+    pub fn pass(&mut self, now: i64) -> Result<Option<i64>, ApiError> {
+        if self.sched.waiting_len() == 0 {
+            return Ok(None);
+        }
+        // The fast plan decides; the explained one (same starts, plus every waiting job's
+        // reason, for the audit log) runs when something starts, and otherwise at most every
+        // 200 ms, so a long queue does not slow every submission down.
+        let fast = self.sched.schedule(now, false);
+        if fast.starts.is_empty() && now - self.last_explain < 200 {
+            return Ok(fast.wake_at.map(|w| w.min(self.last_explain + 200)).or(Some(self.last_explain + 200)));
+        }
+        self.last_explain = now;
+        let plan = self.sched.schedule(now, true);
+        let changed: Vec<&(JobId, Reason)> = plan
+            .waiting
+            .iter()
+            .filter(|(j, r)| self.last_reason.get(&(j.0 as JobNo)) != Some(&reason_key(r)))
+            .collect();
+        if plan.starts.is_empty() && changed.is_empty() {
+            return Ok(plan.wake_at);
+        }
+        let policy = self.policy.to_string();
+        let head = plan.waiting.first().map(|(j, _)| *j);
+        let pos: HashMap<JobId, usize> = if plan.starts.is_empty() {
+            HashMap::new()
+        } else {
+            self.sched.waiting_ids_in_order().enumerate().map(|(i, j)| (j, i)).collect()
+        };
+        let head_pos = head.and_then(|h| pos.get(&h).copied());
+        let mut started = Vec::new();
+        for s in &plan.starts {
+            let ids = self.sched.start(s.job, &s.alloc, now).map_err(|e| internal("commit a planned start", e))?;
+            let (n, sids) = &ids[0];
+            let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
+            phys.sort_unstable();
+            let backfill = matches!((pos.get(&s.job), head_pos), (Some(p), Some(h)) if *p > h);
+            started.push((s.job.0 as JobNo, self.sched_nodes[*n as usize].clone(), phys, backfill));
+        }
+        let res = (|| -> Result<(), DbError> {
+            let tx = self.conn.transaction().ctx("begin")?;
+            for (id, node, phys, backfill) in &started {
+                tx.prepare_cached(
+                    "UPDATE jobs SET state='starting', start=?2, node=?3, gpu_ids=?4, attempts=attempts+1 WHERE id=?1",
+                )
+                .and_then(|mut s| s.execute(params![*id as i64, now, node, ids_text(phys)]))
+                .ctx("record start")?;
+                let mut d = json!({"node": node, "gpu_ids": phys});
+                if *backfill {
+                    d["backfill"] = json!({"ahead_of": head.map(|h| h.0)});
+                }
+                audit(&tx, now, "scheduler", "start", Some(*id), &policy, &d)?;
+            }
+            for (j, r) in &changed {
+                audit(
+                    &tx,
+                    now,
+                    "scheduler",
+                    "skip",
+                    Some(j.0 as JobNo),
+                    &policy,
+                    &serde_json::to_value(r).unwrap_or_default(),
+                )?;
+            }
+            tx.commit().ctx("commit starts")
+        })();
+        if let Err(e) = res {
+            // Memory ran ahead of the database: rebuild from what is committed.
+            self.load(now)?;
+            return Err(e.into());
+        }
+        for (j, r) in changed.into_iter().cloned() {
+            self.last_reason.insert(j.0 as JobNo, reason_key(&r));
+        }
+        for (id, node, phys, _) in started {
+            self.last_reason.remove(&id);
+            if let Some(mut j) = self.pending.remove(&id) {
+                if let Some(c) = self.pending_per_user.get_mut(&j.user) {
+                    *c = c.saturating_sub(1);
+                }
+                j.state = JobState::Starting;
+                j.start = Some(now);
+                j.node = Some(node.clone());
+                j.gpu_ids = phys;
+                j.attempts += 1;
+                self.active.insert(id, j);
+            }
+            self.to_wake.insert(node);
+        }
+        Ok(plan.wake_at)
+    }
+
+    /// Cancels a job: a pending one at once, a running one by asking its agent to kill it.
+    pub fn cancel(&mut self, who: &Principal, id: JobNo, now: i64) -> Result<JobState, ApiError> {
+        let owner = if let Some(j) = self.pending.get(&id).or_else(|| self.active.get(&id)) {
+            j.user.clone()
+        } else {
+            return match db::load_job(&self.conn, id)? {
+                Some(j) => Err(ApiError::Conflict(format!("job {id} already ended ({})", j.state.as_str()))),
+                None => Err(ApiError::NotFound(format!("no job {id}"))),
+            };
+        };
+        if who.role != Role::Admin && who.user != owner {
+            return Err(ApiError::Forbidden(format!(
+                "job {id} belongs to {owner}; only its owner or an admin may cancel it"
+            )));
+        }
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        let pending = self.pending.contains_key(&id);
+        if pending {
+            tx.execute(
+                "UPDATE jobs SET state='cancelled', end_time=?2, end_reason=?3 WHERE id=?1",
+                params![id as i64, now, format!("cancelled by {} before it started", who.user)],
+            )
+            .ctx("cancel job")?;
+        } else {
+            tx.execute("UPDATE jobs SET cancel_requested=1 WHERE id=?1", params![id as i64]).ctx("cancel job")?;
+        }
+        audit(
+            &tx,
+            now,
+            &who.user,
+            "cancel",
+            Some(id),
+            &policy,
+            &json!({"was": if pending { "pending" } else { "running" }}),
+        )?;
+        tx.commit().ctx("commit cancel")?;
+        if pending {
+            let j = self.pending.remove(&id).expect("checked");
+            if let Some(c) = self.pending_per_user.get_mut(&j.user) {
+                *c = c.saturating_sub(1);
+            }
+            self.last_reason.remove(&id);
+            if !self.held.remove(&id) {
+                // The scheduler has no "withdraw": rebuild it without the job.
+                self.rebuild(now)?;
+            }
+            Ok(JobState::Cancelled)
+        } else {
+            let j = self.active.get_mut(&id).expect("checked");
+            j.cancel_requested = true;
+            if let Some(n) = j.node.clone() {
+                self.to_wake.insert(n);
+            }
+            Ok(j.state)
+        }
+    }
+
+    /// A node (re)registers: it is up from now with the GPUs it reports.
+    pub fn register(&mut self, who: &Principal, req: &RegisterRequest, now: i64) -> Result<RegisterResponse, ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("registering a node needs an agent or admin token".into()));
+        }
+        if !crate::auth::valid_name(&req.node) {
+            return Err(ApiError::BadRequest(format!("field `node`: `{}` is not a valid node name", req.node)));
+        }
+        if req.gpus == 0 || req.gpus > 1024 {
+            return Err(ApiError::BadRequest(format!("field `gpus`: {} is outside 1..=1024", req.gpus)));
+        }
+        let seq = match self.nodes.get(&req.node) {
+            Some(n) => n.seq,
+            None => self.nodes.values().map(|n| n.seq).max().unwrap_or(0) + 1,
+        };
+        let changed = self
+            .nodes
+            .get(&req.node)
+            .filter(|n| n.up && n.gpus == req.gpus && n.fake == req.fake && n.gpu_model == req.gpu_model)
+            .is_none();
+        if changed {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            tx.execute(
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6)",
+                params![req.node, seq, req.gpus, req.fake as i64, req.gpu_model, now],
+            )
+            .ctx("register node")?;
+            audit(
+                &tx,
+                now,
+                &format!("node:{}", req.node),
+                "node",
+                None,
+                &policy,
+                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model}),
+            )?;
+            tx.commit().ctx("commit registration")?;
+        }
+        self.nodes.insert(
+            req.node.clone(),
+            Node { seq, gpus: req.gpus, fake: req.fake, gpu_model: req.gpu_model.clone(), up: true, last_seen: now },
+        );
+        if changed {
+            self.rebuild(now)?;
+        }
+        Ok(RegisterResponse { heartbeat_ms: self.cfg.heartbeat_ms, node_timeout_ms: self.cfg.node_timeout_ms })
+    }
+
+    /// A poll from an agent: heartbeat, then reconciliation of what it runs with what the
+    /// database says, then its work (jobs to start, jobs to kill).
+    pub fn poll(&mut self, who: &Principal, req: &PollRequest, now: i64) -> Result<PollResponse, ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("polling needs an agent or admin token".into()));
+        }
+        match self.nodes.get_mut(&req.node) {
+            Some(n) if n.up => n.last_seen = now,
+            _ => {
+                return Err(ApiError::Conflict(format!(
+                    "node {} is not registered or was marked down; register again",
+                    req.node
+                )))
+            }
+        }
+        let has: HashMap<JobNo, i64> = req.running.iter().map(|r| (r.job, r.started_at)).collect();
+        let mine: Vec<JobNo> =
+            self.active.values().filter(|j| j.node.as_deref() == Some(req.node.as_str())).map(|j| j.id).collect();
+        let mut confirm = Vec::new();
+        let mut lost = Vec::new();
+        let mut never_started = Vec::new();
+        for &id in &mine {
+            let j = &self.active[&id];
+            match (has.get(&id), j.state) {
+                (Some(&t), JobState::Starting) => confirm.push((id, t)),
+                (None, JobState::Running) => lost.push(id),
+                (None, JobState::Starting) if j.cancel_requested => never_started.push(id),
+                _ => {}
+            }
+        }
+        if !confirm.is_empty() {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            for &(id, t) in &confirm {
+                tx.execute("UPDATE jobs SET state='running', start=?2 WHERE id=?1", params![id as i64, t])
+                    .ctx("confirm start")?;
+                audit(
+                    &tx,
+                    now,
+                    &format!("node:{}", req.node),
+                    "running",
+                    Some(id),
+                    &policy,
+                    &json!({"started_at": t}),
+                )?;
+            }
+            tx.commit().ctx("commit confirmations")?;
+            for (id, t) in confirm {
+                if let Some(j) = self.active.get_mut(&id) {
+                    j.state = JobState::Running;
+                    j.start = Some(t);
+                }
+            }
+        }
+        if !lost.is_empty() {
+            self.requeue_jobs(
+                &lost,
+                now,
+                &format!("node:{}", req.node),
+                "the agent no longer runs it (it restarted?)",
+            )?;
+            self.rebuild(now)?;
+        }
+        for id in never_started {
+            self.end_job(id, JobState::Cancelled, None, now, "cancelled before its process started".into(), &req.node)?;
+        }
+        let mut resp = PollResponse::default();
+        for r in &req.running {
+            match self.active.get(&r.job) {
+                Some(j) if j.node.as_deref() == Some(req.node.as_str()) => {
+                    if j.cancel_requested {
+                        resp.kill.push(r.job);
+                    }
+                }
+                _ => resp.kill.push(r.job),
+            }
+        }
+        let mut starts: Vec<&JobInfo> = self
+            .active
+            .values()
+            .filter(|j| {
+                j.node.as_deref() == Some(req.node.as_str())
+                    && j.state == JobState::Starting
+                    && !j.cancel_requested
+                    && !has.contains_key(&j.id)
+            })
+            .collect();
+        starts.sort_by_key(|j| j.id);
+        resp.start = starts
+            .into_iter()
+            .map(|j| Assignment {
+                job: j.id,
+                user: j.user.clone(),
+                name: j.name.clone(),
+                command: j.command.clone(),
+                cwd: j.cwd.clone(),
+                gpu_ids: j.gpu_ids.clone(),
+                time_limit_ms: j.time_limit_ms,
+                attempt: j.attempts,
+            })
+            .collect();
+        Ok(resp)
+    }
+
+    fn end_job(
+        &mut self,
+        id: JobNo,
+        state: JobState,
+        exit_code: Option<i32>,
+        now: i64,
+        reason: String,
+        node: &str,
+    ) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.prepare_cached("UPDATE jobs SET state=?2, end_time=?3, exit_code=?4, end_reason=?5 WHERE id=?1")
+            .and_then(|mut s| s.execute(params![id as i64, state.as_str(), now, exit_code, reason]))
+            .ctx("record end")?;
+        audit(
+            &tx,
+            now,
+            &format!("node:{node}"),
+            "end",
+            Some(id),
+            &policy,
+            &json!({"state": state, "exit_code": exit_code, "why": reason}),
+        )?;
+        tx.commit().ctx("commit end")?;
+        self.active.remove(&id);
+        self.sched.finish(jid(id), now).map_err(|e| internal("finish job", e))?;
+        Ok(())
+    }
+
+    /// An agent reports that a job's process ended.
+    pub fn report(&mut self, who: &Principal, rep: &EndReport, now: i64) -> Result<(), ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("reporting needs an agent or admin token".into()));
+        }
+        if let Some(j) = self.pending.get(&rep.job) {
+            // Requeued because its node fell silent, but this very run ended after all (the
+            // report was held up): take its result rather than running the job again.
+            if rep.attempt != 0 && rep.attempt == j.attempts {
+                return self.end_late(rep, now);
+            }
+            return Ok(());
+        }
+        let Some(j) = self.active.get(&rep.job) else {
+            // Already ended or unknown: nothing to do (reports are retried).
+            return Ok(());
+        };
+        if rep.attempt != 0 && rep.attempt != j.attempts {
+            return Ok(());
+        }
+        if j.node.as_deref() != Some(rep.node.as_str()) {
+            return Ok(());
+        }
+        let (state, reason) = match (rep.outcome, rep.exit_code) {
+            (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
+            (Outcome::Exited, Some(c)) => (JobState::Failed, format!("exited with code {c}")),
+            (Outcome::Exited, None) => (
+                JobState::Failed,
+                format!("killed by signal {}", rep.signal.map(|s| s.to_string()).unwrap_or("?".into())),
+            ),
+            (Outcome::Timeout, _) => (JobState::Timeout, format!("killed at its time limit of {} ms", j.time_limit_ms)),
+            (Outcome::Killed, _) if j.cancel_requested => (JobState::Cancelled, "cancelled while running".to_string()),
+            (Outcome::Killed, _) => (JobState::Failed, "killed by the agent".to_string()),
+            (Outcome::SpawnFailed, _) => {
+                (JobState::Failed, format!("could not start: {}", rep.message.clone().unwrap_or_default()))
+            }
+        };
+        self.end_job(rep.job, state, rep.exit_code, rep.ended_at.min(now).max(j.start.unwrap_or(0)), reason, &rep.node)
+    }
+
+    /// Records the end of a job that was requeued while its report was held up.
+    fn end_late(&mut self, rep: &EndReport, now: i64) -> Result<(), ApiError> {
+        let (state, reason) = match (rep.outcome, rep.exit_code) {
+            (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0 (reported late)".to_string()),
+            (Outcome::Exited, c) => (JobState::Failed, format!("exited with {c:?} (reported late)")),
+            (Outcome::Timeout, _) => (JobState::Timeout, "killed at its time limit (reported late)".to_string()),
+            // A kill or failed start of a requeued run: the job simply runs again.
+            _ => return Ok(()),
+        };
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute(
+            "UPDATE jobs SET state=?2, start=?3, end_time=?4, exit_code=?5, end_reason=?6, node=?7 WHERE id=?1",
+            params![
+                rep.job as i64,
+                state.as_str(),
+                rep.started_at,
+                rep.ended_at.min(now),
+                rep.exit_code,
+                reason,
+                rep.node
+            ],
+        )
+        .ctx("record late end")?;
+        audit(
+            &tx,
+            now,
+            &format!("node:{}", rep.node),
+            "end",
+            Some(rep.job),
+            &policy,
+            &json!({"state": state, "exit_code": rep.exit_code, "why": reason}),
+        )?;
+        tx.commit().ctx("commit late end")?;
+        let j = self.pending.remove(&rep.job).expect("checked by caller");
+        if let Some(c) = self.pending_per_user.get_mut(&j.user) {
+            *c = c.saturating_sub(1);
+        }
+        self.last_reason.remove(&rep.job);
+        if !self.held.remove(&rep.job) {
+            self.rebuild(now)?;
+        }
+        Ok(())
+    }
+
+    /// Marks nodes silent for longer than the time-out as down and requeues (or fails) their jobs.
+    pub fn check_nodes(&mut self, now: i64) -> Result<(), ApiError> {
+        let late: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.up && now - n.last_seen > self.cfg.node_timeout_ms as i64)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if late.is_empty() {
+            return Ok(());
+        }
+        for name in &late {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            tx.execute(
+                "UPDATE nodes SET state='down', last_seen=?2 WHERE name=?1",
+                params![name, self.nodes[name].last_seen],
+            )
+            .ctx("mark node down")?;
+            audit(
+                &tx,
+                now,
+                "scheduler",
+                "node",
+                None,
+                &policy,
+                &json!({"event": "down", "node": name, "silent_ms": now - self.nodes[name].last_seen}),
+            )?;
+            tx.commit().ctx("commit node down")?;
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.up = false;
+            }
+            let jobs: Vec<JobNo> =
+                self.active.values().filter(|j| j.node.as_deref() == Some(name.as_str())).map(|j| j.id).collect();
+            self.requeue_jobs(&jobs, now, "scheduler", &format!("node {name} stopped sending heartbeats"))?;
+        }
+        self.rebuild(now)
+    }
+
+    /// Changes the policy (admins only); recorded with who did it.
+    pub fn set_policy(&mut self, who: &Principal, name: &str, now: i64) -> Result<String, ApiError> {
+        if who.role != Role::Admin {
+            return Err(ApiError::Forbidden("only admins may change the policy".into()));
+        }
+        let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
+        check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
+        let old = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![p.to_string()])
+            .ctx("store policy")?;
+        audit(&tx, now, &who.user, "policy", None, &p.to_string(), &json!({"from": old, "to": p.to_string()}))?;
+        tx.commit().ctx("commit policy")?;
+        self.policy = p;
+        self.last_reason.clear();
+        self.rebuild(now)?;
+        Ok(self.policy.to_string())
+    }
+
+    fn wait_info(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
+        let at = |t: i64| format!("in {}", fmt_rel(t - now));
+        let Some(r) = reason else {
+            let j = &self.pending[&id];
+            let text = if self.held.contains(&id) {
+                format!("no node that is up can hold {} GPUs", j.gpus)
+            } else {
+                "starts at the next scheduling pass".to_string()
+            };
+            return WaitInfo { text, detail: None, ahead, expected_start: None };
+        };
+        let (text, expected) = match r {
+            Reason::Resources { need, free } => {
+                let e = self.earliest_fit(*need, now);
+                (
+                    format!(
+                        "not enough free GPUs: needs {need} on one node, {free} free in the cluster{}",
+                        e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
+                    ),
+                    e,
+                )
+            }
+            Reason::Priority { behind } => {
+                (format!("waits behind job {behind} ({} keeps strict order)", self.policy), None)
+            }
+            Reason::Reserved { for_job, until } => (
+                format!(
+                    "it fits now, but the GPUs are reserved for job {for_job}, which starts {} at the latest",
+                    at(*until)
+                ),
+                None,
+            ),
+            Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
+            other => (format!("{other:?}"), None),
+        };
+        WaitInfo { text, detail: Some(r.clone()), ahead, expected_start: expected }
+    }
+
+    /// The earliest time (by running jobs' time limits) at which a job of `need` GPUs fits.
+    fn earliest_fit(&self, need: u32, now: i64) -> Option<i64> {
+        let mut cap = self.sched.capacity().clone();
+        if cap.fits(need) {
+            return Some(now);
+        }
+        let idx: HashMap<&str, u32> =
+            self.sched_nodes.iter().enumerate().map(|(i, n)| (n.as_str(), i as u32)).collect();
+        let mut ends: Vec<(i64, u32, u32)> = self
+            .active
+            .values()
+            .filter_map(|j| {
+                let n = *idx.get(j.node.as_deref()?)?;
+                Some(((j.start? + j.time_limit_ms).max(now + 1), n, j.gpus))
+            })
+            .collect();
+        ends.sort_unstable();
+        for (t, n, g) in ends {
+            cap.give(&Allocation { parts: vec![(n, g)] });
+            if cap.fits(need) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// The queue: active jobs, then pending jobs in the policy's order with reasons.
+    pub fn queue(&self, now: i64) -> QueueResponse {
+        let plan = self.sched.schedule(now, true);
+        let reasons: HashMap<JobId, &Reason> = plan.waiting.iter().map(|(j, r)| (*j, r)).collect();
+        let mut jobs: Vec<JobInfo> = self.active.values().cloned().collect();
+        jobs.sort_by_key(|j| j.id);
+        for (i, id) in self.sched.waiting_ids_in_order().enumerate() {
+            let no = id.0 as JobNo;
+            if let Some(j) = self.pending.get(&no) {
+                let mut j = j.clone();
+                j.wait = Some(self.wait_info(no, reasons.get(&id).copied(), i, now));
+                jobs.push(j);
+            }
+        }
+        let n = self.sched.waiting_len();
+        for (k, &id) in self.held.iter().enumerate() {
+            if let Some(j) = self.pending.get(&id) {
+                let mut j = j.clone();
+                j.wait = Some(self.wait_info(id, None, n + k, now));
+                jobs.push(j);
+            }
+        }
+        QueueResponse { policy: self.policy.to_string(), jobs }
+    }
+
+    /// One job, with why it waits when it does.
+    pub fn job(&self, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
+        if let Some(j) = self.active.get(&id) {
+            return Ok(j.clone());
+        }
+        if let Some(j) = self.pending.get(&id) {
+            let mut j = j.clone();
+            let plan = self.sched.schedule(now, true);
+            let reason = plan.waiting.iter().find(|(k, _)| k.0 as JobNo == id).map(|(_, r)| r);
+            let ahead = if self.held.contains(&id) {
+                self.sched.waiting_len()
+            } else {
+                self.sched.waiting_ids_in_order().position(|k| k.0 as JobNo == id).unwrap_or(0)
+            };
+            j.wait = Some(self.wait_info(id, reason, ahead, now));
+            return Ok(j);
+        }
+        db::load_job(&self.conn, id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))
+    }
+
+    /// Finished jobs, most recent first.
+    pub fn history(&self, user: Option<&str>, limit: usize) -> Result<Vec<JobInfo>, ApiError> {
+        let mut st = self
+            .conn
+            .prepare(&format!(
+                "SELECT {} FROM jobs WHERE state IN ('completed','failed','cancelled','timeout') AND (?1 IS NULL OR user = ?1)
+                 ORDER BY end_time DESC, id DESC LIMIT ?2",
+                db::JOB_COLS
+            ))
+            .ctx("history")?;
+        let rows = st.query_map(params![user, limit as i64], db::job_from_row).ctx("history")?;
+        Ok(rows.collect::<Result<Vec<_>, _>>().ctx("history")?)
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        let mut v: Vec<(&String, &Node)> = self.nodes.iter().collect();
+        v.sort_by_key(|(_, n)| n.seq);
+        v.into_iter()
+            .map(|(name, n)| {
+                let mut jobs: Vec<&JobInfo> = self.active.values().filter(|j| j.node.as_ref() == Some(name)).collect();
+                jobs.sort_by_key(|j| j.id);
+                let used: u32 = jobs.iter().map(|j| j.gpus).sum();
+                NodeInfo {
+                    name: name.clone(),
+                    gpus: n.gpus,
+                    fake: n.fake,
+                    gpu_model: n.gpu_model.clone(),
+                    state: if n.up { "up" } else { "down" }.into(),
+                    last_seen: n.last_seen,
+                    free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
+                    jobs: jobs.iter().map(|j| j.id).collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Audit records, oldest first.
+    pub fn audit(&self, job: Option<JobNo>, since: Option<i64>, limit: usize) -> Result<Vec<AuditRecord>, ApiError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, time, actor, kind, job, policy, detail FROM audit
+                 WHERE (?1 IS NULL OR job = ?1) AND (?2 IS NULL OR time >= ?2) ORDER BY id LIMIT ?3",
+            )
+            .ctx("audit")?;
+        let rows = st
+            .query_map(params![job.map(|j| j as i64), since, limit as i64], |r| {
+                let d: String = r.get(6)?;
+                Ok(AuditRecord {
+                    id: r.get(0)?,
+                    time: r.get(1)?,
+                    actor: r.get(2)?,
+                    kind: r.get(3)?,
+                    job: r.get::<_, Option<i64>>(4)?.map(|j| j as JobNo),
+                    policy: r.get(5)?,
+                    detail: serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)),
+                })
+            })
+            .ctx("audit")?;
+        Ok(rows.collect::<Result<Vec<_>, _>>().ctx("audit")?)
+    }
+}

@@ -1,0 +1,385 @@
+//! The readers of header-led CSV formats (generic, philly, philly-vc, alibaba, tiresias,
+//! helios, and sacct's `|`-separated output), driven by each format's column table.
+
+use crate::error::shown;
+use crate::format::Role;
+use crate::sink::{Row, Sink};
+use crate::timefmt::{parse_clock, parse_datetime, parse_secs, parse_slurm_duration};
+use crate::{Format, TraceError, DEFAULT_NAME};
+use std::io::Read;
+
+pub(crate) const EXPECT_ID: &str = "a non-empty job id (UTF-8 text)";
+pub(crate) const EXPECT_TIME: &str = "a time in seconds >= 0 (finite, at most 1e12)";
+const EXPECT_CLOCK: &str = "a date and time `YYYY-MM-DD HH:MM:SS` (or seconds >= 0)";
+const EXPECT_DATETIME: &str = "a date and time `YYYY-MM-DDTHH:MM:SS`";
+const EXPECT_SLURM_DURATION: &str = "a duration `[DAYS-]HH:MM:SS`";
+const EXPECT_SLURM_LIMIT: &str = "a time limit `[DAYS-]HH:MM:SS`, `UNLIMITED` or `Partition_Limit`";
+pub(crate) const EXPECT_GPUS: &str = "a whole number of GPUs >= 0";
+pub(crate) const EXPECT_NAME: &str = "UTF-8 text";
+pub(crate) const EXPECT_ESTIMATE: &str = "a time in seconds >= 0 (finite, at most 1e12) or an empty cell";
+pub(crate) const EXPECT_PRIORITY: &str = "a whole number (negative allowed) or an empty cell";
+pub(crate) const EXPECT_COUNT: &str = "a whole number >= 0";
+pub(crate) const EXPECT_MILLI: &str = "GPU thousandths 1..=1000 (below 1000 only with exactly 1 GPU), or 0 with 0 GPUs";
+const EXPECT_END: &str = "a time in seconds >= the start (scheduled) time";
+pub(crate) const EXPECT_TRES: &str = "Slurm TRES `name=count,...` (e.g. `cpu=4,mem=16G,gres/gpu=2`)";
+
+/// Where each known column sits in a row.
+#[derive(Debug)]
+struct Layout {
+    names: Vec<String>,
+    /// Column index for each role, by `Role as usize`.
+    at: [Option<usize>; ROLES],
+}
+
+const ROLES: usize = Role::Ignore as usize + 1;
+
+impl Layout {
+    fn new(format: Format, names: Vec<String>, file: &str, line: u64) -> Result<Self, TraceError> {
+        let columns = format.columns();
+        let mut seen: Vec<Option<usize>> = vec![None; columns.len()];
+        let mut unknown = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            match columns.iter().position(|c| c.name == name) {
+                Some(k) => match seen.get_mut(k) {
+                    Some(slot @ None) => *slot = Some(i),
+                    _ => {
+                        return Err(TraceError::DuplicateColumn { file: file.to_string(), line, column: name.clone() })
+                    }
+                },
+                None => unknown.push(name.clone()),
+            }
+        }
+        // sacct output may carry more columns than ordo reads; other formats are strict.
+        if !unknown.is_empty() && format != Format::Sacct {
+            return Err(TraceError::UnknownColumn {
+                file: file.to_string(),
+                line,
+                columns: unknown,
+                format,
+                known: columns.iter().map(|c| c.name).collect(),
+            });
+        }
+        if let Some(c) = columns.iter().zip(&seen).find(|(c, at)| c.required && at.is_none()).map(|(c, _)| c) {
+            return Err(TraceError::MissingColumn {
+                file: file.to_string(),
+                line,
+                column: c.name,
+                format,
+                header: shown(names.join(if format == Format::Sacct { "|" } else { "," }).as_bytes()),
+            });
+        }
+        let mut at = [None; ROLES];
+        for (c, i) in columns.iter().zip(&seen) {
+            if c.role != Role::Ignore {
+                at[c.role as usize] = *i;
+            }
+        }
+        Ok(Layout { names, at })
+    }
+
+    fn col(&self, role: Role) -> Option<usize> {
+        self.at[role as usize]
+    }
+}
+
+/// Reads a header-led CSV (or sacct) trace into `sink`.
+pub(crate) fn read_csv<R: Read>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
+    let format = sink.format;
+    let file = sink.file.clone();
+    let sacct = format == Format::Sacct;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .delimiter(if sacct { b'|' } else { b',' })
+        .quoting(!sacct)
+        .buffer_capacity(1 << 16)
+        .from_reader(reader);
+    let mut record = csv::ByteRecord::new();
+    if !read(&mut rdr, &mut record, &file, 1)? {
+        return Err(TraceError::Empty { file });
+    }
+    let header_line = line_of(&record, 1);
+    let header: Vec<String> = record
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let f = if i == 0 { f.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(f) } else { f };
+            String::from_utf8_lossy(f.trim_ascii()).into_owned()
+        })
+        .collect();
+    let layout = Layout::new(format, header, &file, header_line)?;
+    let mut last_line = header_line;
+    let mut line_name = String::new();
+    while read(&mut rdr, &mut record, &file, last_line)? {
+        let line = line_of(&record, last_line + 1);
+        last_line = line;
+        if sacct && is_step(record.get(layout.col(Role::Id).unwrap_or(0)).unwrap_or_default()) {
+            sink.step();
+            continue;
+        }
+        line_name.clear();
+        let row = parse_row(&record, &layout, format, &file, line, &mut line_name);
+        sink.row(line, row)?;
+    }
+    Ok(())
+}
+
+/// A sacct job id that names a step (`123.batch`, `123.0`, `123_4.extern`).
+fn is_step(id: &[u8]) -> bool {
+    id.trim_ascii().contains(&b'.')
+}
+
+fn parse_row<'r>(
+    record: &'r csv::ByteRecord,
+    layout: &Layout,
+    format: Format,
+    file: &str,
+    line: u64,
+    line_name: &mut String,
+) -> Result<Row<'r>, TraceError> {
+    if record.len() != layout.names.len() {
+        return Err(TraceError::ColumnCount {
+            file: file.to_string(),
+            line,
+            expected: layout.names.len(),
+            found: record.len(),
+        });
+    }
+    let field = |col: usize| record.get(col).unwrap_or_default().trim_ascii();
+    let bad = |col: usize, expected: &'static str| TraceError::Field {
+        file: file.to_string(),
+        line,
+        field: layout.names.get(col).cloned().unwrap_or_default(),
+        expected,
+        found: shown(field(col)),
+    };
+    let name = match layout.col(Role::Id) {
+        Some(c) => {
+            std::str::from_utf8(field(c)).ok().filter(|s| !s.is_empty()).ok_or_else(|| bad(c, EXPECT_ID))?.to_string()
+        }
+        None => {
+            use std::fmt::Write;
+            let _ = write!(line_name, "line{line}");
+            line_name.clone()
+        }
+    };
+    let submit_col = layout.col(Role::Submit).unwrap_or(0);
+    let submit = match format {
+        Format::PhillyVc | Format::Helios => {
+            parse_clock(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_CLOCK))?
+        }
+        Format::Sacct => parse_datetime(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_DATETIME))?,
+        _ => parse_secs(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_TIME))?,
+    };
+
+    // Resources: GPUs (or TRES), fractional GPUs, CPUs, memory.
+    let mut tres = Tres::default();
+    for role in [Role::AllocTres, Role::ReqTres] {
+        if let Some(c) = layout.col(role) {
+            let t = parse_tres(field(c)).ok_or_else(|| bad(c, EXPECT_TRES))?;
+            if !field(c).is_empty() && tres.gpus.is_none() && tres.cpus.is_none() {
+                tres = t;
+            }
+        }
+    }
+    let gpus = match layout.col(Role::Gpus) {
+        Some(c) => parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS))?,
+        None => tres.gpus.unwrap_or(0),
+    };
+    let gpu_milli = match layout.col(Role::GpuMilli) {
+        Some(c) if !field(c).is_empty() => {
+            let m = parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_MILLI))?;
+            match (gpus, m) {
+                (0, _) if m <= 1000 => None,
+                (_, 1000) => None,
+                (1, 1..=999) => Some(m),
+                _ => return Err(bad(c, EXPECT_MILLI)),
+            }
+        }
+        _ => None,
+    };
+    let cpus = match (layout.col(Role::CpuMilli), layout.col(Role::Cpus)) {
+        (Some(c), _) => {
+            let m = parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_COUNT))?;
+            Some(m.div_ceil(1000))
+        }
+        (None, Some(c)) => optional(field(c), parse_count).map_err(|()| bad(c, EXPECT_COUNT))?,
+        (None, None) => tres.cpus,
+    };
+    let mem_mib = match layout.col(Role::MemMib) {
+        Some(c) => optional(field(c), parse_u64).map_err(|()| bad(c, EXPECT_COUNT))?,
+        None => tres.mem_mib,
+    };
+
+    // Run time: a duration column, or end - start (no start: never ran).
+    let runtime = match layout.col(Role::Duration) {
+        Some(c) if format == Format::Sacct => {
+            Some(parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?)
+        }
+        Some(c) => Some(parse_secs(field(c)).ok_or_else(|| bad(c, EXPECT_TIME))?),
+        None => {
+            let (s, e) = (layout.col(Role::Start).unwrap_or(0), layout.col(Role::End).unwrap_or(0));
+            let end = parse_secs(field(e)).ok_or_else(|| bad(e, EXPECT_TIME))?;
+            match optional(field(s), parse_secs).map_err(|()| bad(s, EXPECT_ESTIMATE))? {
+                None => None,
+                Some(start) if end >= start => Some(end - start),
+                Some(_) => return Err(bad(e, EXPECT_END)),
+            }
+        }
+    };
+    let text = |role: Role| -> Result<Option<&'r str>, TraceError> {
+        match layout.col(role) {
+            Some(c) => std::str::from_utf8(field(c))
+                .map(|s| Some(s).filter(|s| !s.is_empty()))
+                .map_err(|_| bad(c, EXPECT_NAME)),
+            None => Ok(None),
+        }
+    };
+    let group = text(Role::Group)?.unwrap_or(DEFAULT_NAME);
+    // Philly-vc has only the virtual cluster: it is the user as well as the group.
+    let user = text(Role::User)?.unwrap_or(if format == Format::PhillyVc { group } else { DEFAULT_NAME });
+    let queue = text(Role::Queue)?;
+    let estimate = match layout.col(Role::Estimate) {
+        Some(c) if format == Format::Sacct => {
+            let v = field(c);
+            if v.is_empty() || v == b"UNLIMITED" || v == b"Partition_Limit" || v == b"INVALID" {
+                None
+            } else {
+                Some(parse_slurm_duration(v).ok_or_else(|| bad(c, EXPECT_SLURM_LIMIT))?)
+            }
+        }
+        Some(c) => optional(field(c), parse_secs).map_err(|()| bad(c, EXPECT_ESTIMATE))?,
+        None => None,
+    };
+    let priority = match layout.col(Role::Priority) {
+        Some(c) => optional(field(c), parse_int).map_err(|()| bad(c, EXPECT_PRIORITY))?,
+        None => None,
+    };
+    Ok(Row { name, submit, gpus, gpu_milli, cpus, mem_mib, runtime, estimate, priority, user, group, queue })
+}
+
+/// Resources named in a Slurm TRES string.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct Tres {
+    pub gpus: Option<u32>,
+    pub cpus: Option<u32>,
+    pub mem_mib: Option<u64>,
+}
+
+/// Parses `cpu=4,mem=16G,node=1,billing=4,gres/gpu=2` (empty: nothing). The GPU count is
+/// `gres/gpu=N`, or else the sum of typed `gres/gpu:TYPE=N` entries.
+pub(crate) fn parse_tres(raw: &[u8]) -> Option<Tres> {
+    let s = std::str::from_utf8(raw).ok()?.trim();
+    let mut t = Tres::default();
+    let mut typed: Option<u32> = None;
+    if s.is_empty() {
+        return Some(t);
+    }
+    for item in s.split(',') {
+        let (k, v) = item.trim().split_once('=')?;
+        match k {
+            "cpu" => t.cpus = Some(v.parse().ok()?),
+            "mem" => t.mem_mib = Some(parse_mem_mib(v)?),
+            "gres/gpu" => t.gpus = Some(v.parse().ok()?),
+            k if k.starts_with("gres/gpu:") => {
+                let n: u32 = v.parse().ok()?;
+                typed = Some(typed.unwrap_or(0).checked_add(n)?);
+            }
+            _ => {}
+        }
+    }
+    if t.gpus.is_none() {
+        t.gpus = typed;
+    }
+    Some(t)
+}
+
+/// Memory with an optional Slurm unit suffix (`K`, `M` (default), `G`, `T`), in MiB (rounded up).
+pub(crate) fn parse_mem_mib(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, mult_kib): (&str, u64) = match v.as_bytes().last()? {
+        b'K' | b'k' => (&v[..v.len() - 1], 1),
+        b'M' | b'm' => (&v[..v.len() - 1], 1024),
+        b'G' | b'g' => (&v[..v.len() - 1], 1024 * 1024),
+        b'T' | b't' => (&v[..v.len() - 1], 1024 * 1024 * 1024),
+        _ => (v, 1024),
+    };
+    let x: f64 = num.parse().ok()?;
+    if !(x.is_finite() && x >= 0.0) {
+        return None;
+    }
+    let kib = x * mult_kib as f64;
+    (kib <= 1e18).then(|| (kib / 1024.0).ceil() as u64)
+}
+
+/// Reads the next record; `Ok(false)` at the end of the input.
+fn read<R: Read>(
+    rdr: &mut csv::Reader<R>,
+    record: &mut csv::ByteRecord,
+    file: &str,
+    line: u64,
+) -> Result<bool, TraceError> {
+    rdr.read_byte_record(record).map_err(|e| {
+        let why = e.to_string();
+        match e.into_kind() {
+            csv::ErrorKind::Io(err) => TraceError::Io { file: file.to_string(), err },
+            _ => TraceError::Io {
+                file: file.to_string(),
+                err: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("near line {line}: {why}")),
+            },
+        }
+    })
+}
+
+/// The 1-based line a record starts on, or `fallback` if the reader did not say.
+fn line_of(record: &csv::ByteRecord, fallback: u64) -> u64 {
+    record.position().map_or(fallback, |p| p.line())
+}
+
+/// A count: a whole number >= 0 fitting `u32`, written as an integer or an integral decimal
+/// (`8` or `8.0`).
+pub(crate) fn parse_count(raw: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(raw).ok()?;
+    if let Ok(n) = s.parse::<u32>() {
+        return Some(n);
+    }
+    let x: f64 = s.parse().ok()?;
+    (x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX)).then_some(x as u32)
+}
+
+/// A whole number >= 0 fitting `u64`.
+pub(crate) fn parse_u64(raw: &[u8]) -> Option<u64> {
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// A signed whole number.
+pub(crate) fn parse_int(raw: &[u8]) -> Option<i64> {
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// An optional cell: empty is `Ok(None)`, otherwise `parse` must succeed.
+pub(crate) fn optional<T>(raw: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Result<Option<T>, ()> {
+    if raw.is_empty() {
+        Ok(None)
+    } else {
+        parse(raw).map(Some).ok_or(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tres() {
+        let t = parse_tres(b"cpu=4,mem=16G,node=1,billing=4,gres/gpu=2").unwrap();
+        assert_eq!(t, Tres { gpus: Some(2), cpus: Some(4), mem_mib: Some(16_384) });
+        let t = parse_tres(b"cpu=8,gres/gpu:a100=2,gres/gpu:v100=1").unwrap();
+        assert_eq!((t.gpus, t.cpus, t.mem_mib), (Some(3), Some(8), None));
+        assert_eq!(parse_tres(b""), Some(Tres::default()));
+        assert_eq!(parse_tres(b"cpu"), None);
+        assert_eq!(parse_tres(b"gres/gpu=x"), None);
+        assert_eq!(parse_mem_mib("1500K"), Some(2));
+        assert_eq!(parse_mem_mib("2T"), Some(2 * 1024 * 1024));
+    }
+}

@@ -1,0 +1,265 @@
+//! `ordo batch plan|split|run`: ordo's ordering applied to requests for OpenAI-compatible AI
+//! APIs (see docs/BATCH.md). Argument parsing and printing only; the work is in ordo-batch.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use ordo_batch::run::ApiKey;
+use ordo_batch::{Limits, LoadOptions, Order, PlanOptions, Prices, RunOptions, TokenMode};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `ordo batch ...`
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    #[command(subcommand)]
+    cmd: BatchCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum BatchCmd {
+    /// Estimate tokens, group and order the requests, and show cost, duration and routes.
+    Plan(PlanArgs),
+    /// Write provider batch files within the per-file limits, grouped as planned.
+    Split(SplitArgs),
+    /// Send the requests live to an OpenAI-compatible endpoint, paced and resumable.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct Common {
+    /// Request file: JSONL in the OpenAI batch-input shape.
+    file: PathBuf,
+    /// Provider limits (see docs/BATCH.md); default: 500 requests and 200,000 tokens a minute.
+    #[arg(long)]
+    limits: Option<PathBuf>,
+    /// Leave bad lines out (they are listed) instead of stopping.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Token counting: exact, approx (calibrated on a sample) or auto (exact up to 20,000 requests).
+    #[arg(long, default_value = "auto")]
+    tokens: TokenMode,
+}
+
+#[derive(Args, Debug)]
+struct PlanArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Prices per model (see docs/BATCH.md); without it costs are not shown.
+    #[arg(long)]
+    prices: Option<PathBuf>,
+    /// Live order: fair (round robin across clients, shortest first within each), sjf, input.
+    #[arg(long, default_value = "fair")]
+    order: Order,
+    /// Output tokens assumed for a request without max_tokens.
+    #[arg(long, default_value_t = 256)]
+    output_tokens: u64,
+    /// Everything must be answered within this time (e.g. 2h, 90m); shorter than the batch
+    /// completion window means no batch files.
+    #[arg(long)]
+    deadline: Option<String>,
+    /// Never plan batch files.
+    #[arg(long)]
+    no_batch: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct SplitArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Write even if the directory already holds batch files.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Base URL of the OpenAI-compatible server (e.g. https://api.openai.com or http://127.0.0.1:8000/v1).
+    #[arg(long)]
+    endpoint: String,
+    /// Prices per model, for the spend shown.
+    #[arg(long)]
+    prices: Option<PathBuf>,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Output JSONL (default: FILE with `.out.jsonl`); appended to when resuming.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Progress file (default: OUTPUT.progress).
+    #[arg(long)]
+    progress: Option<PathBuf>,
+    /// Read the API key from this file (else from $ORDO_API_KEY; none: no Authorization header).
+    #[arg(long)]
+    api_key_file: Option<PathBuf>,
+    /// Send order: fair, sjf or input.
+    #[arg(long, default_value = "fair")]
+    order: Order,
+    /// Output tokens assumed (against tokens per minute) for a request without max_tokens.
+    #[arg(long, default_value_t = 256)]
+    output_tokens: u64,
+    /// Retries after 5xx/408/transport errors.
+    #[arg(long, default_value_t = 6)]
+    max_retries: u32,
+    /// Resend requests that were in flight when an earlier run was killed (at-least-once).
+    #[arg(long)]
+    resend_unknown: bool,
+    /// Seed of the backoff jitter.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Timeout of one HTTP exchange, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    timeout: f64,
+    /// No progress bar (it is also hidden when stderr is not a terminal).
+    #[arg(long)]
+    quiet: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_duration_s(s: &str) -> Result<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1.0),
+        Some((i, 'm')) => (&s[..i], 60.0),
+        Some((i, 'h')) => (&s[..i], 3600.0),
+        Some((i, 'd')) => (&s[..i], 86400.0),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().with_context(|| format!("--deadline: expected e.g. 90m, 2h or 3600, found {s:?}"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        bail!("--deadline: expected a duration > 0, found {s:?}");
+    }
+    Ok(v * mult)
+}
+
+fn load(c: &Common) -> Result<(ordo_batch::Loaded, Limits)> {
+    let limits = match &c.limits {
+        Some(p) => Limits::load(p)?,
+        None => Limits::default(),
+    };
+    let opts = LoadOptions { skip_bad: c.skip_bad, tokens: c.tokens, threads: 0 };
+    let loaded = ordo_batch::load_path(&c.file, &opts)?;
+    for e in &loaded.skipped {
+        eprintln!("skipped {}:{}: {}", c.file.display(), e.line, e.reason);
+    }
+    Ok((loaded, limits))
+}
+
+fn prices(p: &Option<PathBuf>) -> Result<Prices> {
+    Ok(match p {
+        Some(p) => Prices::load(p)?,
+        None => Prices::default(),
+    })
+}
+
+/// Run `ordo batch ...`.
+pub fn run(a: BatchArgs) -> Result<ExitCode> {
+    match a.cmd {
+        BatchCmd::Plan(p) => {
+            let (loaded, limits) = load(&p.common)?;
+            let prices = prices(&p.prices)?;
+            let opts = PlanOptions {
+                order: p.order,
+                assumed_output_tokens: p.output_tokens,
+                deadline_s: p.deadline.as_deref().map(parse_duration_s).transpose()?,
+                allow_batch: !p.no_batch,
+            };
+            let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &opts);
+            if p.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print!("{plan}");
+            }
+        }
+        BatchCmd::Split(s) => {
+            let (loaded, limits) = load(&s.common)?;
+            let sum = ordo_batch::split(&loaded, &limits.batch, &s.out, s.force)?;
+            for f in &sum.files {
+                println!("{}  {} {}  {} requests  {} bytes", f.file, f.endpoint, f.model, f.requests, f.bytes);
+            }
+            println!("wrote {} batch files and manifest.json to {}", sum.files.len(), sum.dir.display());
+        }
+        BatchCmd::Run(r) => {
+            let api_key = match &r.api_key_file {
+                Some(p) => {
+                    let k = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+                    let k = k.lines().next().unwrap_or("").trim().to_string();
+                    if k.is_empty() {
+                        bail!("{}: the API key file is empty", p.display());
+                    }
+                    Some(ApiKey::new(&k))
+                }
+                None => std::env::var("ORDO_API_KEY").ok().filter(|k| !k.trim().is_empty()).map(|k| ApiKey::new(&k)),
+            };
+            if !(r.timeout > 0.0 && r.timeout.is_finite()) {
+                bail!("--timeout: expected seconds > 0");
+            }
+            let (loaded, limits) = load(&r.common)?;
+            let prices = prices(&r.prices)?;
+            let output = r.output.clone().unwrap_or_else(|| r.common.file.with_extension("out.jsonl"));
+            let mut opts = RunOptions::new(&r.endpoint, &output);
+            if let Some(p) = &r.progress {
+                opts.progress = p.clone();
+            }
+            opts.api_key = api_key;
+            opts.concurrency = r.concurrency;
+            opts.order = r.order;
+            opts.assumed_output_tokens = r.output_tokens;
+            opts.max_retries = r.max_retries;
+            opts.resend_unknown = r.resend_unknown;
+            opts.seed = r.seed;
+            opts.timeout = Duration::from_secs_f64(r.timeout);
+            opts.quiet = r.quiet;
+            if opts.api_key.is_none() && !r.quiet {
+                eprintln!("note: no API key ($ORDO_API_KEY or --api-key-file); sending without Authorization");
+            }
+            let s = ordo_batch::run(&loaded, &limits, &prices, &opts)?;
+            if r.json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                println!(
+                    "{} requests: {} answered now ({} failed), {} answered before, {} unknown skipped, {} unknown resent",
+                    s.requests,
+                    s.ok + s.failed,
+                    s.failed,
+                    s.already_done,
+                    s.unknown_skipped.len(),
+                    s.unknown_resent
+                );
+                println!(
+                    "{} HTTP attempts, {} retries after 429, {} after errors; {:.1}s, {:.1} requests/s; spent {:.4} {}",
+                    s.attempts,
+                    s.retries_429,
+                    s.retries_other,
+                    s.elapsed_s,
+                    (s.ok + s.failed) as f64 / s.elapsed_s.max(1e-9),
+                    s.spend,
+                    prices.currency
+                );
+                println!("output: {}  progress: {}", opts.output.display(), opts.progress.display());
+            }
+            if !s.unknown_skipped.is_empty() {
+                eprintln!(
+                    "warning: {} requests were in flight when an earlier run stopped; their outcome is unknown and \
+                     they were not sent again (at-most-once). Rerun with --resend-unknown to send them (at-least-once): {}",
+                    s.unknown_skipped.len(),
+                    s.unknown_skipped.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+                );
+            }
+            if s.failed > 0 {
+                return Ok(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,428 @@
+//! `ordo slurm import|drive|release`: measure an existing Slurm cluster from its accounting, and
+//! drive its queue order through job priorities (wiring around the `ordo-slurm` crate).
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use ordo_core::{ClusterSpec, Placement, PolicySpec};
+use ordo_slurm::drive::{check_policy, rfc3339, unix_now};
+use ordo_slurm::order::cluster_from_nodes;
+use ordo_slurm::{drive_once, release, Backend, DriveConfig, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
+use ordo_trace::{load_reader, write_generic, Format, LoadOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// `ordo slurm ...`
+#[derive(Args, Debug)]
+pub struct SlurmArgs {
+    #[command(subcommand)]
+    cmd: SlurmCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum SlurmCmd {
+    /// Turn Slurm's accounting (sacct, a saved `sacct --parsable2` file, or the jobcomp/filetxt
+    /// log) into an ordo trace for `ordo compare --trace`.
+    Import(ImportArgs),
+    /// Set the priorities of pending jobs so that Slurm starts them in the order an ordo policy
+    /// chooses; every change goes to the audit log.
+    Drive(DriveArgs),
+    /// Hand back to Slurm every priority `drive` set (from its audit log).
+    Release(ReleaseArgs),
+}
+
+#[derive(Args, Debug)]
+struct ImportArgs {
+    /// Jobs from this time on (sacct -S syntax, e.g. 2024-05-01 or now-7days; default: all).
+    #[arg(long)]
+    since: Option<String>,
+    /// Jobs up to this time (sacct -E syntax).
+    #[arg(long)]
+    until: Option<String>,
+    /// Read this saved `sacct --parsable2` output instead of running sacct.
+    #[arg(long, conflicts_with_all = ["jobcomp", "since", "until"])]
+    sacct_file: Option<PathBuf>,
+    /// Read this jobcomp/filetxt log (JobCompLoc) instead of running sacct.
+    #[arg(long, conflicts_with_all = ["since", "until"])]
+    jobcomp: Option<PathBuf>,
+    /// Write the trace (ordo's generic CSV) here; default: standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The cluster (COUNTxGPUS groups) to report instead of reading it from sinfo.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Only this partition.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Longest wait for one Slurm command.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+struct DriveArgs {
+    /// The ordering policy (non-preemptive: fifo, sjf, sgf, with +easy or +conservative).
+    #[arg(long)]
+    policy: PolicySpec,
+    /// Time between passes (e.g. 10s, 500ms, 2m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    interval: Duration,
+    /// Print the intended order with reasons; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// One pass, then exit (exit status 3 if Slurm did not answer).
+    #[arg(long)]
+    once: bool,
+    /// Stop after this many passes (default: run until stopped).
+    #[arg(long)]
+    passes: Option<u64>,
+    /// The JSON Lines audit log every change is appended to.
+    #[arg(long, default_value = "ordo-slurm-audit.jsonl")]
+    audit_log: PathBuf,
+    /// Placement model used to plan (Slurm puts a job of at most one node's GPUs on one node).
+    #[arg(long, default_value = "consolidated")]
+    placement: Placement,
+    /// Plan for this cluster (COUNTxGPUS groups) instead of the nodes sinfo reports.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// Only this partition's nodes and jobs.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Priority given to the first job in ordo's order; the next ones descend by one.
+    #[arg(long, default_value_t = 1_000_000)]
+    priority_top: u32,
+    /// Longest wait for one Slurm command before Slurm counts as unreachable.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Talk to slurmrestd at this URL (e.g. http://127.0.0.1:6820, API v0.0.38) instead of
+    /// running Slurm's command-line clients; the JWT comes from $SLURM_JWT or --rest-token-file.
+    #[arg(long)]
+    rest: Option<String>,
+    /// The user the JWT belongs to (default: $USER, else root).
+    #[arg(long)]
+    rest_user: Option<String>,
+    /// A file holding the JWT (`SLURM_JWT=...` as `scontrol token` prints, or the bare token).
+    #[arg(long)]
+    rest_token_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ReleaseArgs {
+    /// The audit log `drive` wrote.
+    #[arg(long, default_value = "ordo-slurm-audit.jsonl")]
+    audit_log: PathBuf,
+    /// Say what would be released; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Longest wait for one Slurm command.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Talk to slurmrestd at this URL (e.g. http://127.0.0.1:6820, API v0.0.38) instead of
+    /// running Slurm's command-line clients; the JWT comes from $SLURM_JWT or --rest-token-file.
+    #[arg(long)]
+    rest: Option<String>,
+    /// The user the JWT belongs to (default: $USER, else root).
+    #[arg(long)]
+    rest_user: Option<String>,
+    /// A file holding the JWT (`SLURM_JWT=...` as `scontrol token` prints, or the bare token).
+    #[arg(long)]
+    rest_token_file: Option<PathBuf>,
+}
+
+/// `10s`, `500ms`, `2m`, `1h`, or a plain number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let x: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "ms" => x / 1000.0,
+        "s" => x,
+        "m" => x * 60.0,
+        "h" => x * 3600.0,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 * 365.0 {
+        return Err(format!("`{s}`: must be more than 0 and at most a year"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Runs `ordo slurm ...`.
+pub fn run(a: SlurmArgs) -> Result<ExitCode> {
+    match a.cmd {
+        SlurmCmd::Import(a) => import(a),
+        SlurmCmd::Drive(a) => drive(a),
+        SlurmCmd::Release(a) => release_cmd(a),
+    }
+}
+
+fn import(a: ImportArgs) -> Result<ExitCode> {
+    let mut slurm = SlurmCli::new(a.timeout);
+    slurm.partition = a.partition.clone();
+    let (text, name, format) = if let Some(p) = &a.sacct_file {
+        (std::fs::read(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string(), Format::Sacct)
+    } else if let Some(p) = &a.jobcomp {
+        (
+            std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+            p.display().to_string(),
+            Format::Jobcomp,
+        )
+    } else {
+        let out = slurm.sacct(a.since.as_deref(), a.until.as_deref()).context("running sacct")?;
+        (out.into_bytes(), "sacct".to_string(), Format::Sacct)
+    };
+    let t = load_reader(text.as_slice(), &name, &LoadOptions::new(format))?;
+    let mut w = t.workload;
+    if let (Some(p), Format::Jobcomp) = (&a.partition, format) {
+        // sacct filtered by partition itself; the jobcomp log holds every partition.
+        w.jobs.retain(|j| j.queue.as_deref() == Some(p.as_str()));
+        w.renumber();
+    }
+    match &a.out {
+        Some(p) => {
+            let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            write_generic(&w, std::io::BufWriter::new(f)).with_context(|| format!("writing {}", p.display()))?;
+        }
+        None => write_generic(&w, std::io::stdout().lock()).context("writing the trace")?,
+    }
+    let cluster = match &a.cluster {
+        Some(c) => format!("{} (--cluster)", ClusterSpec::parse(c).context("--cluster")?.describe()),
+        None => match slurm.nodes() {
+            Ok(nodes) => describe_all(&nodes),
+            Err(e) => format!("unknown ({e}); give --cluster"),
+        },
+    };
+    let gpus: u64 = w.jobs.iter().map(|j| u64::from(j.gpus)).sum();
+    // The summary goes to stderr when the trace itself goes to stdout.
+    let msg = format!(
+        "read {} accounting rows from {name}: {} jobs written ({} GPUs asked in all, {} users); dropped {} that never ran and {} with run time 0\ncluster: {cluster}\n",
+        t.rows,
+        w.jobs.len(),
+        gpus,
+        w.users.len(),
+        t.dropped_never_ran,
+        t.dropped_zero_duration,
+    );
+    match &a.out {
+        Some(p) => {
+            print!("{msg}");
+            let c = cluster.split(' ').next().unwrap_or("");
+            println!("next: ordo compare --trace {} --cluster {c}", p.display());
+        }
+        None => eprint!("{msg}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every node (available or not) as COUNTxGPUS groups: the cluster's size for `compare`.
+fn describe_all(nodes: &[SlurmNode]) -> String {
+    let all: Vec<SlurmNode> = nodes.iter().map(|n| SlurmNode { state: "idle".into(), ..n.clone() }).collect();
+    match cluster_from_nodes(&all) {
+        Some(c) => format!("{} (from sinfo, {} nodes)", c.describe(), c.nodes.len()),
+        None => "unknown (sinfo lists no nodes); give --cluster".into(),
+    }
+}
+
+/// The Slurm connection: slurmrestd when `rest` is given, else the command-line clients.
+fn backend(
+    rest: &Option<String>,
+    user: &Option<String>,
+    token_file: &Option<PathBuf>,
+    timeout: Duration,
+    partition: Option<String>,
+) -> Result<Box<dyn Backend>> {
+    let Some(url) = rest else {
+        let mut c = SlurmCli::new(timeout);
+        c.partition = partition;
+        return Ok(Box::new(c));
+    };
+    let token = match token_file {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading --rest-token-file {}", p.display()))?,
+        None => std::env::var("SLURM_JWT")
+            .context("--rest needs a JWT: set SLURM_JWT (e.g. from `scontrol token`) or give --rest-token-file")?,
+    };
+    let token = token.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+    if token.trim_start_matches("SLURM_JWT=").is_empty() {
+        bail!("--rest: the JWT is empty");
+    }
+    let user = user.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "root".into());
+    let mut r = SlurmRest::new(url, &user, &token, timeout);
+    r.partition = partition;
+    Ok(Box::new(r))
+}
+
+fn stamp() -> String {
+    rfc3339(unix_now())
+}
+
+fn drive(a: DriveArgs) -> Result<ExitCode> {
+    check_policy(&a.policy)?;
+    let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
+    let slurm = backend(&a.rest, &a.rest_user, &a.rest_token_file, a.timeout, a.partition.clone())?;
+    let cfg = DriveConfig {
+        policy: a.policy.clone(),
+        placement: a.placement,
+        cluster,
+        priority_top: a.priority_top,
+        dry_run: a.dry_run,
+        audit_log: a.audit_log.clone(),
+    };
+    if a.dry_run {
+        println!(
+            "{} ordo slurm drive --dry-run: policy {}; printing the intended order, changing nothing",
+            stamp(),
+            a.policy
+        );
+    } else {
+        println!(
+            "{} ordo slurm drive: policy {}, a pass every {:?}; every priority change is appended to {}",
+            stamp(),
+            a.policy,
+            a.interval,
+            a.audit_log.display()
+        );
+        println!(
+            "to hand control back to Slurm: stop this process, then run `ordo slurm release --audit-log {}`",
+            a.audit_log.display()
+        );
+    }
+    let mut outage: Option<(Instant, String)> = None;
+    let mut last_summary: Option<String> = None;
+    let mut pass = 0u64;
+    loop {
+        pass += 1;
+        let t0 = Instant::now();
+        match drive_once(slurm.as_ref(), &cfg) {
+            Ok(r) => {
+                let resumed = outage.take().map(|(since, _)| {
+                    println!("{} slurm reachable again after {:.0}s; resuming", stamp(), since.elapsed().as_secs_f64());
+                });
+                let i = &r.intended;
+                let verb = if a.dry_run { "would change" } else { "changed" };
+                let summary = format!(
+                    "cluster {}, {} running, {} pending ordered, {} left alone; {verb} {} priorities",
+                    i.cluster,
+                    i.running,
+                    i.order.len(),
+                    i.left_alone.len(),
+                    r.changes.len()
+                );
+                // A quiet queue prints nothing pass after pass; any change in it is printed.
+                if resumed.is_some() || a.dry_run || last_summary.as_deref() != Some(summary.as_str()) {
+                    println!("{} pass {pass}: {summary}", stamp());
+                }
+                last_summary = Some(summary);
+                for w in &i.warnings {
+                    println!("  warning: {w}");
+                }
+                if a.dry_run {
+                    println!(
+                        "  {:>4}  {:>10}  {:>4}  {:>7}  {:>12}  {:>12}  reason",
+                        "pos", "job", "gpus", "limit", "priority", "new"
+                    );
+                    for rk in &i.order {
+                        let new = r.changes.iter().find(|c| c.0 == rk.job).map_or("-".to_string(), |c| c.2.to_string());
+                        let lim = rk.time_limit_min.map_or("none".to_string(), |m| format!("{m}m"));
+                        println!(
+                            "  {:>4}  {:>10}  {:>4}  {:>7}  {:>12}  {:>12}  {}",
+                            rk.position, rk.job, rk.gpus, lim, rk.priority, new, rk.reason
+                        );
+                    }
+                    for (job, why) in &i.left_alone {
+                        println!("  left alone: job {job}: {why}");
+                    }
+                } else {
+                    for (job, old, new) in &r.changes {
+                        println!("  job {job}: priority {old} -> {new}");
+                    }
+                    for (job, e) in &r.failed {
+                        println!("  job {job}: not changed: {e}");
+                    }
+                }
+            }
+            Err(e) if e.is_unreachable() => {
+                match &outage {
+                    None => {
+                        println!(
+                            "{} slurm unreachable: {e}; changing nothing, retrying every {:?}",
+                            stamp(),
+                            a.interval
+                        );
+                        outage = Some((Instant::now(), e.to_string()));
+                    }
+                    Some((since, _)) => {
+                        println!("{} slurm still unreachable ({:.0}s): {e}", stamp(), since.elapsed().as_secs_f64())
+                    }
+                }
+                if a.once {
+                    return Ok(ExitCode::from(3));
+                }
+            }
+            Err(e @ ordo_slurm::SlurmError::Policy(_)) | Err(e @ ordo_slurm::SlurmError::Io { .. }) => {
+                bail!(e)
+            }
+            Err(e) => {
+                println!("{} pass {pass} failed, nothing changed: {e}", stamp());
+                if a.once {
+                    bail!(e);
+                }
+            }
+        }
+        if a.once || a.passes.is_some_and(|n| pass >= n) {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(a.interval.saturating_sub(t0.elapsed()));
+    }
+}
+
+fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
+    let slurm = backend(&a.rest, &a.rest_user, &a.rest_token_file, a.timeout, None)?;
+    let out = release(slurm.as_ref(), &a.audit_log, a.dry_run)?;
+    if out.is_empty() {
+        println!("{}: no priority set by ordo is outstanding; nothing to release", a.audit_log.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut released = 0;
+    for (job, o) in &out {
+        let line = match o {
+            ReleaseOutcome::Released(p) => {
+                released += 1;
+                match (a.dry_run, p) {
+                    (true, _) => "would hand its priority back to Slurm".to_string(),
+                    (false, Some(p)) => format!("priority handed back to Slurm (now {p})"),
+                    (false, None) => "priority handed back to Slurm".to_string(),
+                }
+            }
+            ReleaseOutcome::NotPending => "no longer pending; nothing to do".into(),
+            ReleaseOutcome::ChangedSince(now, ours) => {
+                format!("priority is {now}, not the {ours} ordo set: changed by someone else, left alone")
+            }
+            ReleaseOutcome::Held => "held: left alone".into(),
+            ReleaseOutcome::Failed(e) => format!("Slurm refused: {e}"),
+        };
+        println!("job {job}: {line}");
+    }
+    let verb = if a.dry_run { "would release" } else { "released" };
+    println!("{verb} {released} of {} jobs ordo had set", out.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}

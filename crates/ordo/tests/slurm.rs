@@ -1,0 +1,454 @@
+//! `ordo slurm` against a real Slurm: the dev cluster of `scripts/slurm-dev-cluster.sh` (n1, n2
+//! with 8 GPUs, n3 with 4). Skipped where no such cluster answers, except under `CI=true`.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+use ordo_slurm::client::run_with_timeout;
+use ordo_slurm::parse::{parse_squeue_json, JobState, SlurmJob};
+use ordo_slurm::AuditRecord;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The tests share one cluster: one at a time.
+static LOCK: Mutex<()> = Mutex::new(());
+
+const T: Duration = Duration::from_secs(10);
+
+fn ordo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ordo"))
+}
+
+/// Whether the dev cluster answers; says why not (and fails under CI=true) otherwise. Asked
+/// once per run (a Slurm client without a controller blocks until its timeout).
+fn dev_cluster() -> bool {
+    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let why = match ANSWER.get_or_init(find_dev_cluster) {
+        Ok(()) => return true,
+        Err(why) => why,
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("Slurm test: {why}; CI must start the dev cluster (scripts/slurm-dev-cluster.sh)");
+    }
+    let _ = writeln!(std::io::stderr(), "skipped: {why}");
+    false
+}
+
+fn find_dev_cluster() -> Result<(), String> {
+    Err(match run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%G"], Duration::from_secs(5)) {
+        Err(e) => format!("no Slurm answers here ({e}); start one with scripts/slurm-dev-cluster.sh"),
+        Ok(out) => {
+            let mut nodes: Vec<&str> = out.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            if nodes == ["n1|gpu:8", "n2|gpu:8", "n3|gpu:4"] {
+                let uid = run_with_timeout("id", &["-u"], T).unwrap_or_default();
+                if uid.trim() == "0" {
+                    return Ok(());
+                }
+                "these tests submit jobs as root and as nobody; run them as root".to_string()
+            } else {
+                format!("the Slurm that answers is not the dev cluster (nodes {nodes:?}); refusing to submit test jobs to it")
+            }
+        }
+    })
+}
+
+/// Jobs submitted by a test; cancelled when the test ends, however it ends.
+#[derive(Default)]
+struct Jobs(Vec<u64>);
+
+impl Jobs {
+    /// `sbatch` a `sleep` job; returns its id.
+    fn submit(&mut self, gpus: u32, limit_min: u32, sleep_s: u32, as_nobody: bool) -> u64 {
+        let gres = format!("--gres=gpu:{gpus}");
+        let limit = format!("--time={limit_min}");
+        let wrap = format!("sleep {sleep_s}");
+        let mut args = vec!["--parsable", "-o", "/dev/null", "-D", "/tmp", &gres, &limit, "--wrap", &wrap];
+        if as_nobody {
+            args.insert(0, "--uid=nobody");
+        }
+        let out = run_with_timeout("sbatch", &args, T).expect("sbatch");
+        let id: u64 = out.trim().split(';').next().unwrap_or("").parse().expect("sbatch --parsable prints the job id");
+        self.0.push(id);
+        id
+    }
+}
+
+impl Drop for Jobs {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let ids: Vec<String> = self.0.iter().map(u64::to_string).collect();
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let _ = run_with_timeout("scancel", &refs, T);
+        }
+    }
+}
+
+fn squeue() -> HashMap<u64, SlurmJob> {
+    let out = run_with_timeout("squeue", &["--json", "--all"], T).expect("squeue --json");
+    parse_squeue_json(&out, "squeue").expect("squeue json").into_iter().map(|j| (j.id, j)).collect()
+}
+
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Waits until no job runs or waits on the cluster (earlier tests' jobs have ended).
+fn wait_idle() {
+    wait_for("an idle cluster", Duration::from_secs(90), || {
+        squeue().values().all(|j| !matches!(j.state, JobState::Pending | JobState::Running))
+    });
+}
+
+/// Fills all 20 GPUs with jobs sleeping `secs`; returns when they run.
+fn fill_cluster(jobs: &mut Jobs, secs: u32) -> Vec<u64> {
+    let b = vec![jobs.submit(8, 10, secs, false), jobs.submit(8, 10, secs, false), jobs.submit(4, 10, secs, true)];
+    wait_for("the blockers to run", Duration::from_secs(30), || {
+        let q = squeue();
+        b.iter().all(|id| q.get(id).is_some_and(|j| j.state == JobState::Running))
+    });
+    b
+}
+
+/// A running `ordo slurm drive` whose stdout lines are collected.
+struct Driver {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Driver {
+    fn spawn(args: &[&str]) -> Driver {
+        let mut child = ordo().args(args).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("spawn ordo");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().expect("stdout");
+        let l2 = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                l2.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+        });
+        Driver { child, lines }
+    }
+    fn saw(&self, needle: &str) -> bool {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|l| l.contains(needle))
+    }
+    fn text(&self) -> String {
+        self.lines.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn audit(path: &std::path::Path) -> Vec<AuditRecord> {
+    ordo_slurm::drive::read_audit_log(path).unwrap_or_default()
+}
+
+/// `--rest URL --rest-token-file FILE` for the dev cluster's slurmrestd, or nothing (after
+/// saying so; a failure under CI=true) where it has no token.
+fn rest_args() -> Vec<String> {
+    let dir = std::env::var("SLURM_CONF").ok().and_then(|c| PathBuf::from(c).parent().map(PathBuf::from));
+    match dir.map(|d| d.join("token.env")).filter(|t| t.is_file()) {
+        Some(t) => {
+            vec!["--rest".into(), "http://127.0.0.1:6820".into(), "--rest-token-file".into(), t.display().to_string()]
+        }
+        None => {
+            assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI: the dev cluster wrote no token.env");
+            eprintln!("skipped: the slurmrestd part (no token.env beside $SLURM_CONF); using the command-line clients");
+            Vec::new()
+        }
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("ordo-slurm-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+#[test]
+fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_matches() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    wait_idle();
+    let mut jobs = Jobs::default();
+    fill_cluster(&mut jobs, 12);
+    // Eight 4-GPU jobs, submitted longest time limit first: Slurm alone (FIFO by submit) would
+    // start the 8-minute job first; sjf starts the 1-minute job first.
+    let mut pending = Vec::new();
+    for (k, limit) in (1..=8u32).rev().enumerate() {
+        pending.push((jobs.submit(4, limit, 3, k % 2 == 1), limit));
+    }
+    let log = tmp("order.jsonl");
+    let log_s = log.display().to_string();
+    let driver = Driver::spawn(&["slurm", "drive", "--policy", "sjf", "--interval", "1s", "--audit-log", &log_s]);
+    let ids: Vec<u64> = pending.iter().map(|p| p.0).collect();
+    wait_for("every pending job to finish", Duration::from_secs(90), || {
+        let q = squeue();
+        ids.iter().all(|id| q.get(id).is_some_and(|j| !matches!(j.state, JobState::Pending | JobState::Running)))
+    });
+    drop(driver);
+    let q = squeue();
+    let recs = audit(&log);
+    // ordo's order, from the audit log: the positions of the pass that set all eight.
+    let mut first: HashMap<u64, &AuditRecord> = HashMap::new();
+    for r in recs.iter().filter(|r| r.action == "set") {
+        first.entry(r.job).or_insert(r);
+    }
+    let mut order: Vec<(usize, u64)> = ids
+        .iter()
+        .map(|id| (first.get(id).and_then(|r| r.position).expect("every pending job was set"), *id))
+        .collect();
+    order.sort_unstable();
+    let limits: HashMap<u64, u32> = pending.iter().copied().collect();
+    let by_order: Vec<u32> = order.iter().map(|&(_, id)| limits[&id]).collect();
+    assert_eq!(by_order, (1..=8).collect::<Vec<_>>(), "ordo's sjf order is by time limit");
+    // Slurm's own start times follow that order, in two waves (5 slots of 4 GPUs).
+    let starts: Vec<i64> = order.iter().map(|&(_, id)| q[&id].start).collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "start times along ordo's order: {starts:?}");
+    assert!(starts[4] < starts[5], "the last three waited for the first five: {starts:?}");
+    // Every priority change is in the log: each job's final priority is the last one ordo set,
+    // and the running blockers were never touched.
+    for id in &ids {
+        let last = recs.iter().rev().find(|r| r.job == *id).expect("logged");
+        assert_eq!(last.new_priority, Some(q[id].priority), "job {id}: priority not from the audit log");
+        assert_eq!(last.policy, "sjf");
+        assert!(!last.reason.is_empty() && !last.time.is_empty());
+    }
+    assert!(recs.iter().all(|r| ids.contains(&r.job)), "only pending test jobs were changed: {recs:?}");
+
+    // The accounting of that run, imported, matches what was submitted.
+    let trace = tmp("import.csv");
+    // From the first submit on (sacct reads local time): the database may hold jobs of earlier
+    // dev clusters whose ids started again from 1.
+    let first_submit = jobs.0.iter().map(|id| q[id].submit).min().expect("jobs");
+    let since = run_with_timeout("date", &["-d", &format!("@{first_submit}"), "+%Y-%m-%dT%H:%M:%S"], T).expect("date");
+    let out = ordo()
+        .args(["slurm", "import", "--since", since.trim(), "--out"])
+        .arg(&trace)
+        .output()
+        .expect("ordo slurm import");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        if err.contains("accounting_storage/none") || err.contains("not running a supported accounting_storage") {
+            assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI starts Slurm with --acct: {err}");
+            eprintln!("skipped: sacct import (this Slurm has no accounting storage; start it with --acct)");
+        } else {
+            panic!("ordo slurm import failed: {err}");
+        }
+    } else {
+        assert!(stdout.contains("cluster: 2x8,1x4"), "{stdout}");
+        check_trace(&trace, &jobs.0);
+        let cmp = ordo()
+            .args(["compare", "--trace"])
+            .arg(&trace)
+            .args(["--cluster", "2x8,1x4", "--policies", "fifo,sjf"])
+            .output()
+            .expect("ordo compare");
+        let cmp_out = String::from_utf8_lossy(&cmp.stdout);
+        assert!(cmp.status.success(), "compare failed: {}", String::from_utf8_lossy(&cmp.stderr));
+        assert!(cmp_out.contains("sjf") && cmp_out.contains("fifo"), "{cmp_out}");
+    }
+    // The same from the jobcomp/filetxt log, which needs no accounting database.
+    let dir = std::env::var("SLURM_CONF").ok().and_then(|c| PathBuf::from(c).parent().map(PathBuf::from));
+    match dir.map(|d| d.join("log/jobcomp.txt")).filter(|p| p.is_file()) {
+        Some(log) => {
+            let trace = tmp("jobcomp.csv");
+            let out = ordo()
+                .args(["slurm", "import", "--jobcomp"])
+                .arg(&log)
+                .arg("--out")
+                .arg(&trace)
+                .output()
+                .expect("import");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            check_trace(&trace, &jobs.0);
+        }
+        None => {
+            assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI: the dev cluster has no jobcomp log");
+            eprintln!("skipped: jobcomp import (no log/jobcomp.txt beside $SLURM_CONF)");
+        }
+    }
+}
+
+/// The generic trace `ordo slurm import` wrote holds each submitted job once, with its GPUs
+/// and user (the test submits blockers 8, 8 (root), 4 (nobody), then 4-GPU jobs alternating
+/// root and nobody).
+fn check_trace(trace: &std::path::Path, ids: &[u64]) {
+    let text = std::fs::read_to_string(trace).expect("trace written");
+    let mut rows = csv_rows(&text);
+    let submitted: HashMap<String, (u32, &str)> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, id)| {
+            let (gpus, user) = match k {
+                0 | 1 => (8, "root"),
+                2 => (4, "nobody"),
+                k => (4, if (k - 3) % 2 == 1 { "nobody" } else { "root" }),
+            };
+            (id.to_string(), (gpus, user))
+        })
+        .collect();
+    rows.retain(|r| submitted.contains_key(&r["job_id"]));
+    assert_eq!(rows.len(), submitted.len(), "every submitted job is in the trace once:\n{text}");
+    for r in &rows {
+        let (gpus, user) = submitted[&r["job_id"]];
+        assert_eq!(r["num_gpu"], gpus.to_string(), "{r:?}");
+        assert_eq!(r["user"], user, "{r:?}");
+    }
+}
+
+/// A tiny CSV reader for the generic trace ordo writes (no quoted commas in these fields).
+fn csv_rows(text: &str) -> Vec<HashMap<String, String>> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split(',').collect();
+    lines
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| header.iter().map(|h| h.to_string()).zip(l.split(',').map(String::from)).collect())
+        .collect()
+}
+
+#[test]
+fn dry_run_changes_no_priority_and_release_hands_them_back() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    wait_idle();
+    let mut jobs = Jobs::default();
+    fill_cluster(&mut jobs, 60);
+    let p: Vec<u64> = [5u32, 3, 1].iter().map(|&l| jobs.submit(4, l, 2, false)).collect();
+    let before: Vec<u64> = {
+        let q = squeue();
+        p.iter().map(|id| q[id].priority).collect()
+    };
+    let log = tmp("dry.jsonl");
+    let out = ordo()
+        .args(["slurm", "drive", "--policy", "sjf", "--dry-run", "--once", "--audit-log"])
+        .arg(&log)
+        .output()
+        .expect("ordo slurm drive --dry-run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("would change 3 priorities"), "{text}");
+    for id in &p {
+        assert!(text.contains(&id.to_string()), "dry run lists job {id}:\n{text}");
+    }
+    assert!(text.contains("waits for resources"), "{text}");
+    let after: Vec<u64> = {
+        let q = squeue();
+        p.iter().map(|id| q[id].priority).collect()
+    };
+    assert_eq!(before, after, "--dry-run changed a priority");
+    assert!(!log.exists(), "--dry-run wrote an audit log");
+
+    // The same pass for real changes them (so the check above can fail), here through
+    // slurmrestd with the dev cluster's JWT ...
+    let out = ordo()
+        .args(["slurm", "drive", "--policy", "sjf", "--once", "--audit-log"])
+        .arg(&log)
+        .args(rest_args())
+        .output()
+        .expect("drive");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let q = squeue();
+    let set: Vec<u64> = p.iter().map(|id| q[id].priority).collect();
+    assert!(set[2] > set[1] && set[1] > set[0], "sjf: the 1-minute job first: {set:?}");
+    assert_eq!(audit(&log).len(), 3);
+    // ... and release hands them back: Slurm computes them again, and says so in the log.
+    let out = ordo().args(["slurm", "release", "--audit-log"]).arg(&log).output().expect("release");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("released 3 of 3"), "{text}");
+    let q = squeue();
+    for (id, ours) in p.iter().zip(&set) {
+        assert_ne!(q[id].priority, *ours, "job {id} still has ordo's priority");
+        assert!(q[id].priority > 0 && q[id].state == JobState::Pending, "job {id} must stay pending, not held");
+    }
+    let recs = audit(&log);
+    assert_eq!(recs.iter().filter(|r| r.action == "release").count(), 3, "{recs:?}");
+    let out = ordo().args(["slurm", "release", "--audit-log"]).arg(&log).output().expect("release again");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to release"));
+}
+
+#[test]
+fn drive_survives_a_controller_outage() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    let conf = std::env::var("SLURM_CONF").expect("the dev cluster is found through SLURM_CONF");
+    let dir = PathBuf::from(conf).parent().expect("state dir").to_path_buf();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-dev-cluster.sh");
+    let ctl = |what: &str| {
+        let ok = Command::new("bash").arg(&script).arg(what).arg(&dir).status().expect("dev cluster script").success();
+        assert!(ok, "slurm-dev-cluster.sh {what} failed");
+    };
+    let log = tmp("outage.jsonl");
+    let log_s = log.display().to_string();
+    let mut driver = Driver::spawn(&[
+        "slurm",
+        "drive",
+        "--policy",
+        "sjf",
+        "--interval",
+        "1s",
+        "--timeout",
+        "3s",
+        "--audit-log",
+        &log_s,
+    ]);
+    wait_for("a first pass", Duration::from_secs(20), || driver.saw("pass 1:"));
+    ctl("ctld-stop");
+    let restarted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for("drive to report the outage", Duration::from_secs(30), || driver.saw("slurm unreachable"));
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(
+            driver.child.try_wait().expect("try_wait").is_none(),
+            "drive exited during the outage:\n{}",
+            driver.text()
+        );
+    }));
+    ctl("ctld-start");
+    if let Err(p) = restarted {
+        std::panic::resume_unwind(p);
+    }
+    wait_for("drive to resume", Duration::from_secs(60), || driver.saw("slurm reachable again"));
+    let text = driver.text();
+    let after = &text[text.find("slurm reachable again").expect("seen")..];
+    assert!(after.contains(" pass "), "a pass right after the outage:\n{text}");
+    assert!(audit(&log).is_empty(), "nothing to change so far");
+    // And it does its work again: a queue in the wrong order gets reordered.
+    wait_for("the nodes back", Duration::from_secs(60), || {
+        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
+            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
+    });
+    let mut jobs = Jobs::default();
+    fill_cluster(&mut jobs, 8);
+    let late = [jobs.submit(4, 9, 1, false), jobs.submit(4, 2, 1, false)];
+    wait_for("drive to reorder the queue", Duration::from_secs(20), || {
+        let recs = audit(&log);
+        late.iter().all(|id| recs.iter().any(|r| r.job == *id))
+    });
+    assert!(driver.child.try_wait().expect("try_wait").is_none());
+    drop(jobs);
+    wait_for("the nodes back", Duration::from_secs(60), || {
+        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
+            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
+    });
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Seeds fuzz/corpus/<target>/ from the shared traces ($ORDO_TRACES, default ../shared/traces
+# beside the repository) and small inline samples of the formats that have no shared file.
+# Usage: fuzz/seed_corpus.sh   then   cargo +nightly fuzz run swf -- -max_total_time=600
+set -eu  # (no pipefail: `zcat | head` ends zcat with SIGPIPE)
+cd "$(dirname "$0")"
+T="${ORDO_TRACES:-$(cd ../.. && pwd)/shared/traces}"
+[ -d "$T" ] || { echo "traces not found at $T" >&2; exit 1; }
+seed() { # target name < content
+  mkdir -p "corpus/$1"; cat > "corpus/$1/$2"
+}
+for n in 5 40; do
+  head -n $n "$T/philly/philly_rfold.csv" | seed philly "rfold-$n"
+  head -n $n "$T/philly/philly_vc.csv" | seed philly_vc "vc-$n"
+  head -n $n "$T/alibaba/openb_pod_list_default.csv" | seed alibaba "pods-$n"
+  head -n $n "$T/tiresias/60_job.csv" | seed tiresias "tiresias-$n"
+  head -n $((n + 10)) "$T/swf/lublin_256.swf" | seed swf "lublin-$n"
+  zcat "$T/swf/KTH-SP2-1996-2.1-cln.swf.gz" | head -n $((n + 30)) | seed swf "kth-$n"
+done
+zcat "$T/swf/KTH-SP2-1996-2.1-cln.swf.gz" | head -n 60 | gzip | seed swf kth.gz
+sed -n '1,20p' "$T/alibaba/openb_pod_list_default.csv" | sed 's/openb-pod/p/' | seed alibaba pods-short
+printf 'job_id,submit_time,num_gpu,duration,user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue\na,0,1,10.5,u,g,20,3,4,100,250,LS\nb,1.25,8,3600,,,,,,,,\n' | seed generic full
+printf 'job_id,submit_time,num_gpu,duration\nx,0,2,1\n' | seed generic min
+printf '{"job_id":"a","submit_time":0,"num_gpu":1,"duration":5,"gpu_milli":300,"queue":"LS"}\n{"job_id":2,"submit_time":1.5,"num_gpu":4,"duration":60,"estimate":120,"user":"u"}\n' | seed jsonl two
+printf 'job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n1,u1,vcA,8,48,1,COMPLETED,2020-04-01 00:00:07,2020-04-01 00:00:09,2020-04-01 01:00:09,3600,2\n2,u2,vcB,0,4,1,FAILED,1585699807,,,10,0\n' | seed helios two
+printf 'JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority\n100|alice|ml|gpu|2024-03-01T10:00:00|2024-03-01T10:05:00|2024-03-02T12:08:04|1-02:03:04|2-00:00:00|billing=8,cpu=8,gres/gpu=2,mem=64G,node=1||COMPLETED|4294\n100.batch|||||||1-02:03:04||cpu=8||COMPLETED|\n101|bob|cv|debug|2024-03-01T11:00:00|||00:10:00|UNLIMITED||cpu=2,mem=4000M,gres/gpu:a100=1|CANCELLED by 1|10\n' | seed sacct three
+printf 'JobId=7 UserId=alice(1001) GroupId=users(100) Name=train big JobState=COMPLETED Partition=gpu TimeLimit=120 StartTime=2024-03-01T10:00:10 EndTime=2024-03-01T11:00:10 NodeList=n1 NodeCnt=2 ProcCnt=16 WorkDir=/w ReservationName= Tres=cpu=16,mem=32G,gres/gpu=4 Account=ml QOS=normal WcKey= Cluster=c SubmitTime=2024-03-01T10:00:00 EligibleTime=2024-03-01T10:00:00 DerivedExitCode=0:0 ExitCode=0:0\nJobId=8 UserId=bob(2) StartTime=Unknown EndTime=2024-03-01T10:30:00 TimeLimit=UNLIMITED\n' | seed jobcomp two
+# Auto-detection sees every sample.
+mkdir -p corpus/trace_reader
+for d in corpus/*/; do [ "$d" = corpus/trace_reader/ ] || cp "$d"* corpus/trace_reader/ 2>/dev/null || true; done
+for d in corpus/*/; do echo "$d: $(ls "$d" | wc -l) seeds"; done

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# A real Slurm cluster on this one machine, for tests: munged, slurmctld, three slurmd
+# (n1: 8 GPUs, n2: 8 GPUs, n3: 4 GPUs) on loopback, fake GPU device files, job
+# completion log, and slurmrestd with JWT auth. Debian's Slurm 22.05. Runs as root.
+#
+#   slurm-dev-cluster.sh start DIR [--acct]   start (prints `export SLURM_CONF=...`)
+#   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file
+#   slurm-dev-cluster.sh ctld-stop DIR         stop only slurmctld (an outage, for tests)
+#   slurm-dev-cluster.sh ctld-start DIR        start slurmctld again, keeping its saved state
+#
+# ordo's copy (from ../shared/tools): fast scheduling passes (sched_interval=2, bf_interval=1)
+# so tests of `ordo slurm drive` see priority changes acted on within a second or two, and
+# ctld-stop/ctld-start to simulate a controller outage.
+#
+# --acct adds MariaDB + slurmdbd, so `sacct` and the /slurmdb REST endpoints report
+# GPU TRES (about 25 s more to install, 6 s more to start).
+# Notes: wrap every Slurm client call in `timeout` (they hang while no controller
+# runs). Fake GPUs must be device files (mknod c 195 N); `Count=` alone is refused.
+# `sacct -c` reads the job-completion file when accounting storage is off.
+set -euo pipefail
+cmd=${1:?start|stop}; D=${2:?state dir}; ACCT=${3:-}
+D=$(mkdir -p "$D" && cd "$D" && pwd)
+
+stop() {
+  for f in "$D"/slurmd-n*.pid "$D"/slurmctld.pid "$D"/slurmdbd.pid "$D"/slurmrestd.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f"); kill "$p" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true; rm -f "$f"
+  done
+  if [ -f "$D/mysql/mariadb.pid" ]; then kill "$(cat "$D/mysql/mariadb.pid")" 2>/dev/null || true; rm -f "$D/mysql/mariadb.pid"; fi
+}
+if [ "$cmd" = stop ]; then stop; exit 0; fi
+if [ "$cmd" = ctld-stop ]; then
+  f="$D/slurmctld.pid"
+  if [ -f "$f" ]; then
+    p=$(cat "$f"); kill "$p" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true; rm -f "$f"
+  fi
+  exit 0
+fi
+if [ "$cmd" = ctld-start ]; then
+  export SLURM_CONF=$D/slurm.conf
+  /usr/sbin/slurmctld
+  for _ in $(seq 100); do timeout 2 sinfo -h >/dev/null 2>&1 && break; sleep 0.1; done
+  exit 0
+fi
+[ "$cmd" = start ] || { echo "usage: $0 start|stop|ctld-stop|ctld-start DIR [--acct]" >&2; exit 2; }
+
+PKGS="slurmctld slurmd slurm-client munge slurmrestd curl"
+[ "$ACCT" = --acct ] && PKGS="$PKGS slurmdbd mariadb-server"
+if ! dpkg -s $PKGS >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $PKGS >/dev/null
+fi
+
+stop
+rm -rf "$D"/{state,log,fakegpu,spool}; mkdir -p "$D"/{state,log,fakegpu,spool/n1,spool/n2,spool/n3}
+for i in 0 1 2 3 4 5 6 7; do mknod "$D/fakegpu/nvidia$i" c 195 $i; done
+dd if=/dev/urandom of="$D/jwt.key" bs=32 count=1 status=none; chmod 600 "$D/jwt.key"
+
+mkdir -p /run/munge; chown munge:munge /run/munge
+munge -n >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
+
+if [ "$ACCT" = --acct ]; then
+  ACCT_LINES="AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=6819
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux"
+else
+  ACCT_LINES="AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none"
+fi
+H=$(hostname)
+cat > "$D/slurm.conf" <<CONF
+ClusterName=dev
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmctldPort=6817
+AuthType=auth/munge
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$D/jwt.key
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$D/slurmctld.pid
+SlurmdPidFile=$D/slurmd-%n.pid
+SlurmctldLogFile=$D/log/slurmctld.log
+SlurmdLogFile=$D/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+PriorityType=priority/basic
+ReturnToService=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+KillWait=5
+Waittime=0
+GresTypes=gpu
+$ACCT_LINES
+JobCompType=jobcomp/filetxt
+JobCompLoc=$D/log/jobcomp.txt
+NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=17001 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
+NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=17002 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
+NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=17003 CPUs=2 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
+PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
+CONF
+cat > "$D/gres.conf" <<CONF
+AutoDetect=off
+NodeName=n[1-2] Name=gpu File=$D/fakegpu/nvidia[0-7]
+NodeName=n3 Name=gpu File=$D/fakegpu/nvidia[0-3]
+CONF
+export SLURM_CONF=$D/slurm.conf
+
+if [ "$ACCT" = --acct ]; then
+  mkdir -p /run/mysqld "$D/mysql"; chown mysql:mysql /run/mysqld "$D/mysql"   # mariadbd runs as mysql
+  if ! mariadb-admin ping >/dev/null 2>&1; then
+    nohup /usr/sbin/mariadbd --user=mysql --bind-address=127.0.0.1 --pid-file="$D/mysql/mariadb.pid" >"$D/log/mariadb.log" 2>&1 &
+    for _ in $(seq 100); do mariadb-admin ping >/dev/null 2>&1 && break; sleep 0.1; done
+  fi
+  mariadb -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurmpw'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+  cat > "$D/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$D/jwt.key
+DbdHost=localhost
+DbdPort=6819
+SlurmUser=root
+LogFile=$D/log/slurmdbd.log
+PidFile=$D/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StoragePass=slurmpw
+StorageLoc=slurm_acct_db
+CONF
+  chmod 600 "$D/slurmdbd.conf"
+  /usr/sbin/slurmdbd
+  for _ in $(seq 100); do timeout 3 sacctmgr -n show cluster >/dev/null 2>&1 && break; sleep 0.2; done
+  sacctmgr -i add cluster dev >/dev/null || true
+fi
+
+/usr/sbin/slurmctld -i
+for n in n1 n2 n3; do /usr/sbin/slurmd -N $n; done
+for _ in $(seq 200); do
+  [ "$(timeout 2 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = 3 ] && break; sleep 0.1
+done
+
+# slurmrestd refuses to run as root: run it as nobody, JWT auth, loopback only.
+SLURM_JWT=daemon setsid runuser -u nobody -- /usr/sbin/slurmrestd -a rest_auth/jwt \
+  -s "openapi/v0.0.38$([ "$ACCT" = --acct ] && echo ,openapi/dbv0.0.38)" 127.0.0.1:6820 \
+  >"$D/log/slurmrestd.log" 2>&1 &
+echo $! > "$D/slurmrestd.pid"
+for _ in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:6820/openapi && break; sleep 0.1; done
+scontrol token username=root lifespan=86400 > "$D/token.env"   # SLURM_JWT=...
+echo "export SLURM_CONF=$D/slurm.conf"
