@@ -175,10 +175,11 @@ impl Scheduler {
                 let (q, entry) = self.las_queue(lp, req, now);
                 // Tiresias keeps running jobs ahead of waiting ones within a queue, so a job is
                 // not preempted by an equal.
-                [1, q as i64, i64::from(!running), entry, req.submit]
+                let small = if lp.small_first { req.gpus as i64 } else { 0 };
+                [1, q as i64, i64::from(!running), small, entry]
             }
             Order::Gittins(gp) => {
-                let lp = LasParams { thresholds: gittins_queues(gp), promote: 0.0 };
+                let lp = LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false };
                 let (q, _) = self.las_queue(&lp, req, now);
                 let (_, attained, _) = self.served(req.id, now);
                 let index = self.history.gittins(attained, gp.quantum);
@@ -203,7 +204,7 @@ impl Scheduler {
         }
         let lp = match &self.policy.order {
             Order::Las(lp) => Some(lp.clone()),
-            Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), promote: 0.0 }),
+            Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false }),
             _ => None,
         };
         if let Some(lp) = lp {
@@ -366,7 +367,7 @@ impl Scheduler {
     pub(crate) fn las_commit(&mut self, id: JobId, now: Time, starting: bool) {
         let lp = match &self.policy.order {
             Order::Las(lp) => lp.clone(),
-            Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), promote: 0.0 },
+            Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false },
             _ => return,
         };
         let req = match (self.waiting.get(&id), self.running.get(&id)) {

@@ -19,13 +19,16 @@ pub struct LasParams {
     /// Starvation promotion: a job in a lower queue that has waited at least `promote` times
     /// its executed time since it last ran goes back to the first queue (0 = never).
     pub promote: f64,
+    /// Order inside a queue after "running jobs first": `false` by when a job joined (the
+    /// Tiresias simulator's lists); `true` fewest GPUs first, then by when it joined.
+    pub small_first: bool,
 }
 
 impl Default for LasParams {
     fn default() -> Self {
         // Tiresias's dlas-gpu: three queues split at 3,250 and 7,200 GPU-seconds, no
         // starvation promotion (jobs.py in the Tiresias simulator; see docs/POLICIES.md).
-        LasParams { thresholds: vec![3_250 * SECOND, 7_200 * SECOND], promote: 0.0 }
+        LasParams { thresholds: vec![3_250 * SECOND, 7_200 * SECOND], promote: 0.0, small_first: false }
     }
 }
 
@@ -192,6 +195,9 @@ impl fmt::Display for PolicySpec {
             Order::Las(p) if *p != LasParams::default() => {
                 let th: Vec<String> = p.thresholds.iter().map(|&t| fmt_secs(t)).collect();
                 write!(f, ":thresholds={},promote={}", th.join("/"), p.promote)?;
+                if p.small_first {
+                    f.write_str(",within=gpus")?;
+                }
             }
             Order::Gittins(p) if *p != GittinsParams::default() => {
                 write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
@@ -213,7 +219,7 @@ impl fmt::Display for PolicySpec {
 /// Why a policy name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X], \
+    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus], \
      gittins[:quantum=S,window=N]; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
 )]
 pub struct PolicyParseError {
@@ -272,7 +278,14 @@ impl FromStr for PolicySpec {
                                 .filter(|x: &f64| x.is_finite() && *x >= 0.0)
                                 .ok_or_else(|| err(format!("`promote={v}`: expected a number >= 0")))?
                         }
-                        _ => return Err(err(format!("las has no parameter `{k}` (thresholds, promote)"))),
+                        "within" => {
+                            p.small_first = match v {
+                                "arrival" => false,
+                                "gpus" => true,
+                                _ => return Err(err(format!("`within={v}`: expected arrival or gpus"))),
+                            }
+                        }
+                        _ => return Err(err(format!("las has no parameter `{k}` (thresholds, promote, within)"))),
                     }
                 }
                 Order::Las(p)
@@ -342,6 +355,7 @@ mod tests {
             "las",
             "gittins",
             "las:thresholds=100/1000,promote=8",
+            "las:thresholds=10/100,promote=0,within=gpus",
             "gittins:quantum=60,window=500",
             "fifo+easy+maxwait=86400s",
         ] {
