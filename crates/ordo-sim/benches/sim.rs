@@ -13,7 +13,7 @@ use ordo_trace::{load_path, Format, LoadOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
-const ALL: [&str; 9] = [
+const ALL: [&str; 12] = [
     "fifo",
     "sjf",
     "sgf",
@@ -23,6 +23,9 @@ const ALL: [&str; 9] = [
     "fifo+conservative",
     "sjf+conservative",
     "sgf+conservative",
+    "srtf",
+    "las",
+    "gittins",
 ];
 
 fn philly(window: Option<(f64, f64)>) -> Option<Workload> {

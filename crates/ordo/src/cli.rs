@@ -113,7 +113,7 @@ struct CompareArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Comma-separated policies; the first named `fifo` (or else the first) is the baseline.
-    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins")]
+    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las")]
     policies: PolicyList,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -140,7 +140,7 @@ struct BenchArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Policies to time.
-    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins")]
+    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las")]
     policies: PolicyList,
     /// Runs per policy (the median is reported).
     #[arg(long, default_value_t = 5)]
