@@ -358,21 +358,8 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
     })
 }
 
-/// The keys of a JSON Lines job (the `generic` columns).
-const JSONL_KEYS: [&str; 12] = [
-    "job_id",
-    "submit_time",
-    "num_gpu",
-    "duration",
-    "user",
-    "group",
-    "estimate",
-    "priority",
-    "cpus",
-    "mem_mib",
-    "gpu_milli",
-    "queue",
-];
+/// The keys of a JSON Lines job: the `generic` columns.
+const JSONL_KEYS: [&str; 12] = crate::write::GENERIC_COLUMNS;
 
 /// Reads ordo's JSON Lines: one object per non-blank line, keys as the `generic` columns.
 pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
