@@ -1,10 +1,10 @@
 //! Dynamic and preemptive orders: keys that change while jobs wait or run (`srtf`, `las`,
-//! `gittins`, the `+maxwait` guard), the preemptive selection pass, and what finished jobs teach.
+//! `gittins`, `fair`, `priority`, `qssf`, `+maxwait`), the preemptive pass, what jobs teach.
 
 use crate::capacity::{Allocation, Capacity, Placement};
 use crate::model::JobId;
-use crate::policy::{Backfill, GittinsParams, LasParams, Order};
-use crate::scheduler::{JobReq, Plan, Progress, Reason, Scheduler, Start};
+use crate::policy::{Backfill, FairBy, GittinsParams, LasParams, Order, PriorityParams};
+use crate::scheduler::{HashMap, JobReq, Plan, Progress, Reason, Scheduler, Start};
 use crate::time::Time;
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -82,6 +82,67 @@ impl History {
     }
 }
 
+/// One user's fair-share usage for `priority`: GPU-milliseconds decayed with the half-life, as
+/// of a time, and the GPUs the user has running since then.
+#[derive(Debug, Clone, Copy, Default)]
+struct Usage {
+    value: f64,
+    as_of: Time,
+    running: u64,
+}
+
+impl Usage {
+    /// Decayed usage at `now` (not before `as_of`): the old value decays by 2^(-dt/H), and `r`
+    /// GPUs running throughout accrue r * H/ln2 * (1 - 2^(-dt/H)).
+    fn at(&self, now: Time, half_life: Time) -> f64 {
+        let dt = (now - self.as_of).max(0) as f64;
+        let h = half_life.max(1) as f64;
+        let decay = (-dt / h).exp2();
+        self.value * decay + self.running as f64 * h / std::f64::consts::LN_2 * (1.0 - decay)
+    }
+
+    fn advance(&mut self, now: Time, half_life: Time) {
+        if now > self.as_of {
+            self.value = self.at(now, half_life);
+            self.as_of = now;
+        }
+    }
+}
+
+/// What `priority` and `qssf` learn from commits: per-user decayed usage, and the GPU-time of
+/// finished jobs per user, per group and overall (sum, count).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Accounts {
+    usage: HashMap<u32, Usage>,
+    by_user: HashMap<u32, (i128, u64)>,
+    by_group: HashMap<u32, (i128, u64)>,
+    all: (i128, u64),
+}
+
+impl Accounts {
+    /// `qssf`'s prediction of a job's GPU-time: the mean over the same user's finished jobs,
+    /// else the same group's, else all finished jobs, else 0.
+    fn predict(&self, req: &JobReq) -> i64 {
+        let mean = |(sum, n): (i128, u64)| (n > 0).then(|| (sum / n as i128) as i64);
+        self.by_user
+            .get(&req.user)
+            .copied()
+            .and_then(mean)
+            .or_else(|| self.by_group.get(&req.group).copied().and_then(mean))
+            .or_else(|| mean(self.all))
+            .unwrap_or(0)
+    }
+}
+
+/// Facts computed once per scheduling pass.
+#[derive(Debug, Default)]
+struct PassCtx {
+    /// `priority`: decayed usage per user at `now`, their total, and the users seen.
+    usage: HashMap<u32, f64>,
+    total_usage: f64,
+    users: usize,
+}
+
 /// Maps a float to an i64 with the same order (for keys).
 fn ord_f64(x: f64) -> i64 {
     let b = x.to_bits() as i64;
@@ -156,6 +217,35 @@ impl Scheduler {
     }
 
     pub(crate) fn key(&self, req: &JobReq, now: Time, running: bool) -> Key {
+        self.key_in(&self.pass_ctx(now), req, now, running)
+    }
+
+    /// What a pass computes once for every key.
+    fn pass_ctx(&self, now: Time) -> PassCtx {
+        let mut ctx = PassCtx::default();
+        if let Order::Priority(pp) = &self.policy.order {
+            for (&u, us) in &self.accounts.usage {
+                let v = us.at(now, pp.half_life);
+                ctx.total_usage += v;
+                ctx.usage.insert(u, v);
+            }
+            ctx.users = self.accounts.usage.len();
+        }
+        ctx
+    }
+
+    /// Slurm's multifactor priority of a waiting job at `now` (higher runs first).
+    fn multifactor(&self, pp: &PriorityParams, ctx: &PassCtx, req: &JobReq, now: Time) -> f64 {
+        let age = ((now - req.submit).max(0) as f64 / pp.max_age.max(1) as f64).min(1.0);
+        let share = 1.0 / ctx.users.max(1) as f64;
+        let used = ctx.usage.get(&req.user).copied().unwrap_or(0.0);
+        let usage = if ctx.total_usage > 0.0 { used / ctx.total_usage } else { 0.0 };
+        let fairshare = (-usage / share).exp2();
+        let size = req.gpus as f64 / self.cap.total().max(1) as f64;
+        pp.age * age + pp.fairshare * fairshare + pp.size * size + pp.qos * req.priority as f64
+    }
+
+    fn key_in(&self, ctx: &PassCtx, req: &JobReq, now: Time, running: bool) -> Key {
         // The starvation guard: a job that has waited `max_wait` in all goes ahead, oldest
         // first. Its total wait only grows, so once ahead it stays ahead (also while it runs):
         // two such jobs never take turns preempting each other.
@@ -185,6 +275,88 @@ impl Scheduler {
                 let index = self.history.gittins(attained, gp.quantum);
                 [1, q as i64, -ord_f64(index), req.submit, 0]
             }
+            // `fair` orders a whole pass at once (`fair_order`); alone a job goes by submit.
+            Order::Fair(_) => [1, req.submit, 0, 0, 0],
+            Order::Priority(pp) => [1, -ord_f64(self.multifactor(pp, ctx, req, now)), req.submit, 0, 0],
+            Order::Qssf => [1, self.accounts.predict(req), req.submit, 0, 0],
+        }
+    }
+
+    /// `fair`'s order for a pass: jobs past `+maxwait` first (oldest first); then, repeatedly,
+    /// the oldest waiting job of the owner holding the fewest GPUs (running, plus those ahead
+    /// in this order), ties by submit. Running GPUs per owner are counted once per pass.
+    fn fair_order(&self, by: FairBy, now: Time) -> Vec<&JobReq> {
+        let owner = |r: &JobReq| match by {
+            FairBy::User => r.user,
+            FairBy::Group => r.group,
+        };
+        let mut held: HashMap<u32, u64> = HashMap::default();
+        for r in self.running.values() {
+            *held.entry(owner(&r.req)).or_default() += r.req.gpus as u64;
+        }
+        let mut order = Vec::with_capacity(self.queue.len());
+        // The queue iterates by (submit, id) under dynamic orders.
+        let mut per_owner: std::collections::BTreeMap<u32, VecDeque<&JobReq>> = Default::default();
+        for req in self.queue.values() {
+            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+                order.push(req);
+            } else {
+                per_owner.entry(owner(req)).or_default().push_back(req);
+            }
+        }
+        let mut heap: BinaryHeap<Reverse<(u64, Time, JobId, u32)>> = per_owner
+            .iter()
+            .filter_map(|(&o, q)| q.front().map(|r| Reverse((held.get(&o).copied().unwrap_or(0), r.submit, r.id, o))))
+            .collect();
+        while let Some(Reverse((h, _, _, o))) = heap.pop() {
+            let q = per_owner.get_mut(&o).expect("owner has a queue");
+            let req = q.pop_front().expect("owner has a job");
+            order.push(req);
+            let h = h + req.gpus as u64;
+            if let Some(next) = q.front() {
+                heap.push(Reverse((h, next.submit, next.id, o)));
+            }
+        }
+        order
+    }
+
+    /// Accounting at submit: `priority` counts the user as seen.
+    pub(crate) fn account_submit(&mut self, req: &JobReq, now: Time) {
+        if matches!(self.policy.order, Order::Priority(_)) {
+            self.accounts.usage.entry(req.user).or_insert(Usage { value: 0.0, as_of: now, running: 0 });
+        }
+    }
+
+    /// Accounting at a start: `priority` accrues the user's usage from now on.
+    pub(crate) fn account_start(&mut self, req: &JobReq, now: Time) {
+        if let Order::Priority(pp) = &self.policy.order {
+            let u = self.accounts.usage.entry(req.user).or_insert(Usage { value: 0.0, as_of: now, running: 0 });
+            u.advance(now, pp.half_life);
+            u.running += req.gpus as u64;
+        }
+    }
+
+    /// Accounting when a running job stops (preempted, or finished with `served` GPU-ms).
+    pub(crate) fn account_stop(&mut self, req: &JobReq, now: Time, served: Option<i64>) {
+        match &self.policy.order {
+            Order::Priority(pp) => {
+                if let Some(u) = self.accounts.usage.get_mut(&req.user) {
+                    u.advance(now, pp.half_life);
+                    u.running = u.running.saturating_sub(req.gpus as u64);
+                }
+            }
+            Order::Qssf => {
+                if let Some(s) = served {
+                    let a = &mut self.accounts;
+                    for acc in [a.by_user.entry(req.user).or_default(), a.by_group.entry(req.group).or_default()] {
+                        acc.0 += s as i128;
+                        acc.1 += 1;
+                    }
+                    a.all.0 += s as i128;
+                    a.all.1 += 1;
+                }
+            }
+            _ => {}
         }
     }
 
@@ -258,10 +430,20 @@ impl Scheduler {
             plan.wake_at = self.next_wake(now);
             return plan;
         }
+        if let (false, Order::Fair(by)) = (preemptive, &self.policy.order) {
+            let order = self.fair_order(*by, now);
+            let mut plan = match self.policy.backfill {
+                Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
+                _ => self.schedule_in_order(now, explain, order, false),
+            };
+            plan.wake_at = self.next_wake(now);
+            return plan;
+        }
+        let ctx = self.pass_ctx(now);
         let mut keyed: Vec<(Key, JobId, bool)> =
-            self.queue.values().map(|r| (self.key(r, now, false), r.id, false)).collect();
+            self.queue.values().map(|r| (self.key_in(&ctx, r, now, false), r.id, false)).collect();
         if preemptive {
-            keyed.extend(self.running.values().map(|r| (self.key(&r.req, now, true), r.req.id, true)));
+            keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
         }
         keyed.sort_unstable_by_key(|k| (k.0, k.1));
         let mut plan = if preemptive {
@@ -447,6 +629,35 @@ mod tests {
         assert_eq!(h.gittins(10, 20), 0.0);
         assert!(h.gittins(0, 20) > h.gittins(500, 20));
         assert_eq!(History::default().gittins(5, 20), 0.0);
+    }
+
+    #[test]
+    fn usage_decays_and_accrues_by_half_life() {
+        let h = 100_000; // 100 s
+        let mut u = Usage { value: 0.0, as_of: 0, running: 2 };
+        // Two GPUs for one half-life: 2 * H/ln2 * (1 - 1/2) GPU-ms.
+        let want = 2.0 * h as f64 / std::f64::consts::LN_2 * 0.5;
+        assert!((u.at(h, h) - want).abs() < 1e-6);
+        u.advance(h, h);
+        u.running = 0;
+        // With nothing running it halves every half-life.
+        assert!((u.at(3 * h, h) - want / 4.0).abs() < 1e-6);
+        // Over a very short interval it accrues about r * dt.
+        let v = Usage { value: 0.0, as_of: 0, running: 3 }.at(10, h);
+        assert!((v - 30.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn qssf_predicts_from_user_then_group_then_all() {
+        let mut a = Accounts::default();
+        let req = |user, group| JobReq { user, group, ..JobReq::new(JobId(0), 0, 1, 0) };
+        assert_eq!(a.predict(&req(1, 1)), 0);
+        a.by_user.insert(1, (300, 3));
+        a.by_group.insert(1, (1000, 2));
+        a.all = (3000, 5);
+        assert_eq!(a.predict(&req(1, 1)), 100);
+        assert_eq!(a.predict(&req(2, 1)), 500);
+        assert_eq!(a.predict(&req(2, 2)), 600);
     }
 
     #[test]

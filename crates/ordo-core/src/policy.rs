@@ -1,5 +1,5 @@
 //! Policies are composed by name from small parts: a queue order (`fifo`, `sjf`, `sgf`, `srtf`,
-//! `las`, `gittins`) with optional parameters (`las:thresholds=3200`), a backfill modifier
+//! `las`, `gittins`, `fair`, `priority`, `qssf`) with optional parameters (`las:thresholds=3200`), a backfill modifier
 //! (`+easy`, `+conservative`) and a starvation guard (`+maxwait=24h`); e.g. `sjf+easy`.
 //! Without a backfill modifier the order is strict: the first job that does not fit blocks
 //! every job behind it. Preemptive orders (`srtf`, `las`, `gittins`) re-decide which jobs run
@@ -48,6 +48,50 @@ impl Default for GittinsParams {
     }
 }
 
+/// Whose running GPUs `fair` counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FairBy {
+    /// The job's user.
+    #[default]
+    User,
+    /// The job's group (account).
+    Group,
+}
+
+/// Slurm priority/multifactor weights and decay parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PriorityParams {
+    /// Weight of the age factor `min(wait / max_age, 1)`.
+    pub age: f64,
+    /// Weight of the fair-share factor `2^(-usage / share)`.
+    pub fairshare: f64,
+    /// Weight of the job-size factor `gpus / cluster GPUs` (negative favours small jobs).
+    pub size: f64,
+    /// Weight of the job's static priority (the trace's `priority`, 0 if none).
+    pub qos: f64,
+    /// Half-life of past usage in the fair-share factor.
+    pub half_life: Time,
+    /// Wait at which the age factor reaches 1.
+    pub max_age: Time,
+}
+
+impl Default for PriorityParams {
+    fn default() -> Self {
+        // Slurm's priority/multifactor: PriorityDecayHalfLife and PriorityMaxAge default to
+        // 7 days (slurm.conf). Slurm's weights default to 0; ordo's choice: fair share
+        // dominant, age secondary, size and QOS off (docs/POLICIES.md).
+        PriorityParams {
+            age: 1000.0,
+            fairshare: 10000.0,
+            size: 0.0,
+            qos: 0.0,
+            half_life: 7 * 86_400 * SECOND,
+            max_age: 7 * 86_400 * SECOND,
+        }
+    }
+}
+
 /// The order in which jobs are considered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -64,6 +108,12 @@ pub enum Order {
     Las(LasParams),
     /// Preemptive Gittins index over attained service (Tiresias), learned from finished jobs.
     Gittins(GittinsParams),
+    /// Fair sharing: the waiting job whose owner holds the fewest running GPUs goes first.
+    Fair(FairBy),
+    /// Slurm's priority/multifactor: age, decayed fair-share usage, size and static priority.
+    Priority(PriorityParams),
+    /// Helios's quasi-shortest-service-first: GPU-time predicted from finished jobs.
+    Qssf,
 }
 
 impl Order {
@@ -99,6 +149,9 @@ impl Order {
             Order::Srtf => "srtf",
             Order::Las(_) => "las",
             Order::Gittins(_) => "gittins",
+            Order::Fair(_) => "fair",
+            Order::Priority(_) => "priority",
+            Order::Qssf => "qssf",
         }
     }
 }
@@ -202,6 +255,19 @@ impl fmt::Display for PolicySpec {
             Order::Gittins(p) if *p != GittinsParams::default() => {
                 write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
             }
+            Order::Fair(FairBy::Group) => f.write_str(":by=group")?,
+            Order::Priority(p) if *p != PriorityParams::default() => {
+                write!(
+                    f,
+                    ":age={},fairshare={},size={},qos={},half_life={},max_age={}",
+                    p.age,
+                    p.fairshare,
+                    p.size,
+                    p.qos,
+                    fmt_secs(p.half_life),
+                    fmt_secs(p.max_age)
+                )?;
+            }
             _ => {}
         }
         match self.backfill {
@@ -220,7 +286,8 @@ impl fmt::Display for PolicySpec {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus], \
-     gittins[:quantum=S,window=N]; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
+     gittins[:quantum=S,window=N], fair[:by=user|group], \
+     priority[:age=W,fairshare=W,size=W,qos=W,half_life=D,max_age=D], qssf; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
 )]
 pub struct PolicyParseError {
     /// The name given.
@@ -254,13 +321,51 @@ impl FromStr for PolicySpec {
             parse_duration(v).ok_or_else(|| err(format!("`{k}={v}`: expected a duration such as 3200, 30m, 24h")))
         };
         let order = match name {
-            "fifo" | "sjf" | "sgf" | "srtf" if !kv.is_empty() => {
+            "fifo" | "sjf" | "sgf" | "srtf" | "qssf" if !kv.is_empty() => {
                 return Err(err(format!("`{name}` takes no parameters")))
             }
             "fifo" => Order::Fifo,
             "sjf" => Order::Sjf,
             "sgf" => Order::Sgf,
             "srtf" => Order::Srtf,
+            "qssf" => Order::Qssf,
+            "fair" => {
+                let mut by = FairBy::User;
+                for (k, v) in kv {
+                    match (k, v) {
+                        ("by", "user") => by = FairBy::User,
+                        ("by", "group") => by = FairBy::Group,
+                        ("by", _) => return Err(err(format!("`by={v}`: expected user or group"))),
+                        _ => return Err(err(format!("fair has no parameter `{k}` (by)"))),
+                    }
+                }
+                Order::Fair(by)
+            }
+            "priority" => {
+                let mut p = PriorityParams::default();
+                for (k, v) in kv {
+                    let weight = || {
+                        v.parse::<f64>()
+                            .ok()
+                            .filter(|x| x.is_finite())
+                            .ok_or_else(|| err(format!("`{k}={v}`: expected a number")))
+                    };
+                    match k {
+                        "age" => p.age = weight()?,
+                        "fairshare" => p.fairshare = weight()?,
+                        "size" => p.size = weight()?,
+                        "qos" => p.qos = weight()?,
+                        "half_life" => p.half_life = dur(k, v)?.max(1),
+                        "max_age" => p.max_age = dur(k, v)?.max(1),
+                        _ => {
+                            return Err(err(format!(
+                                "priority has no parameter `{k}` (age, fairshare, size, qos, half_life, max_age)"
+                            )))
+                        }
+                    }
+                }
+                Order::Priority(p)
+            }
             "las" => {
                 let mut p = LasParams::default();
                 for (k, v) in kv {
@@ -328,7 +433,7 @@ impl FromStr for PolicySpec {
             }
             if spec.order.preemptive() {
                 return Err(err(format!(
-                    "`{}` is preemptive; backfill applies to fifo, sjf and sgf",
+                    "`{}` is preemptive; backfill applies to non-preemptive orders only",
                     spec.order.name()
                 )));
             }
@@ -358,6 +463,14 @@ mod tests {
             "las:thresholds=10/100,promote=0,within=gpus",
             "gittins:quantum=60,window=500",
             "fifo+easy+maxwait=86400s",
+            "fair",
+            "fair:by=group",
+            "fair+easy",
+            "priority",
+            "priority:age=1,fairshare=2.5,size=-3,qos=4,half_life=3600,max_age=60",
+            "priority+conservative+maxwait=100s",
+            "qssf",
+            "qssf+easy",
         ] {
             let p: PolicySpec = n.parse().unwrap();
             assert_eq!(p.to_string(), n);
@@ -368,6 +481,13 @@ mod tests {
         assert!("srtf+easy".parse::<PolicySpec>().is_err());
         assert!("las:thresholds=10/5".parse::<PolicySpec>().is_err());
         assert!("fifo:x=1".parse::<PolicySpec>().is_err());
+        assert!("fair:by=team".parse::<PolicySpec>().is_err());
+        assert!("priority:age=x".parse::<PolicySpec>().is_err());
+        assert!("priority:weight=1".parse::<PolicySpec>().is_err());
+        assert!("qssf:x=1".parse::<PolicySpec>().is_err());
+        assert_eq!("fair:by=user".parse::<PolicySpec>().unwrap().to_string(), "fair");
+        let p = "priority:size=-1".parse::<PolicySpec>().unwrap();
+        assert_eq!(p.to_string().parse::<PolicySpec>().unwrap(), p);
         assert_eq!("fifo+maxwait=24h".parse::<PolicySpec>().unwrap().max_wait, Some(86_400_000));
     }
 

@@ -47,12 +47,14 @@ pub struct JobReq {
     pub user: u32,
     /// Group index.
     pub group: u32,
+    /// Static priority (higher first where a policy reads it, e.g. `priority`'s QOS factor).
+    pub priority: i64,
 }
 
 impl JobReq {
     /// A request with user and group 0.
     pub fn new(id: JobId, submit: Time, gpus: u32, estimate: Time) -> Self {
-        JobReq { id, submit, gpus, estimate, user: 0, group: 0 }
+        JobReq { id, submit, gpus, estimate, user: 0, group: 0, priority: 0 }
     }
 }
 
@@ -222,6 +224,8 @@ pub struct Scheduler {
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
+    /// Per-user and per-group accounting for `priority` and `qssf`.
+    pub(crate) accounts: crate::dynamic::Accounts,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -264,6 +268,7 @@ impl Scheduler {
             dyn_wait: BTreeMap::new(),
             dyn_key: HashMap::default(),
             buckets: BTreeMap::new(),
+            accounts: crate::dynamic::Accounts::default(),
         }
     }
 
@@ -318,6 +323,7 @@ impl Scheduler {
         self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
         self.waiting.insert(req.id, key);
         self.index_waiting(req.id, now);
+        self.account_submit(&req, now);
         if let Some(c) = &mut self.cons {
             c.profile.trim(now);
             c.reserve(now, (key, req.id), &req);
@@ -334,6 +340,7 @@ impl Scheduler {
             return Err(CommitError::BadAllocation(job));
         }
         self.las_commit(job, now, true);
+        self.account_start(&req, now);
         if let Some(k) = self.dyn_key.remove(&job) {
             if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
                 set.remove(&(k, job));
@@ -402,6 +409,7 @@ impl Scheduler {
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
+        self.account_stop(&r.req, now, None);
         let p = self.progress.entry(job).or_default();
         p.executed += now - r.start;
         p.attained += r.req.gpus as i64 * (now - r.start);
@@ -442,10 +450,10 @@ impl Scheduler {
     pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         let off_estimate = r.expected_end != now;
-        if let Some(p) = self.progress.remove(&job) {
-            let served = p.attained + r.req.gpus as i64 * (now - r.start);
-            self.history.record(served, now);
-        }
+        let p = self.progress.remove(&job).unwrap_or_default();
+        let served = p.attained + r.req.gpus as i64 * (now - r.start);
+        self.history.record(served, now);
+        self.account_stop(&r.req, now, Some(served));
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         if off_estimate && self.cons.is_some() {

@@ -212,6 +212,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         estimate: job.estimate_or_oracle(),
                         user: job.user,
                         group: job.group,
+                        priority: job.priority.unwrap_or(0),
                     };
                     match sched.submit(req, t) {
                         Ok(()) => add_size(&mut waiting_sizes, job.gpus),

@@ -207,7 +207,7 @@ impl Metrics {
         let (w0, w1) = integ.window;
         let estimates = if !cfg.policy.needs_estimate() {
             match cfg.policy.order {
-                Order::Gittins(_) => "learned",
+                Order::Gittins(_) | Order::Qssf => "learned",
                 _ => "none",
             }
         } else if oracle {

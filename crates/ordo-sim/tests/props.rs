@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 16] = [
+const POLICIES: [&str; 22] = [
     "fifo",
     "sjf",
     "sgf",
@@ -27,6 +27,12 @@ const POLICIES: [&str; 16] = [
     "sjf+easy+maxwait=100",
     "srtf+maxwait=200",
     "las+maxwait=150",
+    "fair",
+    "fair:by=group+easy",
+    "priority:age=100,fairshare=1000,size=-10,qos=1,half_life=300,max_age=600",
+    "priority+conservative",
+    "qssf",
+    "qssf+easy+maxwait=100",
 ];
 
 fn cluster() -> impl Strategy<Value = ClusterSpec> {
@@ -44,21 +50,22 @@ fn jobs() -> impl Strategy<Value = Vec<(i64, u32, i64, u32)>> {
 
 fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
     let mut w = Workload::default();
-    let u = w.user_index("u");
-    let g = w.group_index("g");
+    // Three users in two groups, so fair sharing and priorities have owners to weigh.
+    let users: Vec<u32> = (0..3).map(|u| w.user_index(&format!("u{u}"))).collect();
+    let groups: Vec<u32> = (0..2).map(|g| w.group_index(&format!("g{g}"))).collect();
     for (i, &(submit, gpus, run, f)) in raw.iter().enumerate() {
         w.jobs.push(Job {
             id: JobId(i as u32),
             name: format!("j{i}"),
-            user: u,
-            group: g,
+            user: users[i % 3],
+            group: groups[i % 3 / 2],
             submit: submit * SECOND,
             gpus,
             cpus: None,
             mem_mib: None,
             runtime: run * SECOND,
             estimate: (with_estimates && f > 0).then(|| (run * SECOND * f as i64 / 4).max(SECOND)),
-            priority: None,
+            priority: Some((i % 4) as i64),
             gpu_milli: None,
             queue: None,
         });

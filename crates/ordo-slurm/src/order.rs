@@ -100,6 +100,7 @@ pub fn intended_order(
             estimate: estimate(j),
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
+            priority: 0,
         };
         if let Err(e) = sched.submit(req, start_ms) {
             warnings.push(format!("running job {}: {e}; not counted", j.id));
@@ -162,6 +163,7 @@ pub fn intended_order(
             estimate: estimate(j),
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
+            priority: 0,
         };
         match sched.submit(req, now_ms) {
             Ok(()) => {
