@@ -8,7 +8,7 @@ use crate::scheduler::{HashMap, JobReq, Plan, Progress, Reason, Scheduler, Start
 use crate::time::Time;
 use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// A sort key: smaller runs first; ties go to the lower job id.
 pub(crate) type Key = [i64; 5];
@@ -113,6 +113,10 @@ impl Usage {
 /// finished jobs per user, per group and overall (sum, count).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Accounts {
+    /// `rr`: per user, the number of the turn it last took (turns are numbered from 1).
+    turn_of: HashMap<u32, u64>,
+    /// `rr`: turns taken so far.
+    turns: u64,
     usage: HashMap<u32, Usage>,
     by_user: HashMap<u32, (i128, u64)>,
     by_group: HashMap<u32, (i128, u64)>,
@@ -120,6 +124,15 @@ pub(crate) struct Accounts {
 }
 
 impl Accounts {
+    /// The turn a user last took (0: never).
+    fn last_turn(&self, user: u32) -> u64 {
+        self.turn_of.get(&user).copied().unwrap_or(0)
+    }
+
+    fn turns(&self) -> u64 {
+        self.turns
+    }
+
     /// `qssf`'s prediction of a job's GPU-time: the mean over the same user's finished jobs,
     /// else the same group's, else all finished jobs, else 0.
     fn predict(&self, req: &JobReq) -> i64 {
@@ -279,7 +292,66 @@ impl Scheduler {
             Order::Fair(_) => [1, req.submit, 0, 0, 0],
             Order::Priority(pp) => [1, -ord_f64(self.multifactor(pp, ctx, req, now)), req.submit, 0, 0],
             Order::Qssf => [1, self.accounts.predict(req), req.submit, 0, 0],
+            // `rr` orders a whole pass at once (`rr_order`); alone a job goes by submit.
+            Order::Rr { .. } => [1, req.submit, 0, 0, 0],
         }
+    }
+
+    /// `rr`'s order for a pass: jobs past `+maxwait` first (oldest first); then users take
+    /// turns, the user whose last turn is oldest first (never: first of all, then by their
+    /// oldest waiting job), each turn taking that user's oldest waiting job. With a quantum,
+    /// running jobs still inside their slice come first; those whose slice is over queue as the
+    /// last turn their user took, behind every user waiting longer.
+    fn rr_order(&self, now: Time, quantum: Option<Time>) -> Vec<(Key, JobId, bool)> {
+        let mut out: Vec<(Key, JobId, bool)> = Vec::with_capacity(self.queue.len() + self.running.len());
+        let mut per_user: BTreeMap<u32, VecDeque<(JobId, Time, bool)>> = BTreeMap::new();
+        let mut next = 0i64;
+        let mut push = |out: &mut Vec<(Key, JobId, bool)>, id: JobId, running: bool| {
+            out.push(([1, next, 0, 0, 0], id, running));
+            next += 1;
+        };
+        if let Some(q) = quantum {
+            let mut inside: Vec<&crate::scheduler::Running> =
+                self.running.values().filter(|r| now - r.start < q).collect();
+            inside.sort_by_key(|r| (r.start, r.req.id));
+            for r in inside {
+                push(&mut out, r.req.id, true);
+            }
+            let mut over: Vec<&crate::scheduler::Running> =
+                self.running.values().filter(|r| now - r.start >= q).collect();
+            over.sort_by_key(|r| (r.start, r.req.id));
+            for r in over {
+                per_user.entry(r.req.user).or_default().push_back((r.req.id, r.start, true));
+            }
+        }
+        for req in self.queue.values() {
+            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+                push(&mut out, req.id, false);
+            } else {
+                per_user.entry(req.user).or_default().push_back((req.id, req.submit, false));
+            }
+        }
+        // Waiting jobs before a user's own expired runners: a slice that is over goes behind.
+        for q in per_user.values_mut() {
+            let mut v: Vec<_> = q.drain(..).collect();
+            v.sort_by_key(|&(id, t, running)| (running, t, id));
+            q.extend(v);
+        }
+        let mut heap: BinaryHeap<Reverse<(u64, Time, u32)>> = per_user
+            .iter()
+            .filter_map(|(&u, q)| q.front().map(|&(_, t, _)| Reverse((self.accounts.last_turn(u), t, u))))
+            .collect();
+        let mut turn = self.accounts.turns() + 1;
+        while let Some(Reverse((_, _, u))) = heap.pop() {
+            let q = per_user.get_mut(&u).expect("user has jobs");
+            let (id, _, running) = q.pop_front().expect("non-empty");
+            push(&mut out, id, running);
+            if let Some(&(_, t, _)) = q.front() {
+                heap.push(Reverse((turn, t, u)));
+                turn += 1;
+            }
+        }
+        out
     }
 
     /// `fair`'s order for a pass: jobs past `+maxwait` first (oldest first); then, repeatedly,
@@ -329,6 +401,10 @@ impl Scheduler {
 
     /// Accounting at a start: `priority` accrues the user's usage from now on.
     pub(crate) fn account_start(&mut self, req: &JobReq, now: Time) {
+        if let Order::Rr { .. } = &self.policy.order {
+            self.accounts.turns += 1;
+            self.accounts.turn_of.insert(req.user, self.accounts.turns);
+        }
         if let Order::Priority(pp) = &self.policy.order {
             let u = self.accounts.usage.entry(req.user).or_insert(Usage { value: 0.0, as_of: now, running: 0 });
             u.advance(now, pp.half_life);
@@ -428,6 +504,29 @@ impl Scheduler {
             }
             let mut plan = self.select_preemptive(now, merged, false, Some(&bound));
             plan.wake_at = self.next_wake(now);
+            return plan;
+        }
+        if let Order::Rr { quantum } = self.policy.order {
+            let keyed = self.rr_order(now, quantum);
+            let mut plan = if preemptive {
+                self.select_preemptive(now, keyed.into_iter(), explain, None)
+            } else {
+                let order: Vec<&JobReq> = keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]).collect();
+                match self.policy.backfill {
+                    Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
+                    _ => self.schedule_in_order(now, explain, order, false),
+                }
+            };
+            // With a quantum, decide again when the next running slice ends.
+            // (Including the jobs this plan starts, whose slices begin now.)
+            let slice_end = quantum.and_then(|q| {
+                let kept = self.running.values().filter(|r| !plan.preempt.contains(&r.req.id)).map(|r| r.start + q);
+                kept.chain(plan.starts.iter().map(|_| now + q)).filter(|&t| t > now).min()
+            });
+            plan.wake_at = match (self.next_wake(now), slice_end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             return plan;
         }
         if let (false, Order::Fair(by)) = (preemptive, &self.policy.order) {

@@ -114,6 +114,13 @@ pub enum Order {
     Priority(PriorityParams),
     /// Helios's quasi-shortest-service-first: GPU-time predicted from finished jobs.
     Qssf,
+    /// Round robin across users: users take turns, each turn starts that user's oldest waiting
+    /// job. With a quantum, a job that has run that long is preempted if others wait, and
+    /// requeued behind them.
+    Rr {
+        /// Time slice (ms); `None`: no time slicing (non-preemptive).
+        quantum: Option<Time>,
+    },
 }
 
 impl Order {
@@ -124,7 +131,7 @@ impl Order {
 
     /// Whether this order stops running jobs to run others.
     pub fn preemptive(&self) -> bool {
-        matches!(self, Order::Srtf | Order::Las(_) | Order::Gittins(_))
+        matches!(self, Order::Srtf | Order::Las(_) | Order::Gittins(_) | Order::Rr { quantum: Some(_) })
     }
 
     /// Whether a waiting job's key never changes, so queues can keep jobs in a sorted set.
@@ -152,6 +159,7 @@ impl Order {
             Order::Fair(_) => "fair",
             Order::Priority(_) => "priority",
             Order::Qssf => "qssf",
+            Order::Rr { .. } => "rr",
         }
     }
 }
@@ -256,6 +264,7 @@ impl fmt::Display for PolicySpec {
                 write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
             }
             Order::Fair(FairBy::Group) => f.write_str(":by=group")?,
+            Order::Rr { quantum: Some(q) } => write!(f, ":quantum={}", fmt_secs(*q))?,
             Order::Priority(p) if *p != PriorityParams::default() => {
                 write!(
                     f,
@@ -329,6 +338,16 @@ impl FromStr for PolicySpec {
             "sgf" => Order::Sgf,
             "srtf" => Order::Srtf,
             "qssf" => Order::Qssf,
+            "rr" => {
+                let mut quantum = None;
+                for (k, v) in kv {
+                    match k {
+                        "quantum" => quantum = Some(dur(k, v)?.max(1)),
+                        _ => return Err(err(format!("rr has no parameter `{k}` (quantum)"))),
+                    }
+                }
+                Order::Rr { quantum }
+            }
             "fair" => {
                 let mut by = FairBy::User;
                 for (k, v) in kv {
@@ -470,6 +489,9 @@ mod tests {
             "priority:age=1,fairshare=2.5,size=-3,qos=4,half_life=3600,max_age=60",
             "priority+conservative+maxwait=100s",
             "qssf",
+            "rr",
+            "rr:quantum=3600",
+            "rr+easy",
             "qssf+easy",
         ] {
             let p: PolicySpec = n.parse().unwrap();

@@ -10,8 +10,11 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 22] = [
+const POLICIES: [&str; 25] = [
     "fifo",
+    "rr",
+    "rr:quantum=40",
+    "rr+easy+maxwait=200",
     "sjf",
     "sgf",
     "fifo+easy",
