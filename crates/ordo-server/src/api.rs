@@ -41,7 +41,8 @@ pub struct SubmitRequest {
     /// Time limit in ms; the job is killed past it. Also the run-time estimate backfill uses.
     #[serde(default)]
     pub time_limit_ms: Option<i64>,
-    /// Static priority (recorded and shown; the built-in orders do not read it).
+    /// Static priority (default 0; higher first where the policy reads it, e.g. `priority`).
+    /// Changed later with `POST /v1/jobs/{id}/priority`.
     #[serde(default)]
     pub priority: Option<i64>,
     /// What to do if its node goes down while it runs.
@@ -169,6 +170,10 @@ pub struct JobInfo {
     pub attempts: u32,
     /// A cancel (kill) was asked for and not yet carried out.
     pub cancel_requested: bool,
+    /// Who holds the job (`ordo hold`), when it is held: a held job stays pending and out of
+    /// the scheduler's queue until it is released.
+    #[serde(default)]
+    pub held_by: Option<String>,
     /// For a pending job in a queue listing or explain: why it waits.
     pub wait: Option<WaitInfo>,
 }
@@ -211,6 +216,14 @@ pub struct PolicyBody {
     pub policy: String,
 }
 
+/// `POST /v1/jobs/{id}/priority`: a job's new static priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityBody {
+    /// The new priority (higher runs first where the policy reads it).
+    pub priority: i64,
+}
+
 /// One audit record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
@@ -220,7 +233,8 @@ pub struct AuditRecord {
     pub time: i64,
     /// Who: a user name, `scheduler` or `node:NAME`.
     pub actor: String,
-    /// What: `submit`, `start`, `skip`, `cancel`, `end`, `requeue`, `policy`, `node`.
+    /// What: `submit`, `start`, `skip`, `cancel`, `hold`, `release`, `priority`, `end`, `requeue`,
+    /// `policy`, `node`.
     pub kind: String,
     /// The job concerned.
     pub job: Option<JobNo>,

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   gpus INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER, time_limit_ms INTEGER NOT NULL, priority INTEGER NOT NULL,
   on_node_failure TEXT NOT NULL, state TEXT NOT NULL, submit INTEGER NOT NULL, start INTEGER, end_time INTEGER,
   node TEXT, gpu_ids TEXT, exit_code INTEGER, end_reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-  cancel_requested INTEGER NOT NULL DEFAULT 0);
+  cancel_requested INTEGER NOT NULL DEFAULT 0, held_by TEXT);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS audit(
   id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, job INTEGER,
@@ -63,6 +63,14 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     }
     conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").ctx("set synchronous=FULL")?;
     conn.execute_batch(SCHEMA).ctx("create schema")?;
+    // Databases made before holds existed lack the column.
+    let has_held: bool = conn
+        .query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'held_by'", [], |r| r.get::<_, i64>(0))
+        .ctx("read jobs columns")?
+        > 0;
+    if !has_held {
+        conn.execute_batch("ALTER TABLE jobs ADD COLUMN held_by TEXT").ctx("add column jobs.held_by")?;
+    }
     Ok(conn)
 }
 
@@ -76,7 +84,7 @@ pub struct JobRow {
 /// Columns read by [`job_from_row`], in order.
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
-     state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested";
+     state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -106,6 +114,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         end_reason: r.get(18)?,
         attempts: r.get(19)?,
         cancel_requested: r.get::<_, i64>(20)? != 0,
+        held_by: r.get(21)?,
         wait: None,
     })
 }

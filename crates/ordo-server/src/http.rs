@@ -192,6 +192,31 @@ async fn cancel(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>)
     Ok(Json(CancelResponse { id, state }))
 }
 
+async fn hold(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
+    let who = s.auth(&h).await?;
+    let id = parse_id(&id)?;
+    let j = s.core().hold(&who, id, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(j))
+}
+
+async fn release(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
+    let who = s.auth(&h).await?;
+    let id = parse_id(&id)?;
+    let j = s.core().release(&who, id, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(j))
+}
+
+async fn set_priority(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>, body: Bytes) -> R<JobInfo> {
+    let who = s.auth(&h).await?;
+    let id = parse_id(&id)?;
+    let b: PriorityBody = parse_body(&body)?;
+    let j = s.core().set_priority(&who, id, b.priority, now_ms())?;
+    s.kick.notify_one();
+    Ok(Json(j))
+}
+
 #[derive(Debug, Deserialize)]
 struct HistoryQuery {
     user: Option<String>,
@@ -288,6 +313,9 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("get", "/v1/jobs", get(queue)),
         ("get", "/v1/jobs/{id}", get(job)),
         ("post", "/v1/jobs/{id}/cancel", post(cancel)),
+        ("post", "/v1/jobs/{id}/hold", post(hold)),
+        ("post", "/v1/jobs/{id}/release", post(release)),
+        ("post", "/v1/jobs/{id}/priority", post(set_priority)),
         ("get", "/v1/history", get(history)),
         ("get", "/v1/nodes", get(nodes)),
         ("get", "/v1/policy", get(get_policy)),

@@ -81,6 +81,23 @@ fn jid(id: JobNo) -> JobId {
     JobId(id as u32)
 }
 
+/// The scheduler's request for a job: its GPUs, the given estimate and its stored priority.
+fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
+    let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
+    r.priority = j.priority;
+    // Policies that share between users (fair, priority, rr, qssf) compare user indices only
+    // for equality; a stable hash of the name serves as one (the server has no groups: a
+    // user is their own group).
+    r.user = user_index(&j.user);
+    r.group = r.user;
+    r
+}
+
+/// FNV-1a of a user name: the same index for the same name across restarts.
+fn user_index(name: &str) -> u32 {
+    name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+}
+
 fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError::Db(DbError { what: format!("{what}: {e}"), source: rusqlite::Error::InvalidQuery })
 }
@@ -237,7 +254,7 @@ impl Core {
                 continue;
             }
             let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
-            let committed = sched.submit(JobReq::new(jid(j.id), j.submit, j.gpus, left), now).is_ok()
+            let committed = sched.submit(job_req(j, j.id, j.submit, left), now).is_ok()
                 && sched
                     .start(jid(j.id), &Allocation { parts: vec![(n, j.gpus)] }, now)
                     .map(|ids| {
@@ -264,9 +281,9 @@ impl Core {
         self.held.clear();
         let mut pend: Vec<&JobInfo> = self.pending.values().collect();
         pend.sort_by_key(|j| (j.submit, j.id));
-        for j in pend {
-            if j.gpus > max_up || sched.submit(JobReq::new(jid(j.id), j.submit, j.gpus, j.time_limit_ms), now).is_err()
-            {
+        // Jobs held by a user stay out of the scheduler (they neither start nor block others).
+        for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
+            if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), now).is_err() {
                 self.held.insert(j.id);
             }
         }
@@ -439,9 +456,7 @@ impl Core {
                 let (who, mut info) = r?;
                 let id = ids.next().expect("one id per valid submission");
                 info.id = id;
-                if info.gpus > max_up
-                    || self.sched.submit(JobReq::new(jid(id), now, info.gpus, info.time_limit_ms), now).is_err()
-                {
+                if info.gpus > max_up || self.sched.submit(job_req(&info, id, now, info.time_limit_ms), now).is_err() {
                     self.held.insert(id);
                 }
                 *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
@@ -541,6 +556,7 @@ impl Core {
             end_reason: None,
             attempts: 0,
             cancel_requested: false,
+            held_by: None,
             wait: None,
         })
     }
@@ -695,6 +711,114 @@ impl Core {
             }
             Ok(j.state)
         }
+    }
+
+    /// The owner of a job that has not ended, checking that `who` may change it (its owner or
+    /// an admin; never an agent).
+    fn changeable(&self, who: &Principal, id: JobNo, what: &str) -> Result<String, ApiError> {
+        let owner = match self.pending.get(&id).or_else(|| self.active.get(&id)) {
+            Some(j) => j.user.clone(),
+            None => {
+                return match db::load_job(&self.conn, id)? {
+                    Some(j) => Err(ApiError::Conflict(format!("job {id} already ended ({})", j.state.as_str()))),
+                    None => Err(ApiError::NotFound(format!("no job {id}"))),
+                }
+            }
+        };
+        if who.role == Role::Agent || (who.role != Role::Admin && who.user != owner) {
+            return Err(ApiError::Forbidden(format!(
+                "job {id} belongs to {owner}; only its owner or an admin may {what} it"
+            )));
+        }
+        Ok(owner)
+    }
+
+    /// Holds a pending job (its owner or an admin): it stays pending but leaves the scheduler's
+    /// queue, so it neither starts nor blocks others, until [`Core::release`].
+    pub fn hold(&mut self, who: &Principal, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
+        self.changeable(who, id, "hold")?;
+        let Some(j) = self.pending.get(&id) else {
+            return Err(ApiError::Conflict(format!(
+                "job {id} is {}; only a pending job can be held",
+                self.active[&id].state.as_str()
+            )));
+        };
+        if let Some(by) = &j.held_by {
+            return Err(ApiError::Conflict(format!("job {id} is already held (by {by})")));
+        }
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute("UPDATE jobs SET held_by=?2 WHERE id=?1", params![id as i64, who.user]).ctx("hold job")?;
+        audit(&tx, now, &who.user, "hold", Some(id), &policy, &json!({"by": who.user, "role": who.role.as_str()}))?;
+        tx.commit().ctx("commit hold")?;
+        if let Some(j) = self.pending.get_mut(&id) {
+            j.held_by = Some(who.user.clone());
+        }
+        self.last_reason.remove(&id);
+        // The scheduler has no "withdraw": rebuild it without the job.
+        self.held.remove(&id);
+        self.rebuild(now)?;
+        self.job(id, now)
+    }
+
+    /// Releases a held job (its owner or an admin; a hold an admin put on someone else's job
+    /// only an admin may release): it goes back to the queue at its submit-time place.
+    pub fn release(&mut self, who: &Principal, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
+        let owner = self.changeable(who, id, "release")?;
+        let by = match self.pending.get(&id).and_then(|j| j.held_by.clone()) {
+            Some(by) => by,
+            None => return Err(ApiError::Conflict(format!("job {id} is not held"))),
+        };
+        if by != owner && who.role != Role::Admin {
+            return Err(ApiError::Forbidden(format!(
+                "job {id} was held by the admin {by}; only an admin may release it"
+            )));
+        }
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute("UPDATE jobs SET held_by=NULL WHERE id=?1", params![id as i64]).ctx("release job")?;
+        audit(&tx, now, &who.user, "release", Some(id), &policy, &json!({"held_by": by, "role": who.role.as_str()}))?;
+        tx.commit().ctx("commit release")?;
+        if let Some(j) = self.pending.get_mut(&id) {
+            j.held_by = None;
+        }
+        self.rebuild(now)?;
+        self.job(id, now)
+    }
+
+    /// Changes a job's static priority. Its owner may lower it (or leave it); only an admin may
+    /// raise it. Allowed while the job has not ended; recorded with the old and new value.
+    pub fn set_priority(&mut self, who: &Principal, id: JobNo, priority: i64, now: i64) -> Result<JobInfo, ApiError> {
+        self.changeable(who, id, "change the priority of")?;
+        let pending = self.pending.contains_key(&id);
+        let old = self.pending.get(&id).or_else(|| self.active.get(&id)).map(|j| j.priority).expect("checked");
+        if priority > old && who.role != Role::Admin {
+            return Err(ApiError::Forbidden(format!(
+                "job {id} has priority {old}; only an admin may raise it (to {priority}); its owner may only lower it"
+            )));
+        }
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute("UPDATE jobs SET priority=?2 WHERE id=?1", params![id as i64, priority]).ctx("set priority")?;
+        audit(
+            &tx,
+            now,
+            &who.user,
+            "priority",
+            Some(id),
+            &policy,
+            &json!({"from": old, "to": priority, "role": who.role.as_str()}),
+        )?;
+        tx.commit().ctx("commit priority")?;
+        if let Some(j) = self.pending.get_mut(&id).or_else(|| self.active.get_mut(&id)) {
+            j.priority = priority;
+        }
+        if pending && old != priority {
+            // The scheduler reads priority at submission: rebuild it with the new one.
+            self.last_reason.remove(&id);
+            self.rebuild(now)?;
+        }
+        self.job(id, now)
     }
 
     /// A node (re)registers: it is up from now with the GPUs it reports.
@@ -1026,7 +1150,9 @@ impl Core {
         let at = |t: i64| format!("in {}", fmt_rel(t - now));
         let Some(r) = reason else {
             let j = &self.pending[&id];
-            let text = if self.held.contains(&id) {
+            let text = if let Some(by) = &j.held_by {
+                format!("held by {by} (it starts only after `ordo release {id}`)")
+            } else if self.held.contains(&id) {
                 format!("no node that is up can hold {} GPUs", j.gpus)
             } else {
                 "starts at the next scheduling pass".to_string()
@@ -1108,6 +1234,14 @@ impl Core {
                 jobs.push(j);
             }
         }
+        let mut on_hold: Vec<&JobInfo> = self.pending.values().filter(|j| j.held_by.is_some()).collect();
+        on_hold.sort_by_key(|j| (j.submit, j.id));
+        let n = n + self.held.len();
+        for (k, j) in on_hold.into_iter().enumerate() {
+            let mut j = j.clone();
+            j.wait = Some(self.wait_info(j.id, None, n + k, now));
+            jobs.push(j);
+        }
         QueueResponse { policy: self.policy.to_string(), jobs }
     }
 
@@ -1120,7 +1254,9 @@ impl Core {
             let mut j = j.clone();
             let plan = self.sched.schedule(now, true);
             let reason = plan.waiting.iter().find(|(k, _)| k.0 as JobNo == id).map(|(_, r)| r);
-            let ahead = if self.held.contains(&id) {
+            let ahead = if j.held_by.is_some() {
+                self.sched.waiting_len() + self.held.len()
+            } else if self.held.contains(&id) {
                 self.sched.waiting_len()
             } else {
                 self.sched.waiting_ids_in_order().position(|k| k.0 as JobNo == id).unwrap_or(0)

@@ -4,7 +4,7 @@
 
 use ordo_server::api::*;
 use ordo_server::auth::{Principal, Role};
-use ordo_server::state::Core;
+use ordo_server::state::{ApiError, Core};
 use ordo_server::ServerConfig;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -229,5 +229,66 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
     // A report of an older run of a job does not end a newer one.
     c.report(&agent(), &EndReport { job: b, attempt: 7, ..rep }, t1 + 6).expect("report");
     assert_eq!(c.job(b, t1 + 6).expect("job").state, JobState::Pending);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn admin() -> Principal {
+    Principal { user: "root".into(), role: Role::Admin }
+}
+
+#[test]
+fn a_held_job_stays_out_of_the_queue_across_a_restart_and_priority_changes_follow_the_rule() {
+    let dir = tempdir("hold");
+    let t0 = 1_000_000;
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).expect("open");
+    c.register(&agent(), &reg("n1", 1), t0).expect("register");
+    let a = c.submit(&user("alice"), SubmitRequest { priority: Some(5), ..job(1) }, t0).expect("submit");
+    let b = c.submit(&user("alice"), job(1), t0).expect("submit");
+    assert!(matches!(c.hold(&user("bob"), a, t0), Err(ApiError::Forbidden(_))));
+    assert!(matches!(c.hold(&agent(), a, t0), Err(ApiError::Forbidden(_))));
+    assert_eq!(c.hold(&user("alice"), a, t0).expect("hold").held_by.as_deref(), Some("alice"));
+    assert!(matches!(c.set_priority(&user("alice"), a, 6, t0), Err(ApiError::Forbidden(_))));
+    assert_eq!(c.set_priority(&user("alice"), a, 5, t0).expect("same value").priority, 5);
+    assert_eq!(c.set_priority(&user("alice"), a, 2, t0).expect("lower").priority, 2);
+    drop(c);
+
+    let mut c = Core::open(cfg(&dir, "fifo"), t0 + 1).expect("reopen");
+    let ja = c.job(a, t0 + 1).expect("job");
+    assert_eq!((ja.held_by.as_deref(), ja.priority), (Some("alice"), 2));
+    assert!(ja.wait.expect("wait").text.starts_with("held by alice"));
+    c.pass(t0 + 1).expect("pass");
+    assert_eq!(running(&c, t0 + 1).keys().copied().collect::<Vec<_>>(), vec![b], "the held job does not start");
+    assert_eq!(pending_order(&c, t0 + 1), vec![a]);
+    // Running jobs cannot be held; an admin raises the priority of the running one.
+    assert!(matches!(c.hold(&admin(), b, t0 + 1), Err(ApiError::Conflict(_))));
+    assert_eq!(c.set_priority(&admin(), b, 9, t0 + 1).expect("raise").priority, 9);
+    c.report(
+        &agent(),
+        &EndReport {
+            node: "n1".into(),
+            job: b,
+            attempt: 1,
+            outcome: Outcome::Exited,
+            exit_code: Some(0),
+            signal: None,
+            started_at: t0,
+            ended_at: t0 + 2,
+            message: None,
+        },
+        t0 + 2,
+    )
+    .expect("report");
+    c.pass(t0 + 2).expect("pass");
+    assert!(running(&c, t0 + 2).is_empty(), "still held: nothing runs on the free GPU");
+    assert!(matches!(c.release(&user("bob"), a, t0 + 3), Err(ApiError::Forbidden(_))));
+    assert!(c.release(&user("alice"), a, t0 + 3).expect("release").held_by.is_none());
+    assert!(matches!(c.release(&user("alice"), a, t0 + 3), Err(ApiError::Conflict(_))));
+    c.pass(t0 + 3).expect("pass");
+    assert_eq!(running(&c, t0 + 3).keys().copied().collect::<Vec<_>>(), vec![a]);
+    let kinds: Vec<(String, String)> =
+        c.audit(Some(a), None, 100).expect("audit").into_iter().map(|r| (r.kind, r.actor)).collect();
+    for k in ["hold", "priority", "release"] {
+        assert!(kinds.contains(&(k.to_string(), "alice".to_string())), "{k}: {kinds:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

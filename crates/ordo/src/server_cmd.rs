@@ -1,5 +1,5 @@
-//! `ordo server`, `ordo agent` and the client commands (`submit`, `queue`, `cancel`, `nodes`,
-//! `explain`, `history`, `policy`, `audit`, `admin token create`), each with `--json`.
+//! `ordo server`, `ordo agent` and the client commands (`submit`, `queue`, `cancel`, `hold`,
+//! `release`, `priority`, `nodes`, `explain`, `history`, `policy`, `audit`, `admin token create`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -30,6 +30,12 @@ pub enum ServerCmd {
     Queue(ConnArgs),
     /// Cancel a job (your own; admins any).
     Cancel(JobArgs),
+    /// Hold a pending job (your own; admins any): it stays queued but never starts until released.
+    Hold(JobArgs),
+    /// Release a held job (your own; admins any; an admin's hold on your job only admins).
+    Release(JobArgs),
+    /// Change a job's priority: owners may lower their own job's, only admins may raise it.
+    Priority(PriorityArgs),
     /// The nodes and their GPUs.
     Nodes(ConnArgs),
     /// Why a job waits, and when it is expected to start.
@@ -157,8 +163,8 @@ pub struct SubmitArgs {
     /// Job name.
     #[arg(long)]
     name: Option<String>,
-    /// Static priority (recorded and shown).
-    #[arg(long)]
+    /// Static priority (default 0; `ordo priority` changes it later).
+    #[arg(long, allow_negative_numbers = true)]
     priority: Option<i64>,
     /// If its node goes down: `requeue` (default) or `fail`.
     #[arg(long)]
@@ -174,6 +180,17 @@ pub struct JobArgs {
     conn: ConnArgs,
     /// Job id.
     job: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct PriorityArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Job id.
+    job: u64,
+    /// The new priority (a whole number; higher runs first where the policy reads it).
+    #[arg(allow_negative_numbers = true)]
+    priority: i64,
 }
 
 #[derive(Args, Debug)]
@@ -438,6 +455,33 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 }
             }
         }
+        ServerCmd::Hold(a) => {
+            let j: JobInfo = a.conn.client()?.post(&format!("/v1/jobs/{}/hold", a.job), &serde_json::json!({}))?;
+            if a.conn.json {
+                print_json(&j)?;
+            } else {
+                println!("job {} held by {}", j.id, j.held_by.as_deref().unwrap_or("?"));
+            }
+        }
+        ServerCmd::Release(a) => {
+            let j: JobInfo = a.conn.client()?.post(&format!("/v1/jobs/{}/release", a.job), &serde_json::json!({}))?;
+            if a.conn.json {
+                print_json(&j)?;
+            } else {
+                println!("job {} released; it is {}", j.id, j.state.as_str());
+            }
+        }
+        ServerCmd::Priority(a) => {
+            let j: JobInfo = a
+                .conn
+                .client()?
+                .post(&format!("/v1/jobs/{}/priority", a.job), &PriorityBody { priority: a.priority })?;
+            if a.conn.json {
+                print_json(&j)?;
+            } else {
+                println!("job {} priority {}", j.id, j.priority);
+            }
+        }
         ServerCmd::Nodes(conn) => {
             let n: Vec<NodeInfo> = conn.client()?.get("/v1/nodes")?;
             if conn.json {
@@ -463,7 +507,15 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.conn.json {
                 return print_json(&j).map(|_| ExitCode::SUCCESS);
             }
-            println!("job {} ({}, user {}, {} GPUs): {}", j.id, j.name, j.user, j.gpus, j.state.as_str());
+            println!(
+                "job {} ({}, user {}, {} GPUs, priority {}): {}",
+                j.id,
+                j.name,
+                j.user,
+                j.gpus,
+                j.priority,
+                j.state.as_str()
+            );
             match (&j.wait, j.state) {
                 (Some(w), _) => {
                     println!("why it waits: {}", w.text);

@@ -437,3 +437,118 @@ fn access_rules_and_bad_input() {
     assert!(audit.as_array().expect("array").iter().any(|r| r["kind"] == "policy" && r["actor"] == "admin"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn fails_with(url: &str, tok: &str, args: &[&str], status: &str) {
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--server", url, "--token", tok]);
+    let out = ordo(&a);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(status), "ordo {args:?}: expected {status}, got: {err}");
+}
+
+fn job_state(url: &str, tok: &str, id: u64) -> Value {
+    cli_json(url, tok, &["explain", &id.to_string()])
+}
+
+#[test]
+fn hold_release_and_priority_with_access_rules_and_audit() {
+    let dir = tempdir("hold");
+    let (admin, alice, agent_tok) = tokens(&dir);
+    let bob = token(&dir.join("ordo.db"), "bob", None);
+    let (srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let listen = url.trim_start_matches("http://").to_string();
+    let _a = agent(&dir, &url, &agent_tok, "n1", 1);
+    wait_for("one node", Duration::from_secs(20), || nodes_up(&url, &admin, 1));
+    let id = |v: Value| v["id"].as_u64().expect("id");
+
+    // A blocker holds the only GPU; alice's `a` waits first in line (fifo: strict order), and
+    // is held; her later `b` waits behind.
+    let blocker = id(cli_json(&url, &alice, &["submit", "--time", "1m", "--", "sleep", "30"]));
+    wait_for("the blocker to start", Duration::from_secs(20), || {
+        job_state(&url, &admin, blocker)["state"] != "pending"
+    });
+    let a = id(cli_json(&url, &alice, &["submit", "--priority", "3", "--", "true"]));
+    let b = id(cli_json(&url, &alice, &["submit", "--", "sleep", "1"]));
+    assert_eq!(job_state(&url, &alice, a)["priority"], 3);
+    // bob may not hold, release or change alice's job.
+    fails_with(&url, &bob, &["hold", &a.to_string()], "403");
+    let h = cli_json(&url, &alice, &["hold", &a.to_string()]);
+    assert_eq!(h["held_by"], "alice", "{h}");
+    fails_with(&url, &alice, &["hold", &a.to_string()], "409");
+    fails_with(&url, &bob, &["release", &a.to_string()], "403");
+    fails_with(&url, &bob, &["priority", &a.to_string(), "1"], "403");
+    // The owner may lower her job's priority but not raise it; an admin may raise it.
+    fails_with(&url, &alice, &["priority", &a.to_string(), "4"], "403");
+    assert_eq!(cli_json(&url, &alice, &["priority", &a.to_string(), "-2"])["priority"], -2);
+    assert_eq!(cli_json(&url, &admin, &["priority", &a.to_string(), "7"])["priority"], 7);
+
+    // The hold and the priority are in the database: they survive a kill -9 of the server.
+    drop(srv);
+    let (_srv, url) = server(&dir, &listen, "fifo");
+    let ex = job_state(&url, &bob, a);
+    assert_eq!(
+        (ex["state"].as_str(), ex["held_by"].as_str(), ex["priority"].as_i64()),
+        (Some("pending"), Some("alice"), Some(7)),
+        "{ex}"
+    );
+    assert!(ex["wait"]["text"].as_str().expect("text").starts_with("held by alice"), "{ex}");
+    let out = ordo(&["explain", &a.to_string(), "--server", &url, "--token", &bob]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("held by alice"), "{}", String::from_utf8_lossy(&out.stdout));
+    let q = cli_json(&url, &admin, &["queue"]);
+    let qa = q["jobs"].as_array().expect("jobs").iter().find(|j| j["id"] == a).cloned().expect("a in the queue");
+    assert!(qa["wait"]["text"].as_str().expect("text").contains("held by alice"), "{qa}");
+    let out = ordo(&["queue", "--server", &url, "--token", &bob]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("held by alice"));
+
+    // The GPU frees up: the later job starts and ends while the held one stays pending.
+    cli_json(&url, &admin, &["cancel", &blocker.to_string()]);
+    wait_for("b to complete", Duration::from_secs(30), || job_state(&url, &admin, b)["state"] == "completed");
+    let ex = job_state(&url, &admin, a);
+    assert_eq!((ex["state"].as_str(), ex["attempts"].as_u64()), (Some("pending"), Some(0)), "{ex}");
+
+    // An admin holds another of alice's jobs: alice may not release that hold, an admin may.
+    let blocker2 = id(cli_json(&url, &alice, &["submit", "--time", "1m", "--", "sleep", "30"]));
+    wait_for("the second blocker to start", Duration::from_secs(20), || {
+        job_state(&url, &admin, blocker2)["state"] != "pending"
+    });
+    let c = id(cli_json(&url, &alice, &["submit", "--", "true"]));
+    let hc = cli_json(&url, &admin, &["hold", &c.to_string()]);
+    assert_eq!(hc["held_by"], "admin");
+    fails_with(&url, &alice, &["release", &c.to_string()], "403");
+    cli_json(&url, &admin, &["release", &c.to_string()]);
+    cli_json(&url, &alice, &["cancel", &blocker2.to_string()]);
+    // alice releases her own hold; both run.
+    fails_with(&url, &bob, &["release", &a.to_string()], "403");
+    let r = cli_json(&url, &alice, &["release", &a.to_string()]);
+    assert!(r["held_by"].is_null(), "{r}");
+    fails_with(&url, &alice, &["release", &a.to_string()], "409");
+    wait_for("a and c to complete", Duration::from_secs(30), || {
+        [a, c].iter().all(|&j| job_state(&url, &admin, j)["state"] == "completed")
+    });
+    fails_with(&url, &admin, &["hold", &a.to_string()], "409");
+
+    // The audit log names who did what.
+    let audit = cli_json(&url, &admin, &["audit"]);
+    let recs = audit.as_array().expect("array");
+    let has = |kind: &str, job: u64, actor: &str| {
+        recs.iter().any(|r| r["kind"] == kind && r["job"] == job && r["actor"] == actor)
+    };
+    assert!(has("hold", a, "alice") && has("release", a, "alice"), "{audit}");
+    assert!(has("hold", c, "admin") && has("release", c, "admin"), "{audit}");
+    let prio: Vec<(Value, Value, Value)> = recs
+        .iter()
+        .filter(|r| r["kind"] == "priority" && r["job"] == a)
+        .map(|r| (r["actor"].clone(), r["detail"]["from"].clone(), r["detail"]["to"].clone()))
+        .collect();
+    assert_eq!(
+        prio,
+        vec![
+            (Value::from("alice"), Value::from(3), Value::from(-2)),
+            (Value::from("admin"), Value::from(-2), Value::from(7))
+        ],
+        "{audit}"
+    );
+    // Refused requests left no record.
+    assert!(!recs.iter().any(|r| r["actor"] == "bob"), "{audit}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
