@@ -452,7 +452,11 @@ impl Scheduler {
         let off_estimate = r.expected_end != now;
         let p = self.progress.remove(&job).unwrap_or_default();
         let served = p.attained + r.req.gpus as i64 * (now - r.start);
-        self.history.record(served, now);
+        // Only Gittins reads the distribution of finished jobs' service; keeping it sorted costs
+        // a sort per finished job early on, so other policies skip it.
+        if matches!(self.policy.order, crate::policy::Order::Gittins(_)) {
+            self.history.record(served, now);
+        }
         self.account_stop(&r.req, now, Some(served));
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
@@ -530,14 +534,14 @@ impl Scheduler {
             return self.schedule_dynamic(now, explain);
         }
         match &self.cons {
-            None => self.schedule_in_order(now, explain, self.queue.values().collect(), true),
+            None => self.schedule_in_order(now, explain, self.queue.values(), true),
             Some(c) => {
                 // Standing reservations hold unless a running job overran its estimate (its GPUs
                 // are still busy where the profile expected them free): then plan afresh.
                 let overrun = self.by_end.first().is_some_and(|&(t, _)| t < now);
                 match (!overrun).then(|| self.due_reservations(c, now, explain)).flatten() {
                     Some(plan) => plan,
-                    None => self.schedule_conservative_afresh(now, explain, self.queue.values().collect()),
+                    None => self.schedule_conservative_afresh(now, explain, self.queue.values()),
                 }
             }
         }
@@ -546,7 +550,13 @@ impl Scheduler {
     /// Strict order, then (EASY) backfill behind the first blocked job.
     /// Waiting jobs in `order` (policy order, computed by the caller). `indexed`: the order is
     /// the static queue order, so EASY may use its (GPUs, estimate class) index.
-    pub(crate) fn schedule_in_order(&self, now: Time, explain: bool, order: Vec<&JobReq>, indexed: bool) -> Plan {
+    pub(crate) fn schedule_in_order<'a>(
+        &'a self,
+        now: Time,
+        explain: bool,
+        order: impl IntoIterator<Item = &'a JobReq>,
+        indexed: bool,
+    ) -> Plan {
         let mut plan = Plan::default();
         let mut cap = self.cap.clone();
         let mut order = order.into_iter();
@@ -703,7 +713,12 @@ impl Scheduler {
     /// Conservative backfill planned from scratch at `now` (used while a job overruns its
     /// estimate): every waiting job, in order, reserves the earliest slot that delays no
     /// reservation before it; those whose slot is now start.
-    pub(crate) fn schedule_conservative_afresh(&self, now: Time, explain: bool, order: Vec<&JobReq>) -> Plan {
+    pub(crate) fn schedule_conservative_afresh<'a>(
+        &'a self,
+        now: Time,
+        explain: bool,
+        order: impl IntoIterator<Item = &'a JobReq>,
+    ) -> Plan {
         let mut plan = Plan::default();
         let pooled = self.cap.placement() == Placement::Pooled;
         let mut c = Reservations {
