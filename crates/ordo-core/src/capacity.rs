@@ -224,6 +224,14 @@ impl Capacity {
         best.map(|(_, n)| n)
     }
 
+    /// Takes `g` GPUs from a single-node capacity (the pooled counters of what-if planning).
+    pub(crate) fn take_count(&mut self, g: u32) {
+        debug_assert_eq!(self.free.len(), 1);
+        let f = self.free[0];
+        assert!(f >= g, "taking {g} GPUs with only {f} free");
+        self.set_free(0, f - g);
+    }
+
     /// Whether every part of `alloc` is free on its node now.
     pub fn can_take(&self, alloc: &Allocation) -> bool {
         alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k)

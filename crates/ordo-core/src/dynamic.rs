@@ -218,6 +218,41 @@ impl Scheduler {
         now - req.submit - executed
     }
 
+    /// The stored form of a running job's key and until when it holds. `srtf`: the remaining
+    /// estimate falls with time for every running job alike, so the key is stored as remaining
+    /// + now (fixed) and `actual_run_key` subtracts `now`. `las`: the key holds until the job's
+    /// attained service reaches the next threshold.
+    pub(crate) fn run_key(&self, id: JobId, now: Time) -> (Key, Time) {
+        let r = &self.running[&id];
+        let mut k = self.key(&r.req, now, true);
+        match &self.policy.order {
+            Order::Srtf => {
+                k[1] += now;
+                (k, Time::MAX)
+            }
+            Order::Las(lp) => {
+                let (_, attained, p) = self.served(id, now);
+                let a = attained - p.las_base.0;
+                let until = match lp.thresholds.iter().find(|&&t| t > a) {
+                    Some(&t) => {
+                        let g = r.req.gpus.max(1) as i64;
+                        now + (t - a + g - 1) / g
+                    }
+                    None => Time::MAX,
+                };
+                (k, until)
+            }
+            _ => (k, now),
+        }
+    }
+
+    fn actual_run_key(&self, mut k: Key, now: Time) -> Key {
+        if let Order::Srtf = self.policy.order {
+            k[1] -= now;
+        }
+        k
+    }
+
     /// Whether waiting jobs' keys stay fixed while they wait, so they can be kept sorted
     /// between passes (`srtf`, and `las` without promotion, without `+maxwait`).
     pub(crate) fn waiting_keys_static(&self) -> bool {
@@ -438,10 +473,10 @@ impl Scheduler {
 
     /// The next instant at which some key changes with no event: a LAS threshold crossing, a
     /// starvation promotion or a `+maxwait` guard.
-    fn next_wake(&self, now: Time) -> Option<Time> {
+    fn next_wake(&self, now: Time, plan: &Plan) -> Option<Time> {
         let mut wake: Option<Time> = None;
         let mut at = |t: Time| {
-            if t > now {
+            if t > now && t < Time::MAX {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
             }
         };
@@ -456,12 +491,36 @@ impl Scheduler {
             _ => None,
         };
         if let Some(lp) = lp {
-            for r in self.running.values() {
-                let (_, attained, p) = self.served(r.req.id, now);
+            // When the next threshold is crossed by a job that runs after this plan: one
+            // running now, or one the plan starts.
+            let crossing = |id: JobId, gpus: u32| {
+                let (_, attained, p) = self.served(id, now);
                 let a = attained - p.las_base.0;
-                if let Some(&t) = lp.thresholds.iter().find(|&&t| t > a) {
-                    let g = r.req.gpus.max(1) as i64;
-                    at(now + (t - a + g - 1) / g);
+                lp.thresholds.iter().find(|&&t| t > a).map(|&t| {
+                    let g = gpus.max(1) as i64;
+                    now + (t - a + g - 1) / g
+                })
+            };
+            if self.waiting_keys_static() {
+                // Stored running keys hold until their job's next crossing.
+                if let Some(&(t, _)) = self.run_expiry.range((now + 1, JobId(0))..).next() {
+                    at(t);
+                }
+                for &(_, id) in self.run_expiry.range(..=(now, JobId(u32::MAX))) {
+                    if let Some(t) = crossing(id, self.running[&id].req.gpus) {
+                        at(t);
+                    }
+                }
+            } else {
+                for r in self.running.values() {
+                    if let Some(t) = crossing(r.req.id, r.req.gpus) {
+                        at(t);
+                    }
+                }
+            }
+            for st in &plan.starts {
+                if let Some(t) = crossing(st.job, st.alloc.gpus()) {
+                    at(t);
                 }
             }
             if lp.promote > 0.0 {
@@ -485,16 +544,24 @@ impl Scheduler {
         if preemptive && !explain && self.waiting_keys_static() {
             // Waiting jobs are kept sorted between passes: merge them with the running jobs
             // (at most one per GPU) and stop once the cluster is full.
-            let mut running: Vec<(Key, JobId, bool)> =
-                self.running.values().map(|r| (self.key(&r.req, now, true), r.req.id, true)).collect();
-            running.sort_unstable_by_key(|k| (k.0, k.1));
+            // Running jobs are kept sorted too (see `run_key`): only those whose key has moved
+            // since it was stored (a LAS threshold crossed) are keyed afresh.
+            let mut moved: Vec<(Key, JobId, bool)> = self
+                .run_expiry
+                .range(..=(now, JobId(u32::MAX)))
+                .map(|&(_, id)| (self.key(&self.running[&id].req, now, true), id, true))
+                .collect();
+            moved.sort_unstable_by_key(|k| (k.0, k.1));
+            let moved_ids: Vec<JobId> = moved.iter().map(|m| m.1).collect();
+            let kept = self
+                .run_keys
+                .iter()
+                .filter(|(_, id)| !moved_ids.contains(id))
+                .map(|&(k, id)| (self.actual_run_key(k, now), id, true));
+            let running = Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() };
             let bound = Cell::new(u64::MAX);
-            let mut merged = GroupMerge {
-                running: running.into_iter().peekable(),
-                heap: BinaryHeap::new(),
-                groups: Vec::new(),
-                bound: &bound,
-            };
+            let mut merged =
+                GroupMerge { running: running.peekable(), heap: BinaryHeap::new(), groups: Vec::new(), bound: &bound };
             for (&g, set) in &self.dyn_wait {
                 let mut it = set.iter();
                 if let Some(&(k, id)) = it.next() {
@@ -503,7 +570,7 @@ impl Scheduler {
                 }
             }
             let mut plan = self.select_preemptive(now, merged, false, Some(&bound));
-            plan.wake_at = self.next_wake(now);
+            plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
         if let Order::Rr { quantum } = self.policy.order {
@@ -523,7 +590,7 @@ impl Scheduler {
                 let kept = self.running.values().filter(|r| !plan.preempt.contains(&r.req.id)).map(|r| r.start + q);
                 kept.chain(plan.starts.iter().map(|_| now + q)).filter(|&t| t > now).min()
             });
-            plan.wake_at = match (self.next_wake(now), slice_end) {
+            plan.wake_at = match (self.next_wake(now, &plan), slice_end) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
@@ -535,7 +602,7 @@ impl Scheduler {
                 Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
                 _ => self.schedule_in_order(now, explain, order, false),
             };
-            plan.wake_at = self.next_wake(now);
+            plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
         let ctx = self.pass_ctx(now);
@@ -554,7 +621,7 @@ impl Scheduler {
                 _ => self.schedule_in_order(now, explain, order, false),
             }
         };
-        plan.wake_at = self.next_wake(now);
+        plan.wake_at = self.next_wake(now, &plan);
         plan
     }
 
@@ -579,7 +646,18 @@ impl Scheduler {
         } else {
             Capacity::new(self.cap.cap_per_node(), self.cap.placement())
         };
-        let as_virt = |a: &Allocation| if pooled { Allocation { parts: vec![(0, a.gpus())] } } else { a.clone() };
+        // Keeps a running job's GPUs in the ranking state if they are still free there.
+        let keep = |virt: &mut Capacity, a: &Allocation| {
+            if pooled {
+                let g = a.gpus();
+                virt.total_free() >= g as u64 && {
+                    virt.take_count(g);
+                    true
+                }
+            } else {
+                virt.take_what_if(a)
+            }
+        };
         let mut chosen = Vec::new();
         // A job that (re)started less than `min_run` ago keeps its GPUs whatever its rank, so
         // restarts that lose time cannot make jobs take turns forever without progress.
@@ -587,7 +665,7 @@ impl Scheduler {
             |id: JobId| self.min_run > 0 && self.running.get(&id).is_some_and(|r| now - r.start < self.min_run);
         for (id, r) in &self.running {
             if pinned(*id) {
-                let taken = virt.take_what_if(&as_virt(&r.alloc));
+                let taken = keep(&mut virt, &r.alloc);
                 debug_assert!(taken, "running jobs fit together");
             }
         }
@@ -608,7 +686,7 @@ impl Scheduler {
                     continue;
                 }
                 let r = &self.running[&id];
-                if virt.take_what_if(&as_virt(&r.alloc)) {
+                if keep(&mut virt, &r.alloc) {
                     continue;
                 }
                 plan.preempt.push(id);
@@ -702,6 +780,28 @@ impl<R: Iterator<Item = (Key, JobId, bool)>> Iterator for GroupMerge<'_, R> {
             return Some((k, id, false));
         }
         self.running.next()
+    }
+}
+
+/// Merges two iterators sorted by (key, job).
+struct Merge2<A: Iterator<Item = (Key, JobId, bool)>, B: Iterator<Item = (Key, JobId, bool)>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A: Iterator<Item = (Key, JobId, bool)>, B: Iterator<Item = (Key, JobId, bool)>> Iterator for Merge2<A, B> {
+    type Item = (Key, JobId, bool);
+    fn next(&mut self) -> Option<Self::Item> {
+        let take_a = match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) => (x.0, x.1) <= (y.0, y.1),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if take_a {
+            self.a.next()
+        } else {
+            self.b.next()
+        }
     }
 }
 

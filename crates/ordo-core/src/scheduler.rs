@@ -221,6 +221,11 @@ pub struct Scheduler {
     /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
     pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
     dyn_key: HashMap<JobId, crate::dynamic::Key>,
+    /// Running jobs by their stored key (where waiting keys are kept sorted), the stored key
+    /// and until when it holds, and those validity ends in time order.
+    pub(crate) run_keys: BTreeSet<(crate::dynamic::Key, JobId)>,
+    pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
+    pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
@@ -267,6 +272,9 @@ impl Scheduler {
             min_run: 0,
             dyn_wait: BTreeMap::new(),
             dyn_key: HashMap::default(),
+            run_keys: BTreeSet::new(),
+            run_key_of: HashMap::default(),
+            run_expiry: BTreeSet::new(),
             buckets: BTreeMap::new(),
             accounts: crate::dynamic::Accounts::default(),
         }
@@ -317,6 +325,7 @@ impl Scheduler {
         if self.waiting.contains_key(&req.id) || self.running.contains_key(&req.id) {
             return Err(SubmitError::Duplicate(req.id));
         }
+        self.refresh_run_keys(now);
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
@@ -339,6 +348,7 @@ impl Scheduler {
         if alloc.gpus() != req.gpus || !self.cap.can_take(alloc) {
             return Err(CommitError::BadAllocation(job));
         }
+        self.refresh_run_keys(now);
         self.las_commit(job, now, true);
         self.account_start(&req, now);
         if let Some(k) = self.dyn_key.remove(&job) {
@@ -390,6 +400,7 @@ impl Scheduler {
         self.by_end.insert((expected_end, job));
         self.running
             .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
+        self.store_run_key(job, now);
         if off_slot {
             self.rebuild_reservations(now);
         }
@@ -405,6 +416,8 @@ impl Scheduler {
         if !self.running.contains_key(&job) {
             return Err(CommitError::NotRunning(job));
         }
+        self.refresh_run_keys(now);
+        self.drop_run_key(job);
         self.las_commit(job, now, false);
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         self.by_end.remove(&(r.expected_end, job));
@@ -434,6 +447,33 @@ impl Scheduler {
         self.dyn_key.insert(job, k);
     }
 
+    /// Stores a running job's key (where running keys are kept sorted).
+    fn store_run_key(&mut self, job: JobId, now: Time) {
+        if !self.waiting_keys_static() || !self.running.contains_key(&job) {
+            return;
+        }
+        self.drop_run_key(job);
+        let (k, until) = self.run_key(job, now);
+        self.run_keys.insert((k, job));
+        self.run_key_of.insert(job, (k, until));
+        self.run_expiry.insert((until, job));
+    }
+
+    fn drop_run_key(&mut self, job: JobId) {
+        if let Some((k, until)) = self.run_key_of.remove(&job) {
+            self.run_keys.remove(&(k, job));
+            self.run_expiry.remove(&(until, job));
+        }
+    }
+
+    /// Re-keys running jobs whose stored key stopped holding by `now`.
+    fn refresh_run_keys(&mut self, now: Time) {
+        let due: Vec<JobId> = self.run_expiry.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| id).collect();
+        for id in due {
+            self.store_run_key(id, now);
+        }
+    }
+
     fn release(&mut self, job: JobId, r: &Running) {
         self.cap.give(&r.alloc);
         for (n, ids) in &r.gpu_ids {
@@ -448,6 +488,11 @@ impl Scheduler {
     /// a job that ends earlier or later than estimated makes every reservation be recomputed in
     /// policy order.
     pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        if !self.running.contains_key(&job) {
+            return Err(CommitError::NotRunning(job));
+        }
+        self.refresh_run_keys(now);
+        self.drop_run_key(job);
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         let off_estimate = r.expected_end != now;
         let p = self.progress.remove(&job).unwrap_or_default();
@@ -518,6 +563,11 @@ impl Scheduler {
         }
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
+        }
+        if self.waiting_keys_static()
+            && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
+        {
+            return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
         }
         if let Some(c) = &self.cons {
             if c.res.len() != self.queue.len() || c.by_start.len() != self.queue.len() {
