@@ -219,9 +219,9 @@ impl Scheduler {
     }
 
     /// The stored form of a running job's key and until when it holds. `srtf`: the remaining
-    /// estimate falls with time for every running job alike, so the key is stored as remaining
-    /// + now (fixed) and `actual_run_key` subtracts `now`. `las`: the key holds until the job's
-    /// attained service reaches the next threshold.
+    /// estimate falls with time for every running job alike, so the key is stored as the
+    /// remaining estimate plus `now` (fixed) and `actual_run_key` subtracts `now`. `las`: the key
+    /// holds until the job's attained service reaches the next threshold.
     pub(crate) fn run_key(&self, id: JobId, now: Time) -> (Key, Time) {
         let r = &self.running[&id];
         let mut k = self.key(&r.req, now, true);
