@@ -541,6 +541,10 @@ impl Scheduler {
     /// apply their backfill mode to that order, preemptive ones choose who runs.
     pub(crate) fn schedule_dynamic(&self, now: Time, explain: bool) -> Plan {
         let preemptive = self.policy.order.preemptive();
+        if let Some(mut plan) = self.select_las_pooled(now, explain) {
+            plan.wake_at = self.next_wake(now, &plan);
+            return plan;
+        }
         if preemptive && !explain && self.waiting_keys_static() {
             // Waiting jobs are kept sorted between passes: merge them with the running jobs
             // (at most one per GPU) and stop once the cluster is full.
@@ -563,7 +567,7 @@ impl Scheduler {
             let mut merged =
                 GroupMerge { running: running.peekable(), heap: BinaryHeap::new(), groups: Vec::new(), bound: &bound };
             for (&g, set) in &self.dyn_wait {
-                let mut it = set.iter();
+                let mut it = set.range(..);
                 if let Some(&(k, id)) = it.next() {
                     merged.heap.push(Reverse((k, id, merged.groups.len())));
                     merged.groups.push((g, it));
@@ -623,6 +627,77 @@ impl Scheduler {
         };
         plan.wake_at = self.next_wake(now, &plan);
         plan
+    }
+
+    /// `las` under pooled placement, queue by queue: the same decisions as the general pass
+    /// (tests compare them), but a queue whose running jobs all still fit is kept whole with
+    /// one subtraction, so a pass costs little more than the waiting jobs it looks at. `None`
+    /// where it does not apply (explaining, consolidated placement, a restart-protection time,
+    /// stored keys that moved since the last commit).
+    fn select_las_pooled(&self, now: Time, explain: bool) -> Option<Plan> {
+        let Order::Las(lp) = &self.policy.order else { return None };
+        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
+        if explain
+            || !self.waiting_keys_static()
+            || self.cap.placement() != Placement::Pooled
+            || self.min_run > 0
+            || stale
+        {
+            return None;
+        }
+        let mut plan = Plan::default();
+        let mut free = self.cap.total();
+        let mut chosen = Vec::new();
+        let bound = Cell::new(free);
+        for q in 0..=lp.thresholds.len() as i64 {
+            let held = self.run_q_gpus.get(&q).copied().unwrap_or(0);
+            let lo = |flag: i64| ([1, q, flag, i64::MIN, i64::MIN], JobId(0));
+            let hi = |flag: i64| ([1, q, flag, i64::MAX, i64::MAX], JobId(u32::MAX));
+            if free >= held {
+                free -= held;
+            } else {
+                for &(_, id) in self.run_keys.range(lo(0)..=hi(0)) {
+                    let g = self.running[&id].req.gpus as u64;
+                    if g <= free {
+                        free -= g;
+                    } else {
+                        plan.preempt.push(id);
+                    }
+                }
+            }
+            bound.set(free);
+            let mut waiting = GroupMerge {
+                running: std::iter::empty().peekable(),
+                heap: BinaryHeap::new(),
+                groups: Vec::new(),
+                bound: &bound,
+            };
+            for (&g, set) in self.dyn_wait.range(..=free.min(u32::MAX as u64) as u32) {
+                let mut it = set.range(lo(1)..=hi(1));
+                if let Some(&(k, id)) = it.next() {
+                    waiting.heap.push(Reverse((k, id, waiting.groups.len())));
+                    waiting.groups.push((g, it));
+                }
+            }
+            for (_, id, _) in waiting {
+                let req = &self.queue[&(self.waiting[&id], id)];
+                if req.gpus as u64 <= free {
+                    free -= req.gpus as u64;
+                    chosen.push(req);
+                }
+                bound.set(free);
+            }
+        }
+        let mut real = self.cap.clone();
+        for id in &plan.preempt {
+            real.give(&self.running[id].alloc);
+        }
+        for req in chosen {
+            let a = real.place(req.gpus).expect("pooled: the count was checked");
+            real.take(&a);
+            plan.starts.push(Start { job: req.id, alloc: a });
+        }
+        Some(plan)
     }
 
     /// Greedy by priority from an empty cluster (as Tiresias): each job that fits runs, one
@@ -758,7 +833,7 @@ impl Scheduler {
 struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>> {
     running: std::iter::Peekable<R>,
     heap: BinaryHeap<Reverse<(Key, JobId, usize)>>,
-    groups: Vec<(u32, std::collections::btree_set::Iter<'a, (Key, JobId)>)>,
+    groups: Vec<(u32, std::collections::btree_set::Range<'a, (Key, JobId)>)>,
     bound: &'a Cell<u64>,
 }
 

@@ -226,6 +226,8 @@ pub struct Scheduler {
     pub(crate) run_keys: BTreeSet<(crate::dynamic::Key, JobId)>,
     pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
+    /// `las`: GPUs held by running jobs per queue, by their stored keys.
+    pub(crate) run_q_gpus: BTreeMap<i64, u64>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
@@ -275,6 +277,7 @@ impl Scheduler {
             run_keys: BTreeSet::new(),
             run_key_of: HashMap::default(),
             run_expiry: BTreeSet::new(),
+            run_q_gpus: BTreeMap::new(),
             buckets: BTreeMap::new(),
             accounts: crate::dynamic::Accounts::default(),
         }
@@ -454,6 +457,7 @@ impl Scheduler {
         }
         self.drop_run_key(job);
         let (k, until) = self.run_key(job, now);
+        *self.run_q_gpus.entry(k[1]).or_default() += self.running[&job].req.gpus as u64;
         self.run_keys.insert((k, job));
         self.run_key_of.insert(job, (k, until));
         self.run_expiry.insert((until, job));
@@ -461,9 +465,19 @@ impl Scheduler {
 
     fn drop_run_key(&mut self, job: JobId) {
         if let Some((k, until)) = self.run_key_of.remove(&job) {
+            if let Some(g) = self.run_q_gpus.get_mut(&k[1]) {
+                *g -= self.running.get(&job).map_or(0, |r| r.req.gpus as u64);
+            }
             self.run_keys.remove(&(k, job));
             self.run_expiry.remove(&(until, job));
         }
+    }
+
+    /// Brings time-dependent bookkeeping up to `now` (running jobs that crossed a priority
+    /// threshold since the last commit). Optional: `schedule` is correct without it, only
+    /// slower after a wake-up with no other event.
+    pub fn advance(&mut self, now: Time) {
+        self.refresh_run_keys(now);
     }
 
     /// Re-keys running jobs whose stored key stopped holding by `now`.

@@ -231,6 +231,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         if !happened {
             continue; // only ends of runs that were preempted: nothing to decide
         }
+        sched.advance(t);
         let plan = sched.schedule(t, false);
         if cfg.check_invariants {
             // Explaining must not change the decisions (the fast paths skip what explain shows).
