@@ -582,11 +582,7 @@ impl Scheduler {
             let mut plan = if preemptive {
                 self.select_preemptive(now, keyed.into_iter(), explain, None)
             } else {
-                let order: Vec<&JobReq> = keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]).collect();
-                match self.policy.backfill {
-                    Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
-                    _ => self.schedule_in_order(now, explain, order, false),
-                }
+                self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
             };
             // With a quantum, decide again when the next running slice ends.
             // (Including the jobs this plan starts, whose slices begin now.)
@@ -602,10 +598,7 @@ impl Scheduler {
         }
         if let (false, Order::Fair(by)) = (preemptive, &self.policy.order) {
             let order = self.fair_order(*by, now);
-            let mut plan = match self.policy.backfill {
-                Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
-                _ => self.schedule_in_order(now, explain, order, false),
-            };
+            let mut plan = self.plan_in_order(now, explain, order);
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
@@ -619,14 +612,18 @@ impl Scheduler {
         let mut plan = if preemptive {
             self.select_preemptive(now, keyed.into_iter(), explain, None)
         } else {
-            let order: Vec<&JobReq> = keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]).collect();
-            match self.policy.backfill {
-                Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
-                _ => self.schedule_in_order(now, explain, order, false),
-            }
+            self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
         };
         plan.wake_at = self.next_wake(now, &plan);
         plan
+    }
+
+    /// A non-preemptive order's plan: waiting jobs in `order`, under the policy's backfill mode.
+    fn plan_in_order<'a>(&'a self, now: Time, explain: bool, order: impl IntoIterator<Item = &'a JobReq>) -> Plan {
+        match self.policy.backfill {
+            Backfill::Conservative => self.schedule_conservative_afresh(now, explain, order),
+            _ => self.schedule_in_order(now, explain, order, false),
+        }
     }
 
     /// `las` under pooled placement, queue by queue: the same decisions as the general pass
