@@ -91,6 +91,13 @@ struct DriveArgs {
     /// Priority given to the first job in ordo's order; the next ones descend by one.
     #[arg(long, default_value_t = 1_000_000)]
     priority_top: u32,
+    #[command(flatten)]
+    conn: SlurmConn,
+}
+
+/// How `drive` and `release` reach Slurm.
+#[derive(Args, Debug)]
+struct SlurmConn {
     /// Longest wait for one Slurm command before Slurm counts as unreachable.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     timeout: Duration,
@@ -114,19 +121,8 @@ struct ReleaseArgs {
     /// Say what would be released; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Longest wait for one Slurm command.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    timeout: Duration,
-    /// Talk to slurmrestd at this URL (e.g. http://127.0.0.1:6820, API v0.0.38) instead of
-    /// running Slurm's command-line clients; the JWT comes from $SLURM_JWT or --rest-token-file.
-    #[arg(long)]
-    rest: Option<String>,
-    /// The user the JWT belongs to (default: $USER, else root).
-    #[arg(long)]
-    rest_user: Option<String>,
-    /// A file holding the JWT (`SLURM_JWT=...` as `scontrol token` prints, or the bare token).
-    #[arg(long)]
-    rest_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    conn: SlurmConn,
 }
 
 /// `10s`, `500ms`, `2m`, `1h`, or a plain number of seconds.
@@ -227,13 +223,9 @@ fn describe_all(nodes: &[SlurmNode]) -> String {
 }
 
 /// The Slurm connection: slurmrestd when `rest` is given, else the command-line clients.
-fn backend(
-    rest: &Option<String>,
-    user: &Option<String>,
-    token_file: &Option<PathBuf>,
-    timeout: Duration,
-    partition: Option<String>,
-) -> Result<Box<dyn Backend>> {
+fn backend(conn: &SlurmConn, partition: Option<String>) -> Result<Box<dyn Backend>> {
+    let SlurmConn { rest, rest_user: user, rest_token_file: token_file, timeout } = conn;
+    let timeout = *timeout;
     let Some(url) = rest else {
         let mut c = SlurmCli::new(timeout);
         c.partition = partition;
@@ -261,7 +253,7 @@ fn stamp() -> String {
 fn drive(a: DriveArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
-    let slurm = backend(&a.rest, &a.rest_user, &a.rest_token_file, a.timeout, a.partition.clone())?;
+    let slurm = backend(&a.conn, a.partition.clone())?;
     let cfg = DriveConfig {
         policy: a.policy.clone(),
         placement: a.placement,
@@ -379,7 +371,7 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
 }
 
 fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
-    let slurm = backend(&a.rest, &a.rest_user, &a.rest_token_file, a.timeout, None)?;
+    let slurm = backend(&a.conn, None)?;
     let out = release(slurm.as_ref(), &a.audit_log, a.dry_run)?;
     if out.is_empty() {
         println!("{}: no priority set by ordo is outstanding; nothing to release", a.audit_log.display());
