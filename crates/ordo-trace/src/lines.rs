@@ -150,19 +150,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
                 queue,
             }))
         })();
-        match row {
-            Ok(None) => {
-                sink.unknown_size();
-                Ok(())
-            }
-            Ok(Some(r)) => {
-                if repaired {
-                    sink.repaired(SWF_REPAIR_PROCS);
-                }
-                sink.row(line, Ok(r))
-            }
-            Err(e) => sink.row(line, Err(e)),
-        }
+        sink.maybe_row(line, row, repaired, SWF_REPAIR_PROCS, Sink::unknown_size)
     })?;
     sink.max_procs = max_procs.or(max_nodes);
     Ok(())
@@ -342,19 +330,7 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
                 queue,
             }))
         })();
-        match row {
-            Ok(None) => {
-                sink.step();
-                Ok(())
-            }
-            Ok(Some(r)) => {
-                if repaired {
-                    sink.repaired(JOBCOMP_REPAIR_SUBMIT);
-                }
-                sink.row(line, Ok(r))
-            }
-            Err(e) => sink.row(line, Err(e)),
-        }
+        sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
     })
 }
 

@@ -150,6 +150,31 @@ impl<'o> Sink<'o> {
         self.steps += 1;
     }
 
+    /// Takes a row that a reader may also leave out (`Ok(None)`, counted by `left_out`) or
+    /// have repaired (`repair` names the documented repair when `repaired`).
+    pub fn maybe_row(
+        &mut self,
+        line: u64,
+        row: Result<Option<Row<'_>>, TraceError>,
+        repaired: bool,
+        repair: &'static str,
+        left_out: fn(&mut Self),
+    ) -> Result<(), TraceError> {
+        match row {
+            Ok(None) => {
+                left_out(self);
+                Ok(())
+            }
+            Ok(Some(r)) => {
+                if repaired {
+                    self.repaired(repair);
+                }
+                self.row(line, Ok(r))
+            }
+            Err(e) => self.row(line, Err(e)),
+        }
+    }
+
     /// Takes one data row (or the reason it is bad) read at `line`.
     pub fn row(&mut self, line: u64, row: Result<Row<'_>, TraceError>) -> Result<(), TraceError> {
         self.rows += 1;
