@@ -118,9 +118,6 @@ struct RunArgs {
     /// Timeout of one HTTP exchange, seconds.
     #[arg(long, default_value_t = 600.0)]
     timeout: f64,
-    /// No progress bar (it is also hidden when stderr is not a terminal).
-    #[arg(long)]
-    quiet: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -219,8 +216,8 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             opts.resend_unknown = r.resend_unknown;
             opts.seed = r.seed;
             opts.timeout = Duration::from_secs_f64(r.timeout);
-            opts.quiet = r.quiet;
-            if opts.api_key.is_none() && !r.quiet {
+            opts.quiet = crate::progress::quiet();
+            if opts.api_key.is_none() && !crate::progress::quiet_flag() {
                 eprintln!("note: no API key ($ORDO_API_KEY or --api-key-file); sending without Authorization");
             }
             let s = ordo_batch::run(&loaded, &limits, &prices, &opts)?;

@@ -18,6 +18,9 @@ use std::time::Instant;
     about = "Measure, compare and improve the order in which a GPU cluster runs its jobs"
 )]
 struct Cli {
+    /// No progress bars (they are also hidden when stderr is not a terminal).
+    #[arg(long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -231,7 +234,6 @@ fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     c
 }
 
-/// Runs every policy, in parallel over the machine's cores; results come back in input order.
 /// A comma-separated list of policies (parameters may contain commas: `las:thresholds=60,promote=8`).
 #[derive(Debug, Clone)]
 struct PolicyList(Vec<PolicySpec>);
@@ -243,25 +245,26 @@ impl std::str::FromStr for PolicyList {
     }
 }
 
+/// Runs every policy, in parallel over the machine's cores (rayon); results come back in input
+/// order.
 fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(policies.len().max(1));
-    let mut slots: Vec<Option<Result<SimOutput>>> = (0..policies.len()).map(|_| None).collect();
-    std::thread::scope(|s| {
-        for (t, chunk) in slots.chunks_mut(policies.len().div_ceil(threads).max(1)).enumerate() {
-            let base = t * policies.len().div_ceil(threads).max(1);
-            s.spawn(move || {
-                for (i, slot) in chunk.iter_mut().enumerate() {
-                    let p = policies[base + i].clone();
-                    *slot = Some(simulate(&input.workload, &config(input, &p)).with_context(|| format!("policy {p}")));
-                }
-            });
-        }
-    });
-    slots.into_iter().map(|s| s.expect("every slot filled")).collect()
+    use rayon::prelude::*;
+    let bar = crate::progress::bar(policies.len() as u64, "simulating");
+    let outs = policies
+        .par_iter()
+        .map(|p| {
+            let out = simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}"));
+            bar.inc(1);
+            out
+        })
+        .collect();
+    bar.finish_and_clear();
+    outs
 }
 
 pub fn run() -> Result<ExitCode> {
     let cli = Cli::parse();
+    crate::progress::set_quiet(cli.quiet);
     match cli.cmd {
         Cmd::Slurm(a) => return crate::slurm_cmd::run(a),
         Cmd::Server(c) => return crate::server_cmd::run(c),

@@ -4,6 +4,7 @@
 mod batch_cmd;
 mod cli;
 mod output;
+mod progress;
 mod server_cmd;
 mod slurm_cmd;
 mod trace_cmd;

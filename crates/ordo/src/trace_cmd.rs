@@ -132,7 +132,10 @@ pub fn cluster_from_trace(t: &LoadedTrace) -> Result<ClusterSpec> {
 /// what the report itself shows.
 pub fn load(path: &std::path::Path, format: Format, select: &SelectArgs) -> Result<LoadedTrace> {
     let opts = select.options(format)?;
-    let t = load_path(path, &opts)?;
+    let spin = crate::progress::spinner(&format!("reading {}", path.display()));
+    let t = load_path(path, &opts);
+    spin.finish_and_clear();
+    let t = t?;
     if t.skipped_bad > 0 {
         eprintln!("warning: {}: skipped {} bad rows (--skip-bad); the first reasons:", t.source, t.skipped_bad);
         for r in &t.bad_reasons {
