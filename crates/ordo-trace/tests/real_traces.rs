@@ -8,28 +8,11 @@
 
 use ordo_core::{Job, Workload};
 use ordo_trace::{load_cluster_nodes, load_path, write_generic, Format, LoadOptions, LoadedTrace};
-use std::io::Write;
-use std::path::PathBuf;
 
-/// The path of `rel` in the traces directory, or `None` (after saying why) when absent outside CI.
-fn trace(rel: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("ORDO_TRACES") {
-        Some(d) => PathBuf::from(d),
-        // crates/ordo-trace -> repository root -> ../shared/traces
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    let path = dir.join(rel);
-    if path.is_file() {
-        return Some(path);
-    }
-    let what = format!("{} not found (set ORDO_TRACES to the traces directory)", path.display());
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("real-trace test: {what}; CI must have the shared traces");
-    }
-    // Straight to stderr, not `eprintln!`, so the test harness's capture does not hide it.
-    let _ = writeln!(std::io::stderr(), "skipped: {what}");
-    None
-}
+// The traces-directory lookup (skip or fail under CI) is shared with the `ordo` crate's tests.
+#[path = "../../ordo/tests/common/mod.rs"]
+mod common;
+use common::trace;
 
 fn load(rel: &str) -> Option<LoadedTrace> {
     let path = trace(rel)?;
