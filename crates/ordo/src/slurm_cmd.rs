@@ -125,25 +125,15 @@ struct ReleaseArgs {
     conn: SlurmConn,
 }
 
-/// `10s`, `500ms`, `2m`, `1h`, or a plain number of seconds.
+/// `10s`, `500ms`, `2m`, `1h`, or a plain number of seconds (the policy language's durations,
+/// `ordo_core::policy::parse_duration`), more than 0 and at most a year.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let x: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "ms" => x / 1000.0,
-        "s" => x,
-        "m" => x * 60.0,
-        "h" => x * 3600.0,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 * 365.0 {
+    let ms = ordo_core::policy::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m, 1h)"))?;
+    if ms <= 0 || ms > 86_400_000 * 365 {
         return Err(format!("`{s}`: must be more than 0 and at most a year"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(Duration::from_millis(ms as u64))
 }
 
 /// Runs `ordo slurm ...`.
@@ -415,6 +405,8 @@ mod tests {
         assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("400d").is_err());
+        assert!(parse_duration("-1s").is_err());
     }
 }
