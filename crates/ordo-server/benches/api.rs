@@ -48,7 +48,15 @@ fn throughput(dir: &Path) {
     let c = Client::new(&url, Some(node), Duration::from_secs(30));
     c.post::<_, RegisterResponse>(
         "/v1/agent/register",
-        &RegisterRequest { node: "n1".into(), gpus: 8, fake: true, gpu_model: None },
+        &RegisterRequest {
+            node: "n1".into(),
+            gpus: 8,
+            fake: true,
+            gpu_model: None,
+            cpus: None,
+            mem_mib: None,
+            mem_limits: false,
+        },
     )
     .expect("register");
     let threads = 32;
@@ -75,6 +83,7 @@ fn throughput(dir: &Path) {
                                 time_limit_ms: Some(60_000),
                                 priority: None,
                                 on_node_failure: None,
+                                no_preempt: None,
                             },
                         )
                         .expect("submit");
@@ -105,6 +114,8 @@ fn latency(dir: &Path, samples: usize) {
         work_dir: dir.join("work"),
         grace_ms: 1000,
         supervisor: vec![exe, "__supervise".into()],
+        cpus: None,
+        mem_mib: None,
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -129,6 +140,7 @@ fn latency(dir: &Path, samples: usize) {
                     time_limit_ms: Some(60_000),
                     priority: None,
                     on_node_failure: None,
+                    no_preempt: None,
                 },
             )
             .expect("submit");
@@ -156,13 +168,21 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("__supervise") {
         // The agent's job supervisor, run from this same binary.
-        let mut a = SuperviseArgs { command: vec![], time_limit_ms: 0, grace_ms: 0, status: PathBuf::new() };
+        let mut a = SuperviseArgs {
+            command: vec![],
+            time_limit_ms: 0,
+            grace_ms: 0,
+            status: PathBuf::new(),
+            cpu_list: None,
+            mem: None,
+        };
         let mut i = 2;
         while i < args.len() {
             match args[i].as_str() {
                 "--time-limit-ms" => a.time_limit_ms = args[i + 1].parse().expect("ms"),
                 "--grace-ms" => a.grace_ms = args[i + 1].parse().expect("ms"),
                 "--status" => a.status = PathBuf::from(&args[i + 1]),
+                "--cpu-list" => a.cpu_list = ordo_server::agent::parse_cpu_list(&args[i + 1]),
                 "--" => {
                     a.command = args[i + 1..].to_vec();
                     break;

@@ -39,6 +39,9 @@ pub enum AgentError {
     /// No GPUs could be found.
     #[error("{0}")]
     Gpus(String),
+    /// The CPU or memory settings do not fit the machine.
+    #[error("{0}")]
+    Resources(String),
     /// The work directory is unusable.
     #[error("work directory {path}: {source}")]
     WorkDir {
@@ -68,8 +71,139 @@ pub struct AgentConfig {
     /// Between SIGTERM and SIGKILL, ms.
     pub grace_ms: u64,
     /// The supervisor command prefix: a program and arguments to which
-    /// `--time-limit-ms T --grace-ms G --status FILE -- COMMAND...` is appended.
+    /// `--time-limit-ms T --grace-ms G --status FILE [--cpu-list L] [--cgroup DIR ...] -- COMMAND...`
+    /// is appended.
     pub supervisor: Vec<String>,
+    /// CPU cores to offer (`--cpus N`: the first N the agent may use); `None`: all it may use.
+    pub cpus: Option<u32>,
+    /// Memory to offer, MiB (`--mem`); `None`: the machine's (MemTotal).
+    pub mem_mib: Option<u64>,
+}
+
+/// The CPU cores this process may run on (`Cpus_allowed_list` of /proc/self/status, else
+/// `0..available_parallelism`).
+pub fn allowed_cpus() -> Vec<u32> {
+    let from_proc = std::fs::read_to_string("/proc/self/status").ok().and_then(|t| {
+        t.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| parse_cpu_list(v.trim()))
+    });
+    from_proc.filter(|v| !v.is_empty()).unwrap_or_else(|| {
+        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        (0..n as u32).collect()
+    })
+}
+
+/// Parses a CPU list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if b < a || b - a > 65_536 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+/// Formats CPU indices as a list such as `0,1,4` (what `taskset -c` and `ORDO_CPUS` take).
+pub fn cpu_list_text(cpus: &[u32]) -> String {
+    cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// The machine's memory (MemTotal of /proc/meminfo), MiB.
+pub fn total_mem_mib() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 =
+        t.lines().find_map(|l| l.strip_prefix("MemTotal:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb / 1024)
+}
+
+/// A memory cgroup the agent can create job groups in: `dir` is its `ordo` group (jobs go in
+/// `dir/job-N`), `home` the group the agent runs in (a supervisor moves back there before it
+/// removes its job's group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemCgroup {
+    /// The `ordo` group.
+    pub dir: PathBuf,
+    /// The agent's own group.
+    pub home: PathBuf,
+    /// cgroup v2 (`memory.max`) rather than v1 (`memory.limit_in_bytes`).
+    pub v2: bool,
+}
+
+/// Finds a writable memory cgroup: v1 (`/sys/fs/cgroup/memory`) or v2 (`/sys/fs/cgroup` or
+/// `/sys/fs/cgroup/unified`), below the agent's own group or else at the root. Probes by
+/// creating and removing a group. `Err` says why none is usable.
+pub fn find_mem_cgroup() -> Result<MemCgroup, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
+    let mut why = Vec::new();
+    // v1: the line whose controllers include `memory`.
+    let v1 = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        ctl.split(',').any(|c| c == "memory").then(|| path.to_string())
+    });
+    if let Some(path) = v1 {
+        let root = Path::new("/sys/fs/cgroup/memory");
+        let home = root.join(path.trim_start_matches('/'));
+        for parent in [home.clone(), root.to_path_buf()] {
+            match probe(&parent, false) {
+                Ok(dir) => return Ok(MemCgroup { dir, home, v2: false }),
+                Err(e) => why.push(e),
+            }
+        }
+    }
+    let v2 = own.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string);
+    if let Some(path) = v2 {
+        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].map(Path::new) {
+            let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if !ctl.split_whitespace().any(|c| c == "memory") {
+                why.push(format!("{}: no memory controller", root.display()));
+                continue;
+            }
+            let home = root.join(path.trim_start_matches('/'));
+            for parent in [home.clone(), root.to_path_buf()] {
+                match probe(&parent, true) {
+                    Ok(dir) => return Ok(MemCgroup { dir, home: home.clone(), v2: true }),
+                    Err(e) => why.push(e),
+                }
+            }
+        }
+    }
+    if why.is_empty() {
+        why.push("no memory controller in /proc/self/cgroup".into());
+    }
+    Err(why.join("; "))
+}
+
+fn probe(parent: &Path, v2: bool) -> Result<PathBuf, String> {
+    let e = |what: &str, p: &Path, err: std::io::Error| format!("{what} {}: {err}", p.display());
+    if v2 {
+        // Let children of `parent` and of `ordo` use the memory controller.
+        let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory");
+    }
+    let dir = parent.join("ordo");
+    std::fs::create_dir_all(&dir).map_err(|err| e("create", &dir, err))?;
+    if v2 {
+        std::fs::write(dir.join("cgroup.subtree_control"), "+memory")
+            .map_err(|err| e("enable memory in", &dir, err))?;
+    }
+    let p = dir.join(format!("probe-{}", std::process::id()));
+    let _ = std::fs::remove_dir(&p);
+    std::fs::create_dir(&p).map_err(|err| e("create", &p, err))?;
+    let file = p.join(if v2 { "memory.max" } else { "memory.limit_in_bytes" });
+    let ok = file.exists();
+    let _ = std::fs::remove_dir(&p);
+    if ok {
+        Ok(dir)
+    } else {
+        Err(format!("{} has no {}", p.display(), file.display()))
+    }
 }
 
 /// GPUs found: count, whether fake, model.
@@ -123,6 +257,56 @@ struct Running {
 
 type Table = Arc<Mutex<HashMap<JobNo, Running>>>;
 
+/// The node's CPU cores and which job has each reserved (`--cpus`).
+#[derive(Debug)]
+struct Cores {
+    ids: Vec<u32>,
+    owner: Vec<Option<JobNo>>,
+}
+
+impl Cores {
+    /// Reserves `n` free cores for `job`, lowest first; `None` when fewer are free.
+    fn take(&mut self, job: JobNo, n: u32) -> Option<Vec<u32>> {
+        let free: Vec<usize> = (0..self.ids.len()).filter(|&i| self.owner[i].is_none()).take(n as usize).collect();
+        if free.len() < n as usize {
+            return None;
+        }
+        for &i in &free {
+            self.owner[i] = Some(job);
+        }
+        Some(free.into_iter().map(|i| self.ids[i]).collect())
+    }
+
+    /// The cores no job has reserved (all of them when every core is reserved).
+    fn unreserved(&self) -> Vec<u32> {
+        let v: Vec<u32> = (0..self.ids.len()).filter(|&i| self.owner[i].is_none()).map(|i| self.ids[i]).collect();
+        if v.is_empty() {
+            self.ids.clone()
+        } else {
+            v
+        }
+    }
+
+    fn release(&mut self, job: JobNo) {
+        for o in &mut self.owner {
+            if *o == Some(job) {
+                *o = None;
+            }
+        }
+    }
+
+    fn free(&self) -> usize {
+        self.owner.iter().filter(|o| o.is_none()).count()
+    }
+}
+
+/// What the agent found about its node besides GPUs.
+#[derive(Debug, Clone)]
+struct Node {
+    cores: Arc<Mutex<Cores>>,
+    cgroup: Option<MemCgroup>,
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -132,10 +316,41 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
     let gpus = detect_gpus(cfg.gpus)?;
     std::fs::create_dir_all(&cfg.work_dir)
         .map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
+    let mut cores = allowed_cpus();
+    if let Some(n) = cfg.cpus {
+        if n == 0 || n as usize > cores.len() {
+            return Err(AgentError::Resources(format!(
+                "--cpus {n}: this agent may use {} cores ({}); give 1 to {}",
+                cores.len(),
+                cpu_list_text(&cores),
+                cores.len()
+            )));
+        }
+        cores.truncate(n as usize);
+    }
+    let mem_mib = cfg.mem_mib.or_else(total_mem_mib);
+    let cgroup = match find_mem_cgroup() {
+        Ok(c) => {
+            eprintln!("ordo agent {}: memory limits enforced through cgroup {}", cfg.name, c.dir.display());
+            Some(c)
+        }
+        Err(why) => {
+            eprintln!("ordo agent {}: memory limits: not enforced (no writable cgroup: {why})", cfg.name);
+            None
+        }
+    };
+    let node = Node { cores: Arc::new(Mutex::new(Cores { owner: vec![None; cores.len()], ids: cores })), cgroup };
     let table: Table = Arc::default();
     let short = Client::new(&cfg.server, Some(cfg.token.clone()), Duration::from_secs(10));
-    let reg =
-        RegisterRequest { node: cfg.name.clone(), gpus: gpus.count, fake: gpus.fake, gpu_model: gpus.model.clone() };
+    let reg = RegisterRequest {
+        node: cfg.name.clone(),
+        gpus: gpus.count,
+        fake: gpus.fake,
+        gpu_model: gpus.model.clone(),
+        cpus: Some(lock(&node.cores).ids.len() as u32),
+        mem_mib,
+        mem_limits: node.cgroup.is_some(),
+    };
     let mut timing = register(&short, &reg, &cfg, &gpus)?;
     let mut long =
         Client::new(&cfg.server, Some(cfg.token.clone()), Duration::from_millis(timing.heartbeat_ms + 10_000));
@@ -147,7 +362,7 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
             Ok(resp) => {
                 for a in resp.start {
                     if !lock(&table).contains_key(&a.job) {
-                        start_job(&cfg, &table, &short, a);
+                        start_job(&cfg, &node, &table, &short, a);
                     }
                 }
                 for k in resp.kill {
@@ -186,7 +401,14 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
                 } else {
                     format!("GPUs ({})", gpus.model.clone().unwrap_or_else(|| "NVML".into()))
                 };
-                eprintln!("ordo agent {}: registered {} {kind} with {}", cfg.name, gpus.count, c.base());
+                eprintln!(
+                    "ordo agent {}: registered {} {kind}, {} CPU cores, {} MiB memory with {}",
+                    cfg.name,
+                    gpus.count,
+                    reg.cpus.unwrap_or(0),
+                    reg.mem_mib.unwrap_or(0),
+                    c.base()
+                );
                 return Ok(t);
             }
             Err(e) if matches!(e.status(), Some(400 | 401 | 403)) => return Err(AgentError::Refused(e)),
@@ -198,8 +420,53 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
     }
 }
 
-fn start_job(cfg: &AgentConfig, table: &Table, client: &Client, a: Assignment) {
+fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: Assignment) {
     let dir = &cfg.work_dir;
+    // CPU cores: `--cpus N` reserves N of the node's cores for the job alone; a job that asks
+    // none shares the cores no job has reserved.
+    let cores = match a.cpus {
+        Some(n) => {
+            let mut c = lock(&node.cores);
+            match c.take(a.job, n) {
+                Some(ids) => ids,
+                None => {
+                    let msg =
+                        format!("it asks for {n} CPU cores, {} of {} are free on this node", c.free(), c.ids.len());
+                    drop(c);
+                    eprintln!("ordo agent {}: job {}: refused: {msg}", cfg.name, a.job);
+                    let rep = EndReport {
+                        node: cfg.name.clone(),
+                        job: a.job,
+                        attempt: a.attempt,
+                        outcome: Outcome::Refused,
+                        exit_code: None,
+                        signal: None,
+                        started_at: now_ms(),
+                        ended_at: now_ms(),
+                        message: Some(msg),
+                    };
+                    let client = client.clone();
+                    std::thread::spawn(move || send_report(&client, &rep));
+                    return;
+                }
+            }
+        }
+        None => lock(&node.cores).unreserved(),
+    };
+    let mut extra: Vec<String> = vec!["--cpu-list".into(), cpu_list_text(&cores)];
+    if let (Some(m), Some(cg)) = (a.mem_mib, &node.cgroup) {
+        extra.extend([
+            "--cgroup".into(),
+            cg.dir.join(format!("job-{}", a.job)).to_string_lossy().into_owned(),
+            "--cgroup-home".into(),
+            cg.home.to_string_lossy().into_owned(),
+            "--mem-mib".into(),
+            m.to_string(),
+        ]);
+        if cg.v2 {
+            extra.push("--cgroup-v2".into());
+        }
+    }
     let status_path = dir.join(format!("job-{}.status", a.job));
     let _ = std::fs::remove_file(&status_path);
     let cwd = a.cwd.as_deref().map(Path::new).filter(|p| p.is_dir()).unwrap_or(dir).to_path_buf();
@@ -217,6 +484,7 @@ fn start_job(cfg: &AgentConfig, table: &Table, client: &Client, a: Assignment) {
             .arg(cfg.grace_ms.to_string())
             .arg("--status")
             .arg(&status_path)
+            .args(&extra)
             .arg("--")
             .args(&a.command)
             .current_dir(&cwd)
@@ -224,6 +492,8 @@ fn start_job(cfg: &AgentConfig, table: &Table, client: &Client, a: Assignment) {
             .env("ORDO_JOB_ID", a.job.to_string())
             .env("ORDO_NODE", &cfg.name)
             .env("ORDO_GPUS", a.gpu_ids.len().to_string())
+            .env("ORDO_RESTARTS", a.restarts.to_string())
+            .env("ORDO_CPUS", cpu_list_text(&cores))
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err)
@@ -242,6 +512,7 @@ fn start_job(cfg: &AgentConfig, table: &Table, client: &Client, a: Assignment) {
     lock(table).insert(a.job, Running { started_at, stdin });
     let table = table.clone();
     let client = client.clone();
+    let cores_table = node.cores.clone();
     let node = cfg.name.clone();
     std::thread::spawn(move || {
         let rep = match child {
@@ -287,16 +558,22 @@ fn start_job(cfg: &AgentConfig, table: &Table, client: &Client, a: Assignment) {
         };
         // Retry until the server has it; the job stays in the table (and so in every poll)
         // until then, so a restarted server learns it still runs.
-        loop {
-            match client.post::<_, serde_json::Value>("/v1/agent/report", &rep) {
-                Ok(_) => break,
-                Err(e) if matches!(e.status(), Some(400 | 401 | 403 | 404)) => {
-                    eprintln!("ordo agent {node}: report for job {} refused: {e}", rep.job);
-                    break;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(200)),
-            }
-        }
+        lock(&cores_table).release(rep.job);
+        send_report(&client, &rep);
         lock(&table).remove(&rep.job);
     });
+}
+
+/// Sends an end report, retrying until the server has it (or refuses it for good).
+fn send_report(client: &Client, rep: &EndReport) {
+    loop {
+        match client.post::<_, serde_json::Value>("/v1/agent/report", rep) {
+            Ok(_) => break,
+            Err(e) if matches!(e.status(), Some(400 | 401 | 403 | 404)) => {
+                eprintln!("ordo agent {}: report for job {} refused: {e}", rep.node, rep.job);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
 }

@@ -48,6 +48,9 @@ pub struct SubmitRequest {
     /// What to do if its node goes down while it runs.
     #[serde(default)]
     pub on_node_failure: Option<OnNodeFailure>,
+    /// Never preempt this job (under preemptive policies it keeps its GPUs until it ends).
+    #[serde(default)]
+    pub no_preempt: Option<bool>,
 }
 
 /// Answer to a submission, sent only once the job is durable.
@@ -67,6 +70,9 @@ pub enum JobState {
     Starting,
     /// The process runs.
     Running,
+    /// Running, but the policy preempts it: its agent has been told to stop it; when it has
+    /// stopped, it goes back to `pending` (its attained service kept).
+    Preempting,
     /// Exited with code 0.
     Completed,
     /// Exited non-zero, or lost with its node (`on_node_failure = fail`).
@@ -84,6 +90,7 @@ impl JobState {
             JobState::Pending => "pending",
             JobState::Starting => "starting",
             JobState::Running => "running",
+            JobState::Preempting => "preempting",
             JobState::Completed => "completed",
             JobState::Failed => "failed",
             JobState::Cancelled => "cancelled",
@@ -97,6 +104,7 @@ impl JobState {
             "pending" => JobState::Pending,
             "starting" => JobState::Starting,
             "running" => JobState::Running,
+            "preempting" => JobState::Preempting,
             "completed" => JobState::Completed,
             "failed" => JobState::Failed,
             "cancelled" => JobState::Cancelled,
@@ -174,6 +182,16 @@ pub struct JobInfo {
     /// the scheduler's queue until it is released.
     #[serde(default)]
     pub held_by: Option<String>,
+    /// Never preempted (`ordo submit --no-preempt`).
+    #[serde(default)]
+    pub no_preempt: bool,
+    /// Times it was preempted (or its node failed) and it went back to the queue.
+    #[serde(default)]
+    pub restarts: u32,
+    /// Run time of its earlier, stopped runs, ms (its attained service is `gpus` times this);
+    /// kept across preemptions and server restarts.
+    #[serde(default)]
+    pub executed_ms: i64,
     /// For a pending job in a queue listing or explain: why it waits.
     pub wait: Option<WaitInfo>,
 }
@@ -206,6 +224,22 @@ pub struct NodeInfo {
     pub free_gpus: u32,
     /// Jobs on it.
     pub jobs: Vec<JobNo>,
+    /// CPU cores the agent offers, when it reported them.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory the agent offers, MiB, when it reported it.
+    #[serde(default)]
+    pub mem_mib: Option<u64>,
+    /// CPU cores asked for by the jobs on it.
+    #[serde(default)]
+    pub used_cpus: u32,
+    /// Memory asked for by the jobs on it, MiB.
+    #[serde(default)]
+    pub used_mem_mib: u64,
+    /// Whether the agent enforces memory limits (a writable cgroup); without one, `--mem` is
+    /// only reserved, not enforced.
+    #[serde(default)]
+    pub mem_limits: bool,
 }
 
 /// `PUT /v1/policy` and `GET /v1/policy`.
@@ -257,6 +291,15 @@ pub struct RegisterRequest {
     /// GPU model, when known.
     #[serde(default)]
     pub gpu_model: Option<String>,
+    /// CPU cores the node offers to jobs.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory the node offers to jobs, MiB.
+    #[serde(default)]
+    pub mem_mib: Option<u64>,
+    /// Whether the agent can enforce memory limits (it found a writable cgroup).
+    #[serde(default)]
+    pub mem_limits: bool,
 }
 
 /// Answer to a registration.
@@ -309,6 +352,15 @@ pub struct Assignment {
     pub time_limit_ms: i64,
     /// Which run of the job this is (1 for the first; more after requeues).
     pub attempt: u32,
+    /// Times the job was preempted or requeued before this run (`ORDO_RESTARTS`).
+    #[serde(default)]
+    pub restarts: u32,
+    /// CPU cores asked for (the agent pins the job to that many cores of its own).
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory asked for, MiB (the agent's memory limit, where it can enforce one).
+    #[serde(default)]
+    pub mem_mib: Option<u64>,
 }
 
 /// Answer to a poll.
@@ -328,10 +380,14 @@ pub enum Outcome {
     Exited,
     /// ordo killed it at its time limit.
     Timeout,
-    /// ordo killed it on request (cancel).
+    /// ordo killed it on request (cancel or preemption).
     Killed,
     /// It could not be started (bad command, missing program).
     SpawnFailed,
+    /// The kernel killed it at its memory limit (`--mem`, enforced through a cgroup).
+    OutOfMemory,
+    /// The agent would not start it (not enough free CPU cores there); the job is requeued.
+    Refused,
 }
 
 /// `POST /v1/agent/report`: a job ended.

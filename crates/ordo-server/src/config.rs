@@ -51,6 +51,9 @@ struct RawConfig {
     max_pending_per_user: Option<usize>,
     max_command_bytes: Option<usize>,
     allow_non_loopback: Option<bool>,
+    min_run: Option<String>,
+    max_job_cpus: Option<u32>,
+    max_job_mem: Option<String>,
 }
 
 /// The server's settings.
@@ -78,6 +81,12 @@ pub struct ServerConfig {
     pub max_command_bytes: usize,
     /// Permit listening on a non-loopback address.
     pub allow_non_loopback: bool,
+    /// Preemptive policies: a job runs at least this long (ms) before it may be preempted.
+    pub min_run_ms: i64,
+    /// Most CPU cores one job may ask for (besides the largest node's), if limited.
+    pub max_job_cpus: Option<u32>,
+    /// Most memory one job may ask for, MiB (besides the largest node's), if limited.
+    pub max_job_mem_mib: Option<u64>,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +103,9 @@ impl Default for ServerConfig {
             max_pending_per_user: 100_000,
             max_command_bytes: 64 * 1024,
             allow_non_loopback: false,
+            min_run_ms: 60_000,
+            max_job_cpus: None,
+            max_job_mem_mib: None,
         }
     }
 }
@@ -147,6 +159,23 @@ impl ServerConfig {
         if let Some(v) = raw.allow_non_loopback {
             c.allow_non_loopback = v;
         }
+        if let Some(v) = raw.min_run {
+            c.set_min_run(&w, &v)?;
+        }
+        if let Some(v) = raw.max_job_cpus {
+            if v == 0 {
+                return Err(ConfigError::Field { where_: w, field: "max_job_cpus", why: "must be at least 1".into() });
+            }
+            c.max_job_cpus = Some(v);
+        }
+        if let Some(v) = raw.max_job_mem {
+            let m = parse_size_mib(&v).filter(|&m| m > 0).ok_or_else(|| ConfigError::Field {
+                where_: w.clone(),
+                field: "max_job_mem",
+                why: format!("`{v}` is not a positive size such as 512M, 16G"),
+            })?;
+            c.max_job_mem_mib = Some(m);
+        }
         c.validate(&w)?;
         Ok(c)
     }
@@ -172,6 +201,21 @@ impl ServerConfig {
         self.policy = p;
         self.policy_given = true;
         Ok(())
+    }
+
+    /// Sets the shortest run before a preemption from a duration such as `60s` (`0s`: none).
+    pub fn set_min_run(&mut self, where_: &str, v: &str) -> Result<(), ConfigError> {
+        match parse_duration(v) {
+            Some(t) if (0..=self.max_time_limit_ms).contains(&t) => {
+                self.min_run_ms = t;
+                Ok(())
+            }
+            _ => Err(ConfigError::Field {
+                where_: where_.to_string(),
+                field: "min_run",
+                why: format!("`{v}` is not a duration from 0s to max_time_limit, such as 0s, 30s, 10m"),
+            }),
+        }
     }
 
     /// Sets heartbeat and node time-out from durations such as `200ms`.
@@ -223,13 +267,26 @@ impl ServerConfig {
     }
 }
 
-/// Whether the server can run this policy: preemptive orders need checkpoint-aware agents,
-/// which ordo's agent does not yet offer.
+/// Whether the server can run this policy. Every policy `ordo-core` parses runs: preemptive
+/// orders (`srtf`, `las`, `gittins`, `rr:quantum=..`) stop jobs through their agents and
+/// requeue them. Pooled placement (a job across nodes) is the one thing the server cannot do,
+/// and the server always places consolidated, so nothing is refused today; the check stays
+/// the single place to refuse a policy should the core gain one the server cannot carry out.
 pub fn check_policy(p: &PolicySpec) -> Result<(), String> {
-    if p.order.preemptive() {
-        return Err(format!(
-            "`{p}` preempts running jobs; the server runs non-preemptive policies only (fifo, sjf, sgf with +easy or +conservative)"
-        ));
-    }
+    let _ = p;
     Ok(())
+}
+
+/// Parses a size such as `512M`, `16G`, `1T`, `2048` (MiB) into MiB (rounded up).
+pub fn parse_size_mib(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1.0 / 1024.0),
+        Some('M') => (&t[..t.len() - 1], 1.0),
+        Some('G') => (&t[..t.len() - 1], 1024.0),
+        Some('T') => (&t[..t.len() - 1], 1024.0 * 1024.0),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0 && v * mult < 1e15).then(|| (v * mult).ceil() as u64)
 }

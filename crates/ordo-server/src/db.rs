@@ -34,13 +34,15 @@ CREATE TABLE IF NOT EXISTS tokens(
   id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL, created INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS nodes(
   name TEXT PRIMARY KEY, seq INTEGER NOT NULL, gpus INTEGER NOT NULL, fake INTEGER NOT NULL, gpu_model TEXT,
-  state TEXT NOT NULL, last_seen INTEGER NOT NULL);
+  state TEXT NOT NULL, last_seen INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER,
+  mem_limits INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS jobs(
   id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, command TEXT NOT NULL, cwd TEXT,
   gpus INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER, time_limit_ms INTEGER NOT NULL, priority INTEGER NOT NULL,
   on_node_failure TEXT NOT NULL, state TEXT NOT NULL, submit INTEGER NOT NULL, start INTEGER, end_time INTEGER,
   node TEXT, gpu_ids TEXT, exit_code INTEGER, end_reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-  cancel_requested INTEGER NOT NULL DEFAULT 0, held_by TEXT);
+  cancel_requested INTEGER NOT NULL DEFAULT 0, held_by TEXT, no_preempt INTEGER NOT NULL DEFAULT 0,
+  restarts INTEGER NOT NULL DEFAULT 0, executed_ms INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS audit(
   id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, job INTEGER,
@@ -63,13 +65,26 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
     }
     conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").ctx("set synchronous=FULL")?;
     conn.execute_batch(SCHEMA).ctx("create schema")?;
-    // Databases made before holds existed lack the column.
-    let has_held: bool = conn
-        .query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'held_by'", [], |r| r.get::<_, i64>(0))
-        .ctx("read jobs columns")?
-        > 0;
-    if !has_held {
-        conn.execute_batch("ALTER TABLE jobs ADD COLUMN held_by TEXT").ctx("add column jobs.held_by")?;
+    // Databases made by earlier versions lack the newer columns.
+    for (table, col, decl) in [
+        ("jobs", "held_by", "TEXT"),
+        ("jobs", "no_preempt", "INTEGER NOT NULL DEFAULT 0"),
+        ("jobs", "restarts", "INTEGER NOT NULL DEFAULT 0"),
+        ("jobs", "executed_ms", "INTEGER NOT NULL DEFAULT 0"),
+        ("nodes", "cpus", "INTEGER"),
+        ("nodes", "mem_mib", "INTEGER"),
+        ("nodes", "mem_limits", "INTEGER NOT NULL DEFAULT 0"),
+    ] {
+        let has: bool = conn
+            .query_row(&format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"), [col], |r| {
+                r.get::<_, i64>(0)
+            })
+            .ctx(&format!("read {table} columns"))?
+            > 0;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {col} {decl}"))
+                .ctx(&format!("add column {table}.{col}"))?;
+        }
     }
     Ok(conn)
 }
@@ -84,7 +99,8 @@ pub struct JobRow {
 /// Columns read by [`job_from_row`], in order.
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
-     state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by";
+     state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
+     no_preempt, restarts, executed_ms";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -115,6 +131,9 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         attempts: r.get(19)?,
         cancel_requested: r.get::<_, i64>(20)? != 0,
         held_by: r.get(21)?,
+        no_preempt: r.get::<_, i64>(22)? != 0,
+        restarts: r.get(23)?,
+        executed_ms: r.get(24)?,
         wait: None,
     })
 }

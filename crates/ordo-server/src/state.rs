@@ -5,7 +5,7 @@ use crate::api::*;
 use crate::auth::{Principal, Role};
 use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
-use ordo_core::scheduler::JobReq;
+use ordo_core::scheduler::{CommitError, JobReq};
 use ordo_core::{Allocation, ClusterSpec, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
 use rusqlite::{params, Connection};
 use serde_json::json;
@@ -48,6 +48,9 @@ struct Node {
     gpu_model: Option<String>,
     up: bool,
     last_seen: i64,
+    cpus: Option<u32>,
+    mem_mib: Option<u64>,
+    mem_limits: bool,
 }
 
 /// All the server's state; one lock guards it.
@@ -75,6 +78,12 @@ pub struct Core {
     to_wake: BTreeSet<String>,
     /// When the last explained pass ran.
     last_explain: i64,
+    /// Running `--no-preempt` jobs under a preemptive policy: kept out of the scheduler, whose
+    /// nodes are shrunk by their GPUs, so the policy can never choose to preempt them.
+    hidden: BTreeSet<JobNo>,
+    /// Waiting jobs the policy chose to start but the server could not yet: their GPUs are
+    /// still being freed by a preempted job, or the node lacks the CPUs or memory they ask.
+    blocked: HashMap<JobNo, String>,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -82,6 +91,9 @@ fn jid(id: JobNo) -> JobId {
 }
 
 /// The scheduler's request for a job: its GPUs, the given estimate and its stored priority.
+/// This is the one place that turns a job into what `ordo-core` sees: once the core's `JobReq`
+/// carries CPUs and memory, pass `j.cpus` and `j.mem_mib` here (today the core places by GPUs
+/// and the server checks CPUs and memory per node before it commits a start; see `Core::pass`).
 fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
     let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
     r.priority = j.priority;
@@ -110,6 +122,15 @@ fn reason_key(r: &Reason) -> (u8, u32) {
         Reason::Reserved { for_job, .. } => (2, for_job.0),
         Reason::Reservation { .. } => (3, 0),
         _ => (4, 0),
+    }
+}
+
+/// `512M`, `16G`: a size in MiB for people.
+pub fn fmt_mib(m: u64) -> String {
+    if m >= 1024 && m.is_multiple_of(1024) {
+        format!("{}G", m / 1024)
+    } else {
+        format!("{m}M")
     }
 }
 
@@ -158,6 +179,8 @@ impl Core {
             node_notify: HashMap::new(),
             to_wake: BTreeSet::new(),
             last_explain: i64::MIN / 2,
+            hidden: BTreeSet::new(),
+            blocked: HashMap::new(),
         };
         core.load(now)?;
         Ok(core)
@@ -167,7 +190,9 @@ impl Core {
         self.nodes.clear();
         let mut st = self
             .conn
-            .prepare("SELECT name, seq, gpus, fake, gpu_model, state FROM nodes ORDER BY seq")
+            .prepare(
+                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits FROM nodes ORDER BY seq",
+            )
             .ctx("load nodes")?;
         let rows = st
             .query_map([], |r| {
@@ -180,6 +205,9 @@ impl Core {
                         gpu_model: r.get(4)?,
                         up: r.get::<_, String>(5)? == "up",
                         last_seen: now,
+                        cpus: r.get(6)?,
+                        mem_mib: r.get::<_, Option<i64>>(7)?.map(|m| m as u64),
+                        mem_limits: r.get::<_, i64>(8)? != 0,
                     },
                 ))
             })
@@ -195,7 +223,7 @@ impl Core {
             *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
             self.pending.insert(j.id, j);
         }
-        for j in db::load_jobs_in(&self.conn, &[JobState::Starting, JobState::Running])? {
+        for j in db::load_jobs_in(&self.conn, &[JobState::Starting, JobState::Running, JobState::Preempting])? {
             self.active.insert(j.id, j);
         }
         // Active jobs on nodes that are down or unknown (should not happen: a node goes down in
@@ -212,34 +240,81 @@ impl Core {
         self.rebuild(now)
     }
 
-    /// Rebuilds the scheduler over the nodes that are up: running jobs first (on their GPUs,
-    /// with the time they have left as estimate), then waiting jobs in submit order.
+    /// Whether a running job is kept out of the scheduler (see `Core::hidden`).
+    fn hides(&self, j: &JobInfo) -> bool {
+        j.no_preempt && self.policy.order.preemptive()
+    }
+
+    /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
+    /// CPUs and memory, each less the GPUs of its hidden (`--no-preempt`) jobs. The one place
+    /// that builds the core's `ClusterSpec` from registered nodes.
+    fn cluster_spec(&self, up: &[(&String, &Node)]) -> ClusterSpec {
+        ClusterSpec {
+            nodes: up
+                .iter()
+                .map(|(name, n)| {
+                    let hidden: u32 = self
+                        .active
+                        .values()
+                        .filter(|j| self.hides(j) && j.node.as_deref() == Some(name.as_str()))
+                        .map(|j| j.gpus)
+                        .sum();
+                    NodeSpec {
+                        name: (*name).clone(),
+                        gpus: n.gpus.saturating_sub(hidden),
+                        cpus: n.cpus,
+                        mem_mib: n.mem_mib,
+                        gpu_model: n.gpu_model.clone(),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Rebuilds the scheduler over the nodes that are up: jobs preempted earlier first (their
+    /// attained service replayed, see below), then running jobs (on their GPUs), then waiting
+    /// jobs in submit order.
     fn rebuild(&mut self, now: i64) -> Result<(), ApiError> {
         let up: Vec<(&String, &Node)> = {
             let mut v: Vec<_> = self.nodes.iter().filter(|(_, n)| n.up).collect();
             v.sort_by_key(|(_, n)| n.seq);
             v
         };
-        let spec = ClusterSpec {
-            nodes: up
-                .iter()
-                .map(|(name, n)| NodeSpec {
-                    name: (*name).clone(),
-                    gpus: n.gpus,
-                    cpus: None,
-                    mem_mib: None,
-                    gpu_model: n.gpu_model.clone(),
-                })
-                .collect(),
-        };
+        let spec = self.cluster_spec(&up);
+        let preemptive = self.policy.order.preemptive();
         let max_up = spec.max_node_gpus();
         let index: HashMap<String, u32> = up.iter().enumerate().map(|(i, (n, _))| ((*n).clone(), i as u32)).collect();
-        let node_gpus: Vec<u32> = up.iter().map(|(_, n)| n.gpus).collect();
+        let node_gpus: Vec<u32> = spec.nodes.iter().map(|n| n.gpus).collect();
+        let phys_gpus: Vec<u32> = up.iter().map(|(_, n)| n.gpus).collect();
         self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
         let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
+        sched.set_min_run(self.cfg.min_run_ms);
         let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
-        let mut used: Vec<Vec<bool>> = node_gpus.iter().map(|&g| vec![false; g as usize]).collect();
+        let mut used: Vec<Vec<bool>> = phys_gpus.iter().map(|&g| vec![false; g as usize]).collect();
         let mut conflicts = Vec::new();
+        // Preemptive policies rank by attained service, which the core keeps per job: a job
+        // preempted earlier gets it back by replaying its history through the public API
+        // (submitted and started `executed` ago, preempted now), on an empty cluster.
+        let mut replayed = BTreeSet::new();
+        if preemptive {
+            let mut back: Vec<&JobInfo> =
+                self.pending.values().filter(|j| j.executed_ms > 0 && j.held_by.is_none()).collect();
+            back.sort_by_key(|j| (j.submit, j.id));
+            for j in back {
+                let t0 = now - j.executed_ms;
+                if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_err() {
+                    continue;
+                }
+                let alloc = sched.capacity().place(j.gpus);
+                let ok = alloc.is_some_and(|a| sched.start(jid(j.id), &a, t0).is_ok())
+                    && sched.preempt(jid(j.id), now).is_ok();
+                if !ok {
+                    return Err(internal("replay a preempted job's service", format!("job {}", j.id)));
+                }
+                replayed.insert(j.id);
+            }
+        }
+        let mut hidden = BTreeSet::new();
         let mut act: Vec<&JobInfo> = self.active.values().collect();
         act.sort_by_key(|j| (j.start.unwrap_or(0), j.id));
         for j in act {
@@ -253,19 +328,43 @@ impl Core {
                 conflicts.push(j.id);
                 continue;
             }
-            let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
-            let committed = sched.submit(job_req(j, j.id, j.submit, left), now).is_ok()
-                && sched
-                    .start(jid(j.id), &Allocation { parts: vec![(n, j.gpus)] }, now)
-                    .map(|ids| {
-                        let mut phys = j.gpu_ids.clone();
-                        phys.sort_unstable();
-                        for (s, p) in ids[0].1.iter().zip(phys) {
-                            pairs[n as usize][*s as usize] = Some(p);
-                            used[n as usize][p as usize] = true;
-                        }
-                    })
-                    .is_ok();
+            if self.hides(j) {
+                for &p in &j.gpu_ids {
+                    used[n as usize][p as usize] = true;
+                }
+                hidden.insert(j.id);
+                continue;
+            }
+            let alloc = Allocation { parts: vec![(n, j.gpus)] };
+            let committed = if preemptive {
+                // At its real start (and, when it ran before, after its earlier service), so
+                // attained service and the `min_run` protection count from the right time.
+                let s = j.start.unwrap_or(now).min(now);
+                let t0 = s - j.executed_ms;
+                let before = sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
+                    && (j.executed_ms == 0
+                        || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
+                if before {
+                    sched.start(jid(j.id), &alloc, s)
+                } else {
+                    Err(CommitError::NotWaiting(jid(j.id)))
+                }
+            } else {
+                let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
+                match sched.submit(job_req(j, j.id, j.submit, left), now) {
+                    Ok(()) => sched.start(jid(j.id), &alloc, now),
+                    Err(_) => Err(CommitError::NotWaiting(jid(j.id))),
+                }
+            }
+            .map(|ids| {
+                let mut phys = j.gpu_ids.clone();
+                phys.sort_unstable();
+                for (s, p) in ids[0].1.iter().zip(phys) {
+                    pairs[n as usize][*s as usize] = Some(p);
+                    used[n as usize][p as usize] = true;
+                }
+            })
+            .is_ok();
             if !committed {
                 conflicts.push(j.id);
             }
@@ -279,7 +378,8 @@ impl Core {
             })
             .collect();
         self.held.clear();
-        let mut pend: Vec<&JobInfo> = self.pending.values().collect();
+        self.hidden = hidden;
+        let mut pend: Vec<&JobInfo> = self.pending.values().filter(|j| !replayed.contains(&j.id)).collect();
         pend.sort_by_key(|j| (j.submit, j.id));
         // Jobs held by a user stay out of the scheduler (they neither start nor block others).
         for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
@@ -289,6 +389,7 @@ impl Core {
         }
         self.sched = sched;
         self.last_reason.retain(|k, _| self.pending.contains_key(k));
+        self.blocked.retain(|k, _| self.pending.contains_key(k));
         if !conflicts.is_empty() {
             // A job recorded on GPUs that no longer exist or are taken twice: run it again.
             self.requeue_jobs(&conflicts, now, "scheduler", "its recorded GPUs are no longer available")?;
@@ -298,13 +399,26 @@ impl Core {
     }
 
     /// Puts active jobs back in the queue (or fails them, per job option) in one transaction.
+    /// A job that ran keeps the run time as attained service (`executed_ms`) and counts a
+    /// restart. With `preempted`, the scheduler takes the job back through its `preempt` (its
+    /// progress kept, no rebuild needed); otherwise the caller rebuilds the scheduler.
     fn requeue_jobs(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str) -> Result<(), ApiError> {
+        self.requeue(ids, now, actor, why, false)
+    }
+
+    fn requeue(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str, preempted: bool) -> Result<(), ApiError> {
         let policy = self.policy.to_string();
         let tx = self.conn.transaction().ctx("begin")?;
         let mut moves = Vec::new();
         for &id in ids {
             let Some(j) = self.active.get(&id) else { continue };
-            let fail = j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested;
+            let ran = match j.state {
+                JobState::Running | JobState::Preempting => {
+                    (now - self.sched.running_start(jid(id)).or(j.start).unwrap_or(now)).max(0)
+                }
+                _ => 0,
+            };
+            let fail = !preempted && (j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested);
             let (state, reason) = if j.cancel_requested {
                 (JobState::Cancelled, format!("cancelled; {why}"))
             } else if fail {
@@ -314,11 +428,20 @@ impl Core {
             };
             if state == JobState::Pending {
                 tx.execute(
-                    "UPDATE jobs SET state='pending', node=NULL, gpu_ids=NULL, start=NULL WHERE id=?1",
-                    params![id as i64],
+                    "UPDATE jobs SET state='pending', node=NULL, gpu_ids=NULL, start=NULL, restarts=restarts+1,
+                     executed_ms=executed_ms+?2 WHERE id=?1",
+                    params![id as i64, ran],
                 )
                 .ctx("requeue job")?;
-                audit(&tx, now, actor, "requeue", Some(id), &policy, &json!({"why": why, "node": j.node}))?;
+                audit(
+                    &tx,
+                    now,
+                    actor,
+                    "requeue",
+                    Some(id),
+                    &policy,
+                    &json!({"why": why, "node": j.node, "ran_ms": ran, "restarts": j.restarts + 1}),
+                )?;
             } else {
                 tx.execute(
                     "UPDATE jobs SET state=?2, end_time=?3, end_reason=?4 WHERE id=?1",
@@ -327,17 +450,29 @@ impl Core {
                 .ctx("end job")?;
                 audit(&tx, now, actor, "end", Some(id), &policy, &json!({"state": state, "why": reason}))?;
             }
-            moves.push((id, state, reason));
+            moves.push((id, state, reason, ran));
         }
         tx.commit().ctx("commit requeue")?;
-        for (id, state, reason) in moves {
+        // GPUs, CPUs or memory were freed: blocked jobs are looked at again in the next pass.
+        self.blocked.clear();
+        for (id, state, reason, ran) in moves {
             let Some(mut j) = self.active.remove(&id) else { continue };
-            let _ = self.sched.finish(jid(id), now);
+            if preempted && state == JobState::Pending && self.sched.preempt(jid(id), now).is_ok() {
+                // Back in the scheduler's queue with its progress.
+            } else {
+                let _ = self.sched.finish(jid(id), now);
+                if preempted {
+                    // The policy changed to a non-preemptive one meanwhile: resubmit.
+                    let _ = self.sched.submit(job_req(&j, id, j.submit, j.time_limit_ms), now);
+                }
+            }
             j.state = state;
             if state == JobState::Pending {
                 j.node = None;
                 j.gpu_ids.clear();
                 j.start = None;
+                j.restarts += 1;
+                j.executed_ms += ran;
                 *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
                 self.pending.insert(id, j);
             } else {
@@ -402,8 +537,8 @@ impl Core {
             for (who, j) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
                 tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11)",
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -417,7 +552,8 @@ impl Core {
                         j.time_limit_ms,
                         j.priority,
                         if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
-                        now
+                        now,
+                        j.no_preempt as i64
                     ])
                 })
                 .ctx("insert job")?;
@@ -432,7 +568,7 @@ impl Core {
                     "submit",
                     Some(id),
                     &policy,
-                    &json!({"gpus": j.gpus, "time_limit_ms": j.time_limit_ms}),
+                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt}),
                 )?;
                 ids.push(id);
             }
@@ -526,6 +662,7 @@ impl Core {
             }
             _ => {}
         }
+        self.check_cpus_mem(req.cpus, req.mem_mib)?;
         let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
         if mine >= self.cfg.max_pending_per_user {
             return Err(ApiError::Conflict(format!(
@@ -557,32 +694,94 @@ impl Core {
             attempts: 0,
             cancel_requested: false,
             held_by: None,
+            no_preempt: req.no_preempt.unwrap_or(false),
+            restarts: 0,
+            executed_ms: 0,
             wait: None,
         })
     }
 
-    /// One scheduling pass: asks the policy what to start, commits the starts (one
-    /// transaction, with audit records of every start and every changed skip reason).
+    /// Refuses CPUs or memory that no registered node offers (or more than the configured
+    /// per-job limits). Nodes that did not report CPUs or memory do not limit them.
+    fn check_cpus_mem(&self, cpus: Option<u32>, mem_mib: Option<u64>) -> Result<(), ApiError> {
+        if cpus == Some(0) {
+            return Err(ApiError::BadRequest("field `cpus`: at least 1 when given".into()));
+        }
+        if mem_mib == Some(0) {
+            return Err(ApiError::BadRequest("field `mem_mib`: at least 1 when given".into()));
+        }
+        if let (Some(c), Some(limit)) = (cpus, self.cfg.max_job_cpus) {
+            if c > limit {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {c} CPU cores but the server's limit (max_job_cpus) is {limit}"
+                )));
+            }
+        }
+        if let (Some(m), Some(limit)) = (mem_mib, self.cfg.max_job_mem_mib) {
+            if m > limit {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {} of memory but the server's limit (max_job_mem) is {}",
+                    fmt_mib(m),
+                    fmt_mib(limit)
+                )));
+            }
+        }
+        let known = |f: fn(&Node) -> Option<u64>| -> Option<u64> {
+            if self.nodes.values().any(|n| f(n).is_none()) {
+                None
+            } else {
+                self.nodes.values().filter_map(f).max()
+            }
+        };
+        if let (Some(c), Some(most)) = (cpus, known(|n| n.cpus.map(u64::from))) {
+            if c as u64 > most {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {c} CPU cores but the largest node offers {most}; a job runs on one node"
+                )));
+            }
+        }
+        if let (Some(m), Some(most)) = (mem_mib, known(|n| n.mem_mib)) {
+            if m > most {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {} of memory but the largest node offers {}; a job runs on one node",
+                    fmt_mib(m),
+                    fmt_mib(most)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// One scheduling pass: asks the policy what to start and, under preemptive policies, what
+    /// to stop; commits both (one transaction, with audit records of every start, preemption
+    /// and changed skip reason). A preempted job is marked `preempting` and its agent told to
+    /// stop it; its GPUs go to others only once it has stopped (see [`Core::report`]).
     /// Returns when the policy wants to be asked again even if nothing happens.
     pub fn pass(&mut self, now: i64) -> Result<Option<i64>, ApiError> {
         if self.sched.waiting_len() == 0 {
             return Ok(None);
         }
+        self.sched.advance(now);
         // The fast plan decides; the explained one (same starts, plus every waiting job's
         // reason, for the audit log) runs when something starts, and otherwise at most every
         // 200 ms, so a long queue does not slow every submission down.
         let fast = self.sched.schedule(now, false);
-        if fast.starts.is_empty() && now - self.last_explain < 200 {
+        let new_preempt = fast.preempt.iter().any(|j| self.preemptable(j.0 as JobNo));
+        // Jobs already known to be blocked (CPUs, memory, GPUs being freed) are re-examined at
+        // the throttled rate, not on every change.
+        let fresh_starts = fast.starts.iter().any(|s| !self.blocked.contains_key(&(s.job.0 as JobNo)));
+        if !fresh_starts && !new_preempt && now - self.last_explain < 200 {
             return Ok(fast.wake_at.map(|w| w.min(self.last_explain + 200)).or(Some(self.last_explain + 200)));
         }
         self.last_explain = now;
         let plan = self.sched.schedule(now, true);
+        let preempts: Vec<JobNo> = plan.preempt.iter().map(|j| j.0 as JobNo).filter(|&j| self.preemptable(j)).collect();
         let changed: Vec<&(JobId, Reason)> = plan
             .waiting
             .iter()
             .filter(|(j, r)| self.last_reason.get(&(j.0 as JobNo)) != Some(&reason_key(r)))
             .collect();
-        if plan.starts.is_empty() && changed.is_empty() {
+        if plan.starts.is_empty() && changed.is_empty() && preempts.is_empty() {
             return Ok(plan.wake_at);
         }
         let policy = self.policy.to_string();
@@ -593,17 +792,91 @@ impl Core {
             self.sched.waiting_ids_in_order().enumerate().map(|(i, j)| (j, i)).collect()
         };
         let head_pos = head.and_then(|h| pos.get(&h).copied());
+        // Who each preemption is for: the first planned start on the preempted job's node.
+        let mut preempt_rec = Vec::new();
+        for &p in &preempts {
+            let node = self.active[&p].node.clone();
+            let for_job = plan
+                .starts
+                .iter()
+                .find(|s| s.alloc.parts.iter().any(|(n, _)| self.sched_nodes.get(*n as usize) == node.as_ref()))
+                .or(plan.starts.first())
+                .map(|s| s.job.0 as JobNo);
+            let why = self.preempt_reason(p, for_job, now);
+            preempt_rec.push((p, for_job, why));
+        }
         let mut started = Vec::new();
+        let mut blocked = HashMap::new();
+        let mut used = self.node_use();
         for s in &plan.starts {
-            let ids = self.sched.start(s.job, &s.alloc, now).map_err(|e| internal("commit a planned start", e))?;
+            let id = s.job.0 as JobNo;
+            let Some(j) = self.pending.get(&id) else { continue };
+            let (n, _) = s.alloc.parts[0];
+            let name = self.sched_nodes[n as usize].clone();
+            if let Some(why) = self.lacks(&name, j, &used) {
+                blocked.insert(id, why);
+                continue;
+            }
+            let ids = match self.sched.start(s.job, &s.alloc, now) {
+                Ok(ids) => ids,
+                Err(CommitError::BadAllocation(_)) => {
+                    // Planned on GPUs a preempted job still holds: it starts once those are free.
+                    let on: Vec<String> = self
+                        .active
+                        .values()
+                        .filter(|a| a.state == JobState::Preempting && a.node.as_deref() == Some(name.as_str()))
+                        .map(|a| a.id.to_string())
+                        .collect();
+                    blocked.insert(
+                        id,
+                        format!("its GPUs on {name} are being freed: job {} is being preempted", on.join(", ")),
+                    );
+                    continue;
+                }
+                Err(e) => return Err(internal("commit a planned start", e)),
+            };
+            let e = used.entry(name.clone()).or_default();
+            e.0 += j.cpus.unwrap_or(0);
+            e.1 += j.mem_mib.unwrap_or(0);
             let (n, sids) = &ids[0];
             let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
             phys.sort_unstable();
             let backfill = matches!((pos.get(&s.job), head_pos), (Some(p), Some(h)) if *p > h);
-            started.push((s.job.0 as JobNo, self.sched_nodes[*n as usize].clone(), phys, backfill));
+            started.push((id, name, phys, backfill));
+        }
+        // Jobs chosen but not started get a `skip` record when their reason is new.
+        let newly_blocked: Vec<(JobNo, String)> = blocked
+            .iter()
+            .filter(|(id, _)| self.last_reason.get(id) != Some(&(5, 0)))
+            .map(|(id, why)| (*id, why.clone()))
+            .collect();
+        if started.is_empty() && changed.is_empty() && preempt_rec.is_empty() && newly_blocked.is_empty() {
+            self.blocked = blocked;
+            return Ok(plan.wake_at.map_or(Some(now + 200), |w| Some(w.min(now + 200))));
         }
         let res = (|| -> Result<(), DbError> {
             let tx = self.conn.transaction().ctx("begin")?;
+            for (id, why) in &newly_blocked {
+                audit(
+                    &tx,
+                    now,
+                    "scheduler",
+                    "skip",
+                    Some(*id),
+                    &policy,
+                    &json!({"reason": "node_resources", "why": why}),
+                )?;
+            }
+            for (id, for_job, why) in &preempt_rec {
+                tx.prepare_cached("UPDATE jobs SET state='preempting' WHERE id=?1")
+                    .and_then(|mut s| s.execute(params![*id as i64]))
+                    .ctx("record preemption")?;
+                let text = match for_job {
+                    Some(k) => format!("preempted {id} for {k}: policy {policy}, {why}"),
+                    None => format!("preempted {id}: policy {policy}, {why}"),
+                };
+                audit(&tx, now, "scheduler", "preempt", Some(*id), &policy, &json!({"for": for_job, "why": text}))?;
+            }
             for (id, node, phys, backfill) in &started {
                 tx.prepare_cached(
                     "UPDATE jobs SET state='starting', start=?2, node=?3, gpu_ids=?4, attempts=attempts+1 WHERE id=?1",
@@ -637,6 +910,19 @@ impl Core {
         for (j, r) in changed.into_iter().cloned() {
             self.last_reason.insert(j.0 as JobNo, reason_key(&r));
         }
+        for (id, _) in newly_blocked {
+            self.last_reason.insert(id, (5, 0));
+        }
+        for (id, _, _) in preempt_rec {
+            if let Some(j) = self.active.get_mut(&id) {
+                j.state = JobState::Preempting;
+                if let Some(n) = j.node.clone() {
+                    self.to_wake.insert(n);
+                }
+            }
+        }
+        self.blocked = blocked;
+        let mut hide = false;
         for (id, node, phys, _) in started {
             self.last_reason.remove(&id);
             if let Some(mut j) = self.pending.remove(&id) {
@@ -648,11 +934,99 @@ impl Core {
                 j.node = Some(node.clone());
                 j.gpu_ids = phys;
                 j.attempts += 1;
+                hide |= self.hides(&j);
                 self.active.insert(id, j);
             }
             self.to_wake.insert(node);
         }
-        Ok(plan.wake_at)
+        if hide {
+            // A `--no-preempt` job started: take it (and its GPUs) out of the policy's reach.
+            self.rebuild(now)?;
+        }
+        // While a preempted job stops, ask again soon (its end report also wakes the loop).
+        let soon = (!self.blocked.is_empty()).then_some(now + 200);
+        Ok(match (plan.wake_at, soon) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// Whether the policy may now preempt this job: it runs (not already stopping, not being
+    /// cancelled) and is not `--no-preempt` (those are hidden from the scheduler anyway).
+    fn preemptable(&self, id: JobNo) -> bool {
+        self.active.get(&id).is_some_and(|j| {
+            matches!(j.state, JobState::Running | JobState::Starting) && !j.cancel_requested && !j.no_preempt
+        })
+    }
+
+    /// Why the policy preempts `id` (for `for_job`), in words, for the audit log.
+    fn preempt_reason(&self, id: JobNo, for_job: Option<JobNo>, now: i64) -> String {
+        let attained = |k: JobNo| -> i64 {
+            let p = self.sched.progress(jid(k)).unwrap_or_default();
+            let run = self.sched.running_start(jid(k)).map_or(0, |s| now - s);
+            let g = self.active.get(&k).or_else(|| self.pending.get(&k)).map_or(0, |j| j.gpus as i64);
+            p.attained + g * run
+        };
+        let secs = |ms: i64| format!("{:.1}", ms as f64 / 1000.0);
+        let ran = self.sched.running_start(jid(id)).map_or(0, |s| now - s);
+        let other = for_job.map(|k| format!("job {k}")).unwrap_or_else(|| "a waiting job".into());
+        let base = match &self.policy.order {
+            ordo_core::policy::Order::Las(_) => format!(
+                "least attained service: job {id} has {} GPU-s, {other} has {} GPU-s",
+                secs(attained(id)),
+                for_job.map_or("less".into(), |k| secs(attained(k)))
+            ),
+            ordo_core::policy::Order::Rr { quantum: Some(q) } => {
+                format!("round robin: job {id} used its quantum of {} while {other} waits", fmt_rel(*q))
+            }
+            ordo_core::policy::Order::Srtf => {
+                format!("shortest remaining time: {other} has less time left (by time limits) than job {id}")
+            }
+            ordo_core::policy::Order::Gittins(_) => {
+                format!("{other} has a higher Gittins index than job {id} ({} GPU-s attained)", secs(attained(id)))
+            }
+            _ => format!("{other} ranks ahead of job {id}"),
+        };
+        format!("{base}; job {id} ran {}s this time (min_run {})", secs(ran), fmt_rel(self.cfg.min_run_ms))
+    }
+
+    /// CPUs and memory asked by the active jobs of each node.
+    fn node_use(&self) -> HashMap<String, (u32, u64)> {
+        let mut m: HashMap<String, (u32, u64)> = HashMap::new();
+        for j in self.active.values() {
+            if let Some(n) = &j.node {
+                let e = m.entry(n.clone()).or_default();
+                e.0 += j.cpus.unwrap_or(0);
+                e.1 += j.mem_mib.unwrap_or(0);
+            }
+        }
+        m
+    }
+
+    /// Why a job the policy placed on `node` by its GPUs cannot start there now: the CPUs or
+    /// memory it asks for are taken (the core places by GPUs only; see `job_req`).
+    fn lacks(&self, node: &str, j: &JobInfo, used: &HashMap<String, (u32, u64)>) -> Option<String> {
+        let n = self.nodes.get(node)?;
+        let (uc, um) = used.get(node).copied().unwrap_or_default();
+        if let (Some(want), Some(have)) = (j.cpus, n.cpus) {
+            if uc + want > have {
+                return Some(format!(
+                    "{node} has the GPUs but not the CPUs: it needs {want} cores, {} of {have} are free there",
+                    have.saturating_sub(uc)
+                ));
+            }
+        }
+        if let (Some(want), Some(have)) = (j.mem_mib, n.mem_mib) {
+            if um + want > have {
+                return Some(format!(
+                    "{node} has the GPUs but not the memory: it needs {}, {} of {} are free there",
+                    fmt_mib(want),
+                    fmt_mib(have.saturating_sub(um)),
+                    fmt_mib(have)
+                ));
+            }
+        }
+        None
     }
 
     /// Cancels a job: a pending one at once, a running one by asking its agent to kill it.
@@ -832,6 +1206,12 @@ impl Core {
         if req.gpus == 0 || req.gpus > 1024 {
             return Err(ApiError::BadRequest(format!("field `gpus`: {} is outside 1..=1024", req.gpus)));
         }
+        if matches!(req.cpus, Some(c) if c == 0 || c > 65_536) {
+            return Err(ApiError::BadRequest(format!("field `cpus`: {:?} is outside 1..=65536", req.cpus)));
+        }
+        if req.mem_mib == Some(0) {
+            return Err(ApiError::BadRequest("field `mem_mib`: at least 1".into()));
+        }
         let seq = match self.nodes.get(&req.node) {
             Some(n) => n.seq,
             None => self.nodes.values().map(|n| n.seq).max().unwrap_or(0) + 1,
@@ -839,14 +1219,32 @@ impl Core {
         let changed = self
             .nodes
             .get(&req.node)
-            .filter(|n| n.up && n.gpus == req.gpus && n.fake == req.fake && n.gpu_model == req.gpu_model)
+            .filter(|n| {
+                n.up && n.gpus == req.gpus
+                    && n.fake == req.fake
+                    && n.gpu_model == req.gpu_model
+                    && n.cpus == req.cpus
+                    && n.mem_mib == req.mem_mib
+                    && n.mem_limits == req.mem_limits
+            })
             .is_none();
         if changed {
             let policy = self.policy.to_string();
             let tx = self.conn.transaction().ctx("begin")?;
             tx.execute(
-                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6)",
-                params![req.node, seq, req.gpus, req.fake as i64, req.gpu_model, now],
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9)",
+                params![
+                    req.node,
+                    seq,
+                    req.gpus,
+                    req.fake as i64,
+                    req.gpu_model,
+                    now,
+                    req.cpus,
+                    req.mem_mib.map(|m| m as i64),
+                    req.mem_limits as i64
+                ],
             )
             .ctx("register node")?;
             audit(
@@ -856,13 +1254,24 @@ impl Core {
                 "node",
                 None,
                 &policy,
-                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model}),
+                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model,
+                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits}),
             )?;
             tx.commit().ctx("commit registration")?;
         }
         self.nodes.insert(
             req.node.clone(),
-            Node { seq, gpus: req.gpus, fake: req.fake, gpu_model: req.gpu_model.clone(), up: true, last_seen: now },
+            Node {
+                seq,
+                gpus: req.gpus,
+                fake: req.fake,
+                gpu_model: req.gpu_model.clone(),
+                up: true,
+                last_seen: now,
+                cpus: req.cpus,
+                mem_mib: req.mem_mib,
+                mem_limits: req.mem_limits,
+            },
         );
         if changed {
             self.rebuild(now)?;
@@ -891,12 +1300,17 @@ impl Core {
         let mut confirm = Vec::new();
         let mut lost = Vec::new();
         let mut never_started = Vec::new();
+        let mut stopped = Vec::new();
         for &id in &mine {
             let j = &self.active[&id];
             match (has.get(&id), j.state) {
                 (Some(&t), JobState::Starting) => confirm.push((id, t)),
                 (None, JobState::Running) => lost.push(id),
                 (None, JobState::Starting) if j.cancel_requested => never_started.push(id),
+                // Preempted before its process started, or its stop report is lost: it has
+                // stopped, so it goes back to the queue.
+                (None, JobState::Preempting) if !j.cancel_requested => stopped.push(id),
+                (None, JobState::Preempting) => never_started.push(id),
                 _ => {}
             }
         }
@@ -933,6 +1347,9 @@ impl Core {
             )?;
             self.rebuild(now)?;
         }
+        if !stopped.is_empty() {
+            self.requeue(&stopped, now, "scheduler", "preempted (it was not running on its node)", true)?;
+        }
         for id in never_started {
             self.end_job(id, JobState::Cancelled, None, now, "cancelled before its process started".into(), &req.node)?;
         }
@@ -940,7 +1357,7 @@ impl Core {
         for r in &req.running {
             match self.active.get(&r.job) {
                 Some(j) if j.node.as_deref() == Some(req.node.as_str()) => {
-                    if j.cancel_requested {
+                    if j.cancel_requested || j.state == JobState::Preempting {
                         resp.kill.push(r.job);
                     }
                 }
@@ -969,6 +1386,9 @@ impl Core {
                 gpu_ids: j.gpu_ids.clone(),
                 time_limit_ms: j.time_limit_ms,
                 attempt: j.attempts,
+                restarts: j.restarts,
+                cpus: j.cpus,
+                mem_mib: j.mem_mib,
             })
             .collect();
         Ok(resp)
@@ -999,6 +1419,11 @@ impl Core {
         )?;
         tx.commit().ctx("commit end")?;
         self.active.remove(&id);
+        self.blocked.clear();
+        if self.hidden.remove(&id) {
+            // A `--no-preempt` job the scheduler did not see: give its node back whole.
+            return self.rebuild(now);
+        }
         self.sched.finish(jid(id), now).map_err(|e| internal("finish job", e))?;
         Ok(())
     }
@@ -1035,9 +1460,23 @@ impl Core {
             ),
             (Outcome::Timeout, _) => (JobState::Timeout, format!("killed at its time limit of {} ms", j.time_limit_ms)),
             (Outcome::Killed, _) if j.cancel_requested => (JobState::Cancelled, "cancelled while running".to_string()),
+            (Outcome::Killed, _) if j.state == JobState::Preempting => {
+                let id = rep.job;
+                return self.requeue(&[id], now, &format!("node:{}", rep.node), "preempted; it stopped", true);
+            }
             (Outcome::Killed, _) => (JobState::Failed, "killed by the agent".to_string()),
             (Outcome::SpawnFailed, _) => {
                 (JobState::Failed, format!("could not start: {}", rep.message.clone().unwrap_or_default()))
+            }
+            (Outcome::OutOfMemory, _) => (
+                JobState::Failed,
+                format!("out of memory (limit {})", j.mem_mib.map(fmt_mib).unwrap_or_else(|| "?".into())),
+            ),
+            (Outcome::Refused, _) => {
+                let id = rep.job;
+                let why = format!("the agent refused it: {}", rep.message.clone().unwrap_or_default());
+                self.requeue_jobs(&[id], now, &format!("node:{}", rep.node), &why)?;
+                return self.rebuild(now);
             }
         };
         self.end_job(rep.job, state, rep.exit_code, rep.ended_at.min(now).max(j.start.unwrap_or(0)), reason, &rep.node)
@@ -1147,11 +1586,44 @@ impl Core {
     }
 
     fn wait_info(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
+        let mut w = self.wait_info_now(id, reason, ahead, now);
+        let j = &self.pending[&id];
+        if j.restarts > 0 {
+            let times = if j.restarts == 1 { "1 time".to_string() } else { format!("{} times", j.restarts) };
+            let resume = if j.no_preempt || !self.policy.order.preemptive() {
+                "it restarts when it gets GPUs again".to_string()
+            } else {
+                format!(
+                    "it resumes when the policy ranks it ahead of running jobs again ({} GPU-s attained so far)",
+                    j.executed_ms * j.gpus as i64 / 1000
+                )
+            };
+            w.text = format!("preempted or requeued {times}; {resume}; now: {}", w.text);
+        }
+        w
+    }
+
+    fn wait_info_now(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
         let at = |t: i64| format!("in {}", fmt_rel(t - now));
+        if let Some(b) = self.blocked.get(&id) {
+            return WaitInfo {
+                text: format!("chosen by the policy, but {b}"),
+                detail: None,
+                ahead,
+                expected_start: None,
+            };
+        }
         let Some(r) = reason else {
             let j = &self.pending[&id];
             let text = if let Some(by) = &j.held_by {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
+            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && n.gpus >= j.gpus) {
+                let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
+                format!(
+                    "needs {} GPUs on one node, but --no-preempt jobs ({}) hold GPUs on every node large enough; it waits until they end",
+                    j.gpus,
+                    np.join(", ")
+                )
             } else if self.held.contains(&id) {
                 format!("no node that is up can hold {} GPUs", j.gpus)
             } else {
@@ -1181,7 +1653,13 @@ impl Core {
                 None,
             ),
             Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
-            other => (format!("{other:?}"), None),
+            Reason::Outranked { need } => (
+                format!(
+                    "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} on one node); it starts when they end or fall behind it",
+                    self.policy
+                ),
+                None,
+            ),
         };
         WaitInfo { text, detail: Some(r.clone()), ahead, expected_start: expected }
     }
@@ -1218,7 +1696,7 @@ impl Core {
         let reasons: HashMap<JobId, &Reason> = plan.waiting.iter().map(|(j, r)| (*j, r)).collect();
         let mut jobs: Vec<JobInfo> = self.active.values().cloned().collect();
         jobs.sort_by_key(|j| j.id);
-        for (i, id) in self.sched.waiting_ids_in_order().enumerate() {
+        for (i, id) in Self::policy_order(&self.sched, &plan).into_iter().enumerate() {
             let no = id.0 as JobNo;
             if let Some(j) = self.pending.get(&no) {
                 let mut j = j.clone();
@@ -1245,6 +1723,21 @@ impl Core {
         QueueResponse { policy: self.policy.to_string(), jobs }
     }
 
+    /// The waiting jobs in the order the policy runs them: those it starts now, then those it
+    /// leaves waiting (in its order, which for dynamic orders such as `las` is the order at
+    /// this instant), then any others in queue order.
+    fn policy_order(sched: &Scheduler, plan: &ordo_core::Plan) -> Vec<JobId> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(sched.waiting_len());
+        let first = plan.starts.iter().map(|s| s.job).chain(plan.waiting.iter().map(|(j, _)| *j));
+        for id in first.chain(sched.waiting_ids_in_order()) {
+            if seen.insert(id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
     /// One job, with why it waits when it does.
     pub fn job(&self, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
         if let Some(j) = self.active.get(&id) {
@@ -1259,7 +1752,7 @@ impl Core {
             } else if self.held.contains(&id) {
                 self.sched.waiting_len()
             } else {
-                self.sched.waiting_ids_in_order().position(|k| k.0 as JobNo == id).unwrap_or(0)
+                Self::policy_order(&self.sched, &plan).iter().position(|k| k.0 as JobNo == id).unwrap_or(0)
             };
             j.wait = Some(self.wait_info(id, reason, ahead, now));
             return Ok(j);
@@ -1299,6 +1792,11 @@ impl Core {
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
+                    cpus: n.cpus,
+                    mem_mib: n.mem_mib,
+                    used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),
+                    used_mem_mib: jobs.iter().map(|j| j.mem_mib.unwrap_or(0)).sum(),
+                    mem_limits: n.mem_limits,
                 }
             })
             .collect()

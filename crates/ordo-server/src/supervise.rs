@@ -27,6 +27,77 @@ pub struct SuperviseArgs {
     pub grace_ms: u64,
     /// Where to write the [`Status`].
     pub status: PathBuf,
+    /// CPU cores to pin the job to (its affinity, inherited by everything it starts).
+    pub cpu_list: Option<Vec<u32>>,
+    /// A memory limit to enforce through a cgroup.
+    pub mem: Option<MemLimit>,
+}
+
+/// A memory limit through a cgroup: the supervisor creates `group`, sets the limit, moves itself
+/// in (so the job and all it starts are inside from their first instruction), and at the end
+/// moves back to `home` and removes the group.
+#[derive(Debug, Clone)]
+pub struct MemLimit {
+    /// The job's group (created; must not exist or be empty).
+    pub group: PathBuf,
+    /// Where the supervisor returns before removing the group.
+    pub home: PathBuf,
+    /// The limit, MiB.
+    pub mib: u64,
+    /// cgroup v2 (else v1).
+    pub v2: bool,
+}
+
+impl MemLimit {
+    fn enter(&self) -> Result<(), String> {
+        let e = |what: &str, err: std::io::Error| format!("memory cgroup {}: {what}: {err}", self.group.display());
+        if self.group.exists() {
+            let _ = std::fs::remove_dir(&self.group);
+        }
+        std::fs::create_dir_all(&self.group).map_err(|err| e("create", err))?;
+        let bytes = (self.mib * 1024 * 1024).to_string();
+        if self.v2 {
+            std::fs::write(self.group.join("memory.max"), &bytes).map_err(|err| e("set memory.max", err))?;
+            // No swapping past the limit (absent where swap accounting is off).
+            let _ = std::fs::write(self.group.join("memory.swap.max"), "0");
+        } else {
+            std::fs::write(self.group.join("memory.limit_in_bytes"), &bytes)
+                .map_err(|err| e("set memory.limit_in_bytes", err))?;
+            let _ = std::fs::write(self.group.join("memory.memsw.limit_in_bytes"), &bytes);
+        }
+        std::fs::write(self.group.join("cgroup.procs"), std::process::id().to_string())
+            .map_err(|err| e("move the supervisor in", err))
+    }
+
+    /// Times the kernel's OOM killer fired in the group.
+    fn oom_kills(&self) -> u64 {
+        let file = if self.v2 { "memory.events" } else { "memory.oom_control" };
+        std::fs::read_to_string(self.group.join(file))
+            .ok()
+            .and_then(|t| t.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    fn leave(&self) {
+        let _ = std::fs::write(self.home.join("cgroup.procs"), std::process::id().to_string());
+        // The killed job's processes leave the group a moment after they die.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.group).is_ok() || !self.group.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("ordo supervisor: could not remove {}", self.group.display());
+    }
+}
+
+fn pin(cpus: &[u32]) -> Result<(), String> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c as usize).map_err(|e| format!("CPU {c}: {e}"))?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("pin to CPUs {cpus:?}: {e}"))
 }
 
 /// How the job ended, as written to the status file.
@@ -78,10 +149,34 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
             message: Some("empty command".into()),
         });
     };
+    let fail = |message: String| Status {
+        outcome: Outcome::SpawnFailed,
+        exit_code: None,
+        signal: None,
+        started_at,
+        ended_at: now_ms(),
+        message: Some(message),
+    };
+    // Affinity and cgroup are the supervisor's own, set before the job exists: the job and
+    // every process it starts inherit them.
+    if let Some(c) = &a.cpu_list {
+        if let Err(m) = pin(c) {
+            return write(&fail(m));
+        }
+    }
+    if let Some(m) = &a.mem {
+        if let Err(msg) = m.enter() {
+            m.leave();
+            return write(&fail(msg));
+        }
+    }
     let mut child = match Command::new(prog).args(args).stdin(Stdio::null()).process_group(0).spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ordo: cannot start `{prog}`: {e}");
+            if let Some(m) = &a.mem {
+                m.leave();
+            }
             return write(&Status {
                 outcome: Outcome::SpawnFailed,
                 exit_code: None,
@@ -93,6 +188,10 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
         }
     };
     let pid = child.id();
+    if a.mem.is_some() {
+        // The OOM killer must pick the job, not its supervisor (the job was forked before this).
+        let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+    }
     let (tx, rx) = mpsc::channel();
     let t1 = tx.clone();
     std::thread::spawn(move || {
@@ -143,9 +242,18 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
     };
     // Leave nothing of the job behind (children it forked into its group).
     signal_group(pid, Signal::SIGKILL);
-    let (exit_code, signal, message) = match status {
+    let (exit_code, signal, mut message) = match status {
         Ok(s) => (s.code(), s.signal(), None),
         Err(e) => (None, None, Some(format!("wait: {e}"))),
     };
+    let mut outcome = outcome;
+    if let Some(m) = &a.mem {
+        let kills = m.oom_kills();
+        if kills > 0 && outcome == Outcome::Exited && exit_code != Some(0) {
+            outcome = Outcome::OutOfMemory;
+            message = Some(format!("the kernel killed it at its memory limit of {} MiB", m.mib));
+        }
+        m.leave();
+    }
     write(&Status { outcome, exit_code, signal, started_at, ended_at: now_ms(), message })
 }

@@ -1,5 +1,6 @@
 //! docs/openapi.yaml and the server's router must list the same routes: every (method, path)
-//! in the router is documented, and every documented one exists.
+//! in the router is documented, and every documented one exists; the main schemas list exactly
+//! the fields and enum values the code sends.
 
 use std::collections::BTreeSet;
 
@@ -40,4 +41,145 @@ fn router_and_openapi_list_the_same_routes() {
     let extra: Vec<_> = doc.difference(&code).collect();
     assert!(missing.is_empty(), "routes in the router but not in docs/openapi.yaml: {missing:?}");
     assert!(extra.is_empty(), "routes in docs/openapi.yaml but not in the router: {extra:?}");
+}
+
+/// The property names of `components.schemas.NAME` (for a nested `start` item, the names under
+/// `items.properties`), read from the YAML's block layout.
+fn schema_props(name: &str, nested: Option<&str>) -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
+    let text = std::fs::read_to_string(path).expect("docs/openapi.yaml is readable");
+    let mut lines = text.lines().skip_while(|l| l.trim_end() != format!("    {name}:"));
+    lines.next().unwrap_or_else(|| panic!("schema {name} not in docs/openapi.yaml"));
+    let body: Vec<&str> = lines.take_while(|l| l.starts_with("      ") || l.trim().is_empty()).collect();
+    let (start, indent) = match nested {
+        None => (body.iter().position(|l| l.trim_end() == "      properties:").expect("properties") + 1, 8),
+        Some(n) => {
+            let at = body.iter().position(|l| l.trim_end() == format!("        {n}:")).expect("nested");
+            (at + body[at..].iter().position(|l| l.trim() == "properties:").expect("nested properties") + 1, 14)
+        }
+    };
+    body[start..]
+        .iter()
+        .take_while(|l| l.len() > indent && l[..indent].trim().is_empty())
+        .filter(|l| !l[indent..].starts_with(' '))
+        .filter_map(|l| l[indent..].split(':').next().map(str::to_string))
+        .collect()
+}
+
+fn keys(v: serde_json::Value) -> BTreeSet<String> {
+    v.as_object().expect("an object").keys().cloned().collect()
+}
+
+/// The values of the first `enum: [...]` at or after the line that starts `NAME:`.
+fn enum_values(name: &str) -> BTreeSet<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
+    let text = std::fs::read_to_string(path).expect("readable");
+    let mut lines = text.lines().skip_while(|l| !l.trim_start().starts_with(&format!("{name}:")));
+    let line = lines.find(|l| l.contains("enum: [")).unwrap_or_else(|| panic!("no enum for {name}"));
+    let list = line.split_once('[').and_then(|(_, r)| r.split_once(']')).expect("[...]").0;
+    list.split(',').map(|v| v.trim().to_string()).collect()
+}
+
+#[test]
+fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
+    use ordo_server::api::*;
+    let job = JobInfo {
+        id: 1,
+        user: "u".into(),
+        name: "n".into(),
+        command: vec!["true".into()],
+        cwd: None,
+        gpus: 1,
+        cpus: None,
+        mem_mib: None,
+        time_limit_ms: 1,
+        priority: 0,
+        on_node_failure: OnNodeFailure::Requeue,
+        state: JobState::Pending,
+        submit: 0,
+        start: None,
+        end: None,
+        node: None,
+        gpu_ids: vec![],
+        exit_code: None,
+        end_reason: None,
+        attempts: 0,
+        cancel_requested: false,
+        held_by: None,
+        no_preempt: false,
+        restarts: 0,
+        executed_ms: 0,
+        wait: None,
+    };
+    assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
+    let node = NodeInfo {
+        name: "n".into(),
+        gpus: 1,
+        fake: true,
+        gpu_model: None,
+        state: "up".into(),
+        last_seen: 0,
+        free_gpus: 1,
+        jobs: vec![],
+        cpus: None,
+        mem_mib: None,
+        used_cpus: 0,
+        used_mem_mib: 0,
+        mem_limits: false,
+    };
+    assert_eq!(keys(serde_json::to_value(&node).expect("json")), schema_props("NodeInfo", None));
+    let reg = RegisterRequest {
+        node: "n".into(),
+        gpus: 1,
+        fake: true,
+        gpu_model: None,
+        cpus: None,
+        mem_mib: None,
+        mem_limits: false,
+    };
+    assert_eq!(keys(serde_json::to_value(&reg).expect("json")), schema_props("RegisterRequest", None));
+    let sub: SubmitRequest = serde_json::from_str(r#"{"command": ["true"], "gpus": 1}"#).expect("minimal submission");
+    assert_eq!(keys(serde_json::to_value(&sub).expect("json")), schema_props("SubmitRequest", None));
+    let a = Assignment {
+        job: 1,
+        user: "u".into(),
+        name: "n".into(),
+        command: vec![],
+        cwd: None,
+        gpu_ids: vec![],
+        time_limit_ms: 1,
+        attempt: 1,
+        restarts: 0,
+        cpus: None,
+        mem_mib: None,
+    };
+    assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
+    let states = enum_values("JobState");
+    let code: BTreeSet<String> = [
+        JobState::Pending,
+        JobState::Starting,
+        JobState::Running,
+        JobState::Preempting,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+    ]
+    .iter()
+    .map(|s| s.as_str().to_string())
+    .collect();
+    assert_eq!(code, states);
+    let outcomes = enum_values("outcome");
+    let code: BTreeSet<String> = [
+        Outcome::Exited,
+        Outcome::Timeout,
+        Outcome::Killed,
+        Outcome::SpawnFailed,
+        Outcome::OutOfMemory,
+        Outcome::Refused,
+    ]
+    .iter()
+    .map(|o| serde_json::to_value(o).expect("json").as_str().expect("a string").to_string())
+    .collect();
+    assert_eq!(code, outcomes);
 }

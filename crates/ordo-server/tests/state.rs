@@ -41,11 +41,20 @@ fn job(gpus: u32) -> SubmitRequest {
         time_limit_ms: Some(60_000),
         priority: None,
         on_node_failure: None,
+        no_preempt: None,
     }
 }
 
 fn reg(node: &str, gpus: u32) -> RegisterRequest {
-    RegisterRequest { node: node.into(), gpus, fake: true, gpu_model: None }
+    RegisterRequest {
+        node: node.into(),
+        gpus,
+        fake: true,
+        gpu_model: None,
+        cpus: None,
+        mem_mib: None,
+        mem_limits: false,
+    }
 }
 
 /// Running jobs: id -> (node, GPU ids).
@@ -177,9 +186,15 @@ fn config_errors_name_file_line_and_field() {
     std::fs::write(&p, "listen = \"0.0.0.0:7700\"\n").expect("write");
     let e = ServerConfig::from_file(&p).unwrap_err().to_string();
     assert!(e.contains("loopback"), "{e}");
-    std::fs::write(&p, "policy = \"srtf\"\n").expect("write");
+    std::fs::write(&p, "policy = \"srtf\"\nmin_run = \"soon\"\n").expect("write");
     let e = ServerConfig::from_file(&p).unwrap_err().to_string();
-    assert!(e.contains("policy") && e.contains("preempt"), "{e}");
+    assert!(e.contains("ordo.toml") && e.contains("min_run") && e.contains("soon"), "{e}");
+    std::fs::write(&p, "policy = \"las:thresholds=2s\"\nmin_run = \"5s\"\nmax_job_mem = \"lots\"\n").expect("write");
+    let e = ServerConfig::from_file(&p).unwrap_err().to_string();
+    assert!(e.contains("max_job_mem") && e.contains("lots"), "{e}");
+    std::fs::write(&p, "policy = \"las:thresholds=2s\"\nmin_run = \"5s\"\nmax_job_cpus = 8\n").expect("write");
+    let c = ServerConfig::from_file(&p).expect("preemptive policies run");
+    assert_eq!((c.min_run_ms, c.max_job_cpus), (5_000, Some(8)));
     std::fs::write(
         &p,
         "policy = \"sjf+easy\"\nheartbeat = \"200ms\"\nnode_timeout = \"2s\"\nmax_pending_per_user = 5\n",
@@ -290,5 +305,165 @@ fn a_held_job_stays_out_of_the_queue_across_a_restart_and_priority_changes_follo
     for k in ["hold", "priority", "release"] {
         assert!(kinds.contains(&(k.to_string(), "alice".to_string())), "{k}: {kinds:?}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn end(node: &str, job: u64, attempt: u32, outcome: Outcome, t0: i64, t1: i64) -> EndReport {
+    EndReport {
+        node: node.into(),
+        job,
+        attempt,
+        outcome,
+        exit_code: (outcome == Outcome::Exited).then_some(0),
+        signal: None,
+        started_at: t0,
+        ended_at: t1,
+        message: None,
+    }
+}
+
+fn audit_kinds(c: &Core, job: u64) -> Vec<String> {
+    c.audit(Some(job), None, 1000).expect("audit").into_iter().map(|r| r.kind).collect()
+}
+
+#[test]
+fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_and_spares_no_preempt() {
+    let dir = tempdir("preempt");
+    let t0 = 1_000_000;
+    let mut conf = cfg(&dir, "las:thresholds=2s");
+    conf.min_run_ms = 500;
+    let mut c = Core::open(conf.clone(), t0).expect("open");
+    c.register(&agent(), &reg("n1", 1), t0).expect("register");
+    let long = c.submit(&user("alice"), job(1), t0).expect("submit");
+    c.pass(t0).expect("pass");
+    let run = |job, t| PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t }], wait_ms: 0 };
+    c.poll(&agent(), &run(long, t0), t0).expect("poll");
+    // Past the 2 GPU-s threshold, a new job (queue 0) outranks it.
+    let t1 = t0 + 3_000;
+    let short = c.submit(&user("bob"), job(1), t1).expect("submit");
+    c.pass(t1).expect("pass");
+    assert_eq!(c.job(long, t1).expect("job").state, JobState::Preempting);
+    assert_eq!(c.job(short, t1).expect("job").state, JobState::Pending, "waits for the GPU to be freed");
+    let resp = c.poll(&agent(), &run(long, t0), t1 + 10).expect("poll");
+    assert_eq!(resp.kill, vec![long], "the agent is told to stop it");
+    let rec = c.audit(Some(long), None, 100).expect("audit");
+    let p = rec.iter().find(|r| r.kind == "preempt").expect("a preempt record");
+    let why = p.detail["why"].as_str().expect("why");
+    assert!(why.starts_with(&format!("preempted {long} for {short}: policy las")), "{why}");
+    // It stops; it goes back to the queue with its service, and the short job starts.
+    let t2 = t1 + 100;
+    c.report(&agent(), &end("n1", long, 1, Outcome::Killed, t0, t2), t2).expect("report");
+    let j = c.job(long, t2).expect("job");
+    assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 3_100), "{j:?}");
+    assert!(j.wait.as_ref().expect("wait").text.contains("preempted or requeued 1 time"), "{:?}", j.wait);
+    c.pass(t2).expect("pass");
+    assert_eq!(c.job(short, t2).expect("job").state, JobState::Starting);
+    // A restart of the server keeps the attained service: a fresh job still outranks it.
+    drop(c);
+    let t3 = t2 + 50;
+    let mut c = Core::open(conf.clone(), t3).expect("reopen");
+    c.register(&agent(), &reg("n1", 1), t3).expect("register");
+    let j = c.job(long, t3).expect("job");
+    assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 3_100));
+    let fresh = c.submit(&user("carol"), job(1), t3).expect("submit");
+    assert_eq!(pending_order(&c, t3), vec![fresh, long], "least attained service first, after a restart too");
+    c.poll(&agent(), &run(short, t2), t3).expect("poll");
+    c.report(&agent(), &end("n1", short, 1, Outcome::Exited, t2, t3 + 10), t3 + 10).expect("report");
+    c.pass(t3 + 10).expect("pass");
+    assert_eq!(c.job(fresh, t3 + 10).expect("job").state, JobState::Starting);
+    let a = c.poll(&agent(), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 11).expect("poll");
+    assert_eq!(a.start.len(), 1);
+    assert_eq!(a.start[0].restarts, 0);
+    c.poll(&agent(), &run(fresh, t3 + 11), t3 + 12).expect("poll");
+    c.report(&agent(), &end("n1", fresh, 1, Outcome::Exited, t3 + 11, t3 + 20), t3 + 20).expect("report");
+    c.pass(t3 + 20).expect("pass");
+    let a = c.poll(&agent(), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 21).expect("poll");
+    assert_eq!((a.start[0].job, a.start[0].restarts), (long, 1), "ORDO_RESTARTS comes from here");
+    c.poll(&agent(), &run(long, t3 + 21), t3 + 22).expect("poll");
+    c.report(&agent(), &end("n1", long, 2, Outcome::Exited, t3 + 21, t3 + 30), t3 + 30).expect("report");
+    assert_eq!(c.job(long, t3 + 30).expect("job").state, JobState::Completed);
+
+    // A --no-preempt job keeps its GPU past the threshold.
+    let t4 = t3 + 100;
+    let np = c.submit(&user("alice"), SubmitRequest { no_preempt: Some(true), ..job(1) }, t4).expect("submit");
+    c.pass(t4).expect("pass");
+    c.poll(&agent(), &run(np, t4), t4).expect("poll");
+    let t5 = t4 + 10_000;
+    let other = c.submit(&user("bob"), job(1), t5).expect("submit");
+    c.pass(t5).expect("pass");
+    c.pass(t5 + 500).expect("pass");
+    assert_eq!(c.job(np, t5 + 500).expect("job").state, JobState::Running);
+    assert_eq!(c.job(other, t5 + 500).expect("job").state, JobState::Pending);
+    assert!(!audit_kinds(&c, np).contains(&"preempt".to_string()));
+    c.report(&agent(), &end("n1", np, 1, Outcome::Exited, t4, t5 + 600), t5 + 600).expect("report");
+    c.pass(t5 + 600).expect("pass");
+    assert_eq!(c.job(other, t5 + 600).expect("job").state, JobState::Starting);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cpus_and_memory_beyond_every_node_are_refused_and_placement_respects_them() {
+    let dir = tempdir("cpumem");
+    let t0 = 1_000_000;
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).expect("open");
+    let none = c.submit(&user("alice"), SubmitRequest { cpus: Some(2), ..job(1) }, t0).unwrap_err();
+    assert!(matches!(none, ApiError::Unprocessable(_)), "{none}");
+    let r = RegisterRequest { cpus: Some(4), mem_mib: Some(8192), ..reg("n1", 2) };
+    c.register(&agent(), &r, t0).expect("register");
+    let e = c.submit(&user("alice"), SubmitRequest { cpus: Some(5), ..job(1) }, t0).unwrap_err();
+    assert!(matches!(e, ApiError::Unprocessable(_)) && e.to_string().contains("4"), "{e}");
+    let e = c.submit(&user("alice"), SubmitRequest { mem_mib: Some(9000), ..job(1) }, t0).unwrap_err();
+    assert!(matches!(e, ApiError::Unprocessable(_)) && e.to_string().contains("8G"), "{e}");
+    let e = c.submit(&user("alice"), SubmitRequest { cpus: Some(0), ..job(1) }, t0).unwrap_err();
+    assert!(matches!(e, ApiError::BadRequest(_)), "{e}");
+    assert!(pending_order(&c, t0).is_empty(), "nothing stored");
+    // Two jobs fit by GPUs but not by CPUs: the second waits, with the reason.
+    let a = c.submit(&user("alice"), SubmitRequest { cpus: Some(3), ..job(1) }, t0).expect("submit");
+    let b = c.submit(&user("alice"), SubmitRequest { cpus: Some(2), ..job(1) }, t0).expect("submit");
+    c.pass(t0).expect("pass");
+    assert_eq!(c.job(a, t0).expect("job").state, JobState::Starting);
+    let jb = c.job(b, t0).expect("job");
+    assert_eq!(jb.state, JobState::Pending);
+    assert!(jb.wait.expect("wait").text.contains("not the CPUs"));
+    let n = c.nodes();
+    assert_eq!((n[0].cpus, n[0].used_cpus, n[0].mem_mib), (Some(4), 3, Some(8192)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
+    let dir = tempdir("rr");
+    let t0 = 1_000_000;
+    let mut conf = cfg(&dir, "rr:quantum=1s");
+    conf.min_run_ms = 0;
+    let mut c = Core::open(conf, t0).expect("open");
+    c.register(&agent(), &reg("n1", 1), t0).expect("register");
+    let a = c.submit(&user("alice"), job(1), t0).expect("submit");
+    c.pass(t0).expect("pass");
+    let poll = |c: &mut Core, job, t| {
+        c.poll(
+            &agent(),
+            &PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t0 }], wait_ms: 0 },
+            t,
+        )
+        .expect("poll")
+    };
+    poll(&mut c, a, t0);
+    let b = c.submit(&user("bob"), job(1), t0 + 10).expect("submit");
+    // Nothing changes until a's quantum ends; the pass says when to ask again.
+    let wake = c.pass(t0 + 300).expect("pass").expect("a wake-up time");
+    assert!(wake > t0 + 300 && wake <= t0 + 1_000, "wake at {wake}");
+    assert_eq!(c.job(a, t0 + 300).expect("job").state, JobState::Running);
+    c.pass(t0 + 1_000).expect("pass");
+    assert_eq!(c.job(a, t0 + 1_000).expect("job").state, JobState::Preempting, "time alone ends the quantum");
+    assert_eq!(poll(&mut c, a, t0 + 1_001).kill, vec![a]);
+    let rec = c.audit(Some(a), None, 100).expect("audit");
+    let why = rec.iter().find(|r| r.kind == "preempt").expect("preempt record").detail["why"].to_string();
+    assert!(why.contains(&format!("preempted {a} for {b}: policy rr")) && why.contains("quantum"), "{why}");
+    c.report(&agent(), &end("n1", a, 1, Outcome::Killed, t0, t0 + 1_050), t0 + 1_050).expect("report");
+    c.pass(t0 + 1_050).expect("pass");
+    assert_eq!(c.job(b, t0 + 1_050).expect("job").state, JobState::Starting);
+    let j = c.job(a, t0 + 1_050).expect("job");
+    assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 1_050));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,8 @@ use ordo_server::agent::{AgentConfig, GpuSpec};
 use ordo_server::api::*;
 use ordo_server::auth::Role;
 use ordo_server::client::Client;
-use ordo_server::supervise::{supervise, SuperviseArgs};
+use ordo_server::state::fmt_mib;
+use ordo_server::supervise::{supervise, MemLimit, SuperviseArgs};
 use ordo_server::ServerConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -108,6 +109,9 @@ pub struct ServerArgs {
     /// Permit a listen address other than loopback.
     #[arg(long)]
     allow_non_loopback: bool,
+    /// Preemptive policies: a job runs at least this long before it may be preempted (default 60s).
+    #[arg(long)]
+    min_run: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -130,6 +134,12 @@ pub struct AgentArgs {
     /// Time between SIGTERM and SIGKILL when a job is killed.
     #[arg(long, default_value = "10s")]
     grace: String,
+    /// CPU cores to offer to jobs (the first N this agent may use; default: all of them).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Memory to offer to jobs, e.g. 64G (default: the machine's).
+    #[arg(long)]
+    mem: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -140,6 +150,16 @@ pub struct SuperviseCli {
     grace_ms: u64,
     #[arg(long)]
     status: PathBuf,
+    #[arg(long)]
+    cpu_list: Option<String>,
+    #[arg(long)]
+    cgroup: Option<PathBuf>,
+    #[arg(long)]
+    cgroup_home: Option<PathBuf>,
+    #[arg(long)]
+    mem_mib: Option<u64>,
+    #[arg(long)]
+    cgroup_v2: bool,
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
@@ -151,12 +171,16 @@ pub struct SubmitArgs {
     /// GPUs (on one node).
     #[arg(long, default_value_t = 1)]
     gpus: u32,
-    /// CPU cores (recorded).
+    /// CPU cores, reserved for the job alone on its node (it is pinned to them).
     #[arg(long)]
     cpus: Option<u32>,
-    /// Memory, e.g. 16G or 512M (recorded).
+    /// Memory, e.g. 16G or 512M: reserved on its node, and its limit where the agent has a
+    /// writable cgroup (the job is killed past it).
     #[arg(long)]
     mem: Option<String>,
+    /// Never preempt this job (under preemptive policies it keeps its GPUs until it ends).
+    #[arg(long)]
+    no_preempt: bool,
     /// Time limit, e.g. 2h or 90s (default: the server's).
     #[arg(long)]
     time: Option<String>,
@@ -289,7 +313,7 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 fn job_line(j: &JobInfo) -> String {
     let when = match j.state {
         JobState::Pending => format!("submitted {}", fmt_time(j.submit)),
-        JobState::Starting | JobState::Running => {
+        JobState::Starting | JobState::Running | JobState::Preempting => {
             format!(
                 "on {} GPUs [{}] since {}",
                 j.node.as_deref().unwrap_or("?"),
@@ -332,6 +356,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.allow_non_loopback {
                 cfg.allow_non_loopback = true;
             }
+            if let Some(m) = &a.min_run {
+                cfg.set_min_run(w, m)?;
+            }
             cfg.validate(w)?;
             let db = cfg.db.clone();
             ordo_server::run(cfg, |addr| {
@@ -367,6 +394,8 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 gpus: a.gpus,
                 grace_ms: grace as u64,
                 supervisor: vec![exe.to_string_lossy().into_owned(), "agent-supervise".into()],
+                cpus: a.cpus,
+                mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -376,6 +405,24 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 time_limit_ms: a.time_limit_ms,
                 grace_ms: a.grace_ms,
                 status: a.status,
+                cpu_list: a
+                    .cpu_list
+                    .as_deref()
+                    .map(|l| {
+                        ordo_server::agent::parse_cpu_list(l)
+                            .with_context(|| format!("--cpu-list `{l}`: expected 0-3,8"))
+                    })
+                    .transpose()?,
+                mem: match (a.cgroup, a.mem_mib) {
+                    (Some(group), Some(mib)) => Some(MemLimit {
+                        home: a.cgroup_home.context("--cgroup needs --cgroup-home")?,
+                        group,
+                        mib,
+                        v2: a.cgroup_v2,
+                    }),
+                    (None, None) => None,
+                    _ => bail!("--cgroup and --mem-mib go together"),
+                },
             });
             return Ok(ExitCode::from(code as u8));
         }
@@ -405,6 +452,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 time_limit_ms,
                 priority: a.priority,
                 on_node_failure,
+                no_preempt: a.no_preempt.then_some(true),
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {
@@ -474,19 +522,33 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if conn.json {
                 return print_json(&n).map(|_| ExitCode::SUCCESS);
             }
-            println!("{:<16} {:<5} {:>4} {:>4}  {:<20} jobs", "node", "state", "gpus", "free", "kind");
-            for x in n {
-                let kind = if x.fake { "fake".to_string() } else { x.gpu_model.unwrap_or_else(|| "gpu".into()) };
+            println!(
+                "{:<16} {:<5} {:>4} {:>4}  {:<20} {:>9} {:>15}  jobs",
+                "node", "state", "gpus", "free", "kind", "cpus used", "memory used"
+            );
+            for x in &n {
+                let kind =
+                    if x.fake { "fake".to_string() } else { x.gpu_model.clone().unwrap_or_else(|| "gpu".into()) };
                 let jobs: Vec<String> = x.jobs.iter().map(|j| j.to_string()).collect();
+                let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
+                let mem = x
+                    .mem_mib
+                    .map(|m| format!("{}/{}", fmt_mib(x.used_mem_mib), fmt_mib(m)))
+                    .unwrap_or_else(|| "-".into());
                 println!(
-                    "{:<16} {:<5} {:>4} {:>4}  {:<20} {}",
+                    "{:<16} {:<5} {:>4} {:>4}  {:<20} {:>9} {:>15}  {}",
                     x.name,
                     x.state,
                     x.gpus,
                     x.free_gpus,
                     kind,
+                    cpus,
+                    mem,
                     jobs.join(",")
                 );
+            }
+            for x in n.iter().filter(|x| !x.mem_limits) {
+                println!("{}: memory limits: not enforced (no writable cgroup)", x.name);
             }
         }
         ServerCmd::Explain(a) => {
@@ -512,17 +574,34 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                         None => println!("expected start: not known yet"),
                     }
                 }
-                (None, JobState::Starting | JobState::Running) => println!(
-                    "runs on {} GPUs [{}] since {} UTC",
-                    j.node.as_deref().unwrap_or("?"),
-                    ordo_server::db::ids_text(&j.gpu_ids),
-                    fmt_time(j.start.unwrap_or(0))
-                ),
+                (None, JobState::Starting | JobState::Running | JobState::Preempting) => {
+                    println!(
+                        "runs on {} GPUs [{}] since {} UTC",
+                        j.node.as_deref().unwrap_or("?"),
+                        ordo_server::db::ids_text(&j.gpu_ids),
+                        fmt_time(j.start.unwrap_or(0))
+                    );
+                    if j.state == JobState::Preempting {
+                        println!("being preempted: its agent has been told to stop it; it then goes back to the queue");
+                    }
+                }
                 (None, _) => println!(
                     "ended {} UTC: {}",
                     j.end.map(fmt_time).unwrap_or_default(),
-                    j.end_reason.unwrap_or_default()
+                    j.end_reason.clone().unwrap_or_default()
                 ),
+            }
+            if j.restarts > 0 {
+                println!(
+                    "preempted or requeued {} time{}; {:.1} s of earlier runs ({:.1} GPU-s attained)",
+                    j.restarts,
+                    if j.restarts == 1 { "" } else { "s" },
+                    j.executed_ms as f64 / 1000.0,
+                    (j.executed_ms * j.gpus as i64) as f64 / 1000.0
+                );
+            }
+            if j.no_preempt {
+                println!("never preempted (--no-preempt)");
             }
         }
         ServerCmd::History(a) => {
