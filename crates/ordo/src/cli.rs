@@ -41,6 +41,11 @@ enum Cmd {
     Server(crate::server_cmd::ServerCmd),
     /// Plan, split and pace requests to OpenAI-compatible AI APIs: `ordo batch plan|split|run`.
     Batch(crate::batch_cmd::BatchArgs),
+    /// Search orders x backfill x parameters on a workload; print the Pareto front and the
+    /// recommended policy as config for `ordo server` and `ordo slurm drive`.
+    Tune(crate::tune_cmd::TuneArgs),
+    /// Write a self-contained HTML (or Markdown, JSON) report: every policy side by side, cost, equivalent GPUs.
+    Report(crate::report_cmd::ReportArgs),
 }
 
 /// Where the jobs come from, and the cluster they run on.
@@ -51,7 +56,7 @@ pub struct InputArgs {
     workload: WorkloadArg,
     /// Seed for the built-in workload.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Number of jobs in the built-in workload (default: the scenario's own).
     #[arg(long)]
     jobs: Option<usize>,
@@ -116,7 +121,7 @@ struct CompareArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Comma-separated policies; the first named `fifo` (or else the first) is the baseline.
-    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las")]
+    #[arg(long, default_value = DEFAULT_POLICIES)]
     policies: PolicyList,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -143,7 +148,7 @@ struct BenchArgs {
     #[command(flatten)]
     input: InputArgs,
     /// Policies to time.
-    #[arg(long, default_value = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las")]
+    #[arg(long, default_value = DEFAULT_POLICIES)]
     policies: PolicyList,
     /// Runs per policy (the median is reported).
     #[arg(long, default_value_t = 5)]
@@ -162,7 +167,7 @@ pub struct Input {
     pub preemption_overhead: ordo_core::Time,
 }
 
-fn load_input(a: &InputArgs) -> Result<Input> {
+pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     let cluster_arg = crate::trace_cmd::cluster_arg(&a.cluster).context("--cluster")?;
     let mut cluster = cluster_arg.clone().unwrap_or_else(|| ClusterSpec::uniform(64, 8));
     let (workload, source) = match &a.trace {
@@ -228,7 +233,7 @@ fn load_input(a: &InputArgs) -> Result<Input> {
     Ok(Input { workload, cluster, placement: a.placement, source, preemption_overhead: a.preemption_overhead })
 }
 
-fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
+pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
     c
@@ -236,7 +241,10 @@ fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
 
 /// A comma-separated list of policies (parameters may contain commas: `las:thresholds=60,promote=8`).
 #[derive(Debug, Clone)]
-struct PolicyList(Vec<PolicySpec>);
+pub(crate) struct PolicyList(pub(crate) Vec<PolicySpec>);
+
+/// The policies `compare`, `bench` and `report` run by default.
+pub(crate) const DEFAULT_POLICIES: &str = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las";
 
 impl std::str::FromStr for PolicyList {
     type Err = ordo_core::policy::PolicyParseError;
@@ -247,7 +255,7 @@ impl std::str::FromStr for PolicyList {
 
 /// Runs every policy, in parallel over the machine's cores (rayon); results come back in input
 /// order.
-fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
+pub(crate) fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
     use rayon::prelude::*;
     let bar = crate::progress::bar(policies.len() as u64, "simulating");
     let outs = policies
@@ -270,6 +278,8 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Server(c) => return crate::server_cmd::run(c),
         Cmd::Trace(a) => return crate::trace_cmd::run(a),
         Cmd::Batch(a) => return crate::batch_cmd::run(a),
+        Cmd::Tune(a) => return crate::tune_cmd::run(a),
+        Cmd::Report(a) => crate::report_cmd::run(a)?,
         Cmd::Compare(a) => {
             if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");
@@ -285,7 +295,10 @@ pub fn run() -> Result<ExitCode> {
         }
         Cmd::Simulate(a) => {
             let input = load_input(&a.input)?;
-            let out = simulate(&input.workload, &config(&input, &a.policy))?;
+            let spin = crate::progress::spinner(&format!("simulating {}", a.policy));
+            let out = simulate(&input.workload, &config(&input, &a.policy));
+            spin.finish_and_clear();
+            let out = out?;
             if let Some(path) = &a.jobs_out {
                 output::write_jobs_csv(path, &input.workload, &input.cluster, &out)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -303,6 +316,7 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Bench(a) => {
             let input = load_input(&a.input)?;
             let mut rows = Vec::new();
+            let bar = crate::progress::bar((a.policies.0.len() * a.repeat.max(1)) as u64, "timing");
             for p in &a.policies.0 {
                 let mut times = Vec::with_capacity(a.repeat);
                 let mut last = None;
@@ -311,10 +325,12 @@ pub fn run() -> Result<ExitCode> {
                     let out = simulate(&input.workload, &config(&input, p))?;
                     times.push(t0.elapsed().as_secs_f64());
                     last = Some(out);
+                    bar.inc(1);
                 }
                 let out = last.expect("at least one run");
                 rows.push(output::BenchRow::new(p, &times, &out));
             }
+            bar.finish_and_clear();
             let b = output::Bench { input: input.source, rows, peak_rss_mib: output::peak_rss_mib() };
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&b)?);

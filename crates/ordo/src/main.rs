@@ -5,9 +5,11 @@ mod batch_cmd;
 mod cli;
 mod output;
 mod progress;
+mod report_cmd;
 mod server_cmd;
 mod slurm_cmd;
 mod trace_cmd;
+mod tune_cmd;
 
 use std::process::ExitCode;
 

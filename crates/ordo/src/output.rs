@@ -7,28 +7,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Where the jobs came from.
-#[derive(Debug, Clone, Serialize)]
-pub struct InputInfo {
-    /// Trace path or built-in workload name.
-    pub source: String,
-    /// Trace format (or `generated`).
-    pub format: String,
-    /// Data rows read.
-    pub rows: usize,
-    /// Jobs kept.
-    pub jobs: usize,
-    /// Rows dropped because their duration was 0.
-    pub dropped_zero_duration: usize,
-    /// Rows outside `--from-day/--to-day`.
-    pub dropped_outside_window: usize,
-    /// First day kept, if selected.
-    pub from_day: Option<f64>,
-    /// Day before which jobs were kept, if selected.
-    pub to_day: Option<f64>,
-    /// How run-time estimates were made, when ordo made them (`--estimate-noise`).
-    pub estimates: Option<String>,
-}
+pub use ordo_report::InputInfo;
 
 /// `ordo compare --json` (and `ordo simulate --json`): the input, one result per policy, and
 /// the plain-words headline.
@@ -48,35 +27,12 @@ pub struct Comparison {
     pub headline: String,
 }
 
-fn util(m: &Metrics) -> f64 {
-    m.utilization_window.unwrap_or(m.utilization_makespan)
-}
-
 impl Comparison {
     /// Builds the comparison; the baseline is the first `fifo` run, or else the first run.
     pub fn new(input: &InputInfo, outs: &[SimOutput]) -> Self {
         let results: Vec<Metrics> = outs.iter().map(|o| o.metrics.clone()).collect();
-        let base = results.iter().position(|m| m.policy == "fifo").unwrap_or(0);
-        let best = (0..results.len())
-            .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
-            .unwrap_or(0);
-        let (b, x) = (&results[base], &results[best]);
-        let which = if b.utilization_window.is_some() { "utilisation" } else { "utilisation (over the makespan)" };
-        let headline = if best == base {
-            format!("{} is already the best of the policies compared by mean completion time.", b.policy)
-        } else {
-            format!(
-                "Same cluster, same jobs: {} instead of {}: {which} {:.0}% -> {:.0}% ({:+.0} pp), mean JCT {:+.0}%, p99 wait {:+.0}%{}.",
-                x.policy,
-                b.policy,
-                100.0 * util(b),
-                100.0 * util(x),
-                100.0 * (util(x) - util(b)),
-                pct_change(b.mean_jct_s, x.mean_jct_s),
-                pct_change(b.p99_wait_s, x.p99_wait_s),
-                if x.estimates == "oracle" { " (oracle: it read true run times)" } else { "" }
-            )
-        };
+        let h = ordo_report::headline::headline(&results);
+        let (b, x) = (&results[h.baseline], &results[h.best]);
         let rejected = outs
             .first()
             .map(|o| o.rejected.iter().map(|r| (format!("{}", r.job), r.gpus)).collect())
@@ -85,7 +41,7 @@ impl Comparison {
             input: input.clone(),
             baseline: b.policy.clone(),
             best: x.policy.clone(),
-            headline,
+            headline: h.text,
             results,
             rejected,
         }
@@ -174,26 +130,7 @@ impl Comparison {
     }
 }
 
-fn pct_change(from: f64, to: f64) -> f64 {
-    if from == 0.0 {
-        0.0
-    } else {
-        100.0 * (to - from) / from
-    }
-}
-
-/// Formats seconds as a short human duration (`42s`, `7.5m`, `3.2h`, `4.1d`).
-pub fn dur(s: f64) -> String {
-    if s < 60.0 {
-        format!("{s:.0}s")
-    } else if s < 3600.0 {
-        format!("{:.1}m", s / 60.0)
-    } else if s < 86400.0 {
-        format!("{:.1}h", s / 3600.0)
-    } else {
-        format!("{:.1}d", s / 86400.0)
-    }
-}
+pub use ordo_report::render::dur;
 
 /// A right-aligned text table (first column left-aligned).
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {

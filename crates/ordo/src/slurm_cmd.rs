@@ -148,19 +148,30 @@ pub fn run(a: SlurmArgs) -> Result<ExitCode> {
 fn import(a: ImportArgs) -> Result<ExitCode> {
     let mut slurm = SlurmCli::new(a.timeout);
     slurm.partition = a.partition.clone();
-    let (text, name, format) = if let Some(p) = &a.sacct_file {
-        (std::fs::read(p).with_context(|| format!("reading {}", p.display()))?, p.display().to_string(), Format::Sacct)
-    } else if let Some(p) = &a.jobcomp {
-        (
-            std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
-            p.display().to_string(),
-            Format::Jobcomp,
-        )
-    } else {
-        let out = slurm.sacct(a.since.as_deref(), a.until.as_deref()).context("running sacct")?;
-        (out.into_bytes(), "sacct".to_string(), Format::Sacct)
+    let spin = crate::progress::spinner("reading Slurm accounting");
+    let read = || -> Result<_> {
+        let (text, name, format) = if let Some(p) = &a.sacct_file {
+            (
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+                p.display().to_string(),
+                Format::Sacct,
+            )
+        } else if let Some(p) = &a.jobcomp {
+            (
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))?,
+                p.display().to_string(),
+                Format::Jobcomp,
+            )
+        } else {
+            let out = slurm.sacct(a.since.as_deref(), a.until.as_deref()).context("running sacct")?;
+            (out.into_bytes(), "sacct".to_string(), Format::Sacct)
+        };
+        let t = load_reader(text.as_slice(), &name, &LoadOptions::new(format))?;
+        Ok((t, name, format))
     };
-    let t = load_reader(text.as_slice(), &name, &LoadOptions::new(format))?;
+    let read = read();
+    spin.finish_and_clear();
+    let (t, name, format) = read?;
     let mut w = t.workload;
     if let (Some(p), Format::Jobcomp) = (&a.partition, format) {
         // sacct filtered by partition itself; the jobcomp log holds every partition.

@@ -1,0 +1,15 @@
+//! ordo-report: what a cluster's history looks like under each policy, side by side, for the
+//! people who decide: one self-contained HTML page (inline SVG charts), Markdown or JSON.
+//!
+//! [`Report::build`] derives everything from simulation outputs into one serde struct; the HTML
+//! and Markdown renderers in [`render`] only format that struct, so no number can disagree.
+
+pub mod chart;
+pub mod equiv;
+pub mod headline;
+pub mod model;
+pub mod render;
+pub mod series;
+
+pub use headline::{headline, Headline, InputInfo};
+pub use model::{equivalent_gpus, Equivalent, OwnerBy, Price, Report, ReportError, ReportOptions};

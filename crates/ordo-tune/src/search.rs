@@ -1,0 +1,257 @@
+//! The search loop: FIFO baseline, then the starting grid, then rounds of local refinement and
+//! seeded random sampling, each round simulated in parallel (rayon) until a budget ends.
+
+use crate::select::{Constraints, Objective};
+use crate::space::{Candidate, Space};
+use crate::TuneError;
+use ordo_core::{PolicySpec, Workload};
+use ordo_sim::{simulate, SimConfig};
+use rand::SeedableRng;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::{HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+/// One simulated configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluated {
+    /// The policy, as `PolicySpec` prints it (parses back to the same policy).
+    pub policy: String,
+    /// Whether it preempts running jobs.
+    pub preemptive: bool,
+    /// What it knew about run times (`none`, `oracle`, `user`, `learned`; see docs/METRICS.md).
+    pub estimates: String,
+    /// `utilization_window` of the run, or `utilization_makespan` when every job was submitted
+    /// at the same instant (the same rule as `ordo compare`'s headline).
+    pub utilisation: f64,
+    /// Mean job completion time, seconds.
+    pub mean_jct_s: f64,
+    /// 99th percentile wait, seconds.
+    pub p99_wait_s: f64,
+    /// Mean wait, seconds.
+    pub mean_wait_s: f64,
+    /// Jain's fairness index of per-user mean bounded slowdown.
+    pub fairness_users: f64,
+    /// Jain's fairness index of per-group mean bounded slowdown.
+    pub fairness_groups: f64,
+    /// Wall time of the simulation, seconds (the only field that varies between equal runs).
+    pub sim_s: f64,
+}
+
+/// Why the search stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The time budget ended (no candidate starts after it).
+    Budget,
+    /// `max_configs` configurations were simulated.
+    MaxConfigs,
+    /// Every candidate of the space was simulated.
+    Exhausted,
+}
+
+/// How to search.
+#[derive(Debug, Clone)]
+pub struct TuneOptions {
+    /// Wall-time budget: no candidate starts after it (running ones finish).
+    pub budget: Duration,
+    /// Most configurations to simulate, the baseline included.
+    pub max_configs: usize,
+    /// Seed of the random sampling; with the same seed, workload and a budget that does not run
+    /// out, the result is the same.
+    pub seed: u64,
+    /// Constraints (refinement steps around the best feasible configurations).
+    pub constraints: Constraints,
+    /// Objective (refinement steps around the best by it).
+    pub objective: Objective,
+    /// Candidates per parallel round (0: eight per rayon thread, at least 16). Results depend
+    /// on it, so fix it when comparing runs across machines.
+    pub round: usize,
+}
+
+impl Default for TuneOptions {
+    fn default() -> Self {
+        TuneOptions {
+            budget: Duration::from_secs(60),
+            max_configs: usize::MAX,
+            seed: 1,
+            constraints: Constraints::default(),
+            objective: Objective::MeanJct,
+            round: 0,
+        }
+    }
+}
+
+/// The raw outcome of a search.
+#[derive(Debug, Clone)]
+pub struct TuneResult {
+    /// Every configuration simulated, in the order they were started (the baseline first).
+    pub evaluated: Vec<Evaluated>,
+    /// The strict FIFO baseline.
+    pub baseline: Evaluated,
+    /// Why the search stopped.
+    pub stopped: StopReason,
+    /// Wall time of the whole search.
+    pub elapsed: Duration,
+    /// Candidates in the space.
+    pub space_size: usize,
+}
+
+fn evaluate(w: &Workload, base: &SimConfig, spec: &PolicySpec) -> Result<Evaluated, TuneError> {
+    let mut cfg = base.clone();
+    cfg.policy = spec.clone();
+    let t0 = Instant::now();
+    let out = simulate(w, &cfg).map_err(|source| TuneError::Sim { policy: spec.to_string(), source })?;
+    let m = out.metrics;
+    Ok(Evaluated {
+        policy: spec.to_string(),
+        preemptive: spec.order.preemptive(),
+        estimates: m.estimates,
+        utilisation: m.utilization_window.unwrap_or(m.utilization_makespan),
+        mean_jct_s: m.mean_jct_s,
+        p99_wait_s: m.p99_wait_s,
+        mean_wait_s: m.mean_wait_s,
+        fairness_users: m.fairness_users,
+        fairness_groups: m.fairness_groups,
+        sim_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Candidates chosen but not yet simulated, with the names already used.
+struct Picker<'a> {
+    space: &'a Space,
+    seen: HashSet<Candidate>,
+    names: HashSet<String>,
+}
+
+impl Picker<'_> {
+    /// Adds `c` to `batch` unless it, or another spelling of the same policy, was seen.
+    fn take(&mut self, c: Candidate, batch: &mut Vec<(Candidate, PolicySpec)>) -> Result<(), TuneError> {
+        if !self.seen.insert(c.clone()) {
+            return Ok(());
+        }
+        let spec = self.space.spec(&c)?;
+        if self.names.insert(spec.to_string()) {
+            batch.push((c, spec));
+        }
+        Ok(())
+    }
+}
+
+/// Searches `space` on workload `w` (cluster, placement and preemption overhead from `base`;
+/// its policy is ignored). `on_done` is called once per finished simulation, from any thread.
+pub fn tune(
+    w: &Workload,
+    base: &SimConfig,
+    space: &Space,
+    opts: &TuneOptions,
+    on_done: &(dyn Fn(&Evaluated) + Sync),
+) -> Result<TuneResult, TuneError> {
+    let start = Instant::now();
+    let deadline = start + opts.budget;
+    let round = if opts.round > 0 { opts.round } else { (8 * rayon::current_num_threads()).max(16) };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(opts.seed);
+    let mut picker = Picker { space, seen: HashSet::new(), names: HashSet::new() };
+    let mut grid: VecDeque<Candidate> = space.grid().into();
+    let mut evaluated: Vec<Evaluated> = Vec::new();
+    let mut cands: Vec<Candidate> = Vec::new();
+
+    // The baseline: strict FIFO, always simulated first.
+    let fifo = grid.pop_front().filter(|c| space.name(c) == "fifo").ok_or_else(|| {
+        TuneError::Space(ordo_core::policy::PolicyParseError {
+            name: "fifo".into(),
+            why: "the space's grid must start with strict fifo".into(),
+        })
+    })?;
+    let mut first = Vec::new();
+    picker.take(fifo, &mut first)?;
+    let baseline = evaluate(w, base, &first[0].1)?;
+    on_done(&baseline);
+    evaluated.push(baseline.clone());
+    cands.push(first[0].0.clone());
+
+    let stopped = loop {
+        if evaluated.len() >= opts.max_configs {
+            break StopReason::MaxConfigs;
+        }
+        if Instant::now() >= deadline {
+            break StopReason::Budget;
+        }
+        let want = round.min(opts.max_configs - evaluated.len());
+        let mut batch: Vec<(Candidate, PolicySpec)> = Vec::new();
+        // 1. The starting grid.
+        while batch.len() < want {
+            match grid.pop_front() {
+                Some(c) => picker.take(c, &mut batch)?,
+                None => break,
+            }
+        }
+        // 2. Local refinement: neighbours of the two best feasible configurations by the
+        //    objective and of the two best feasible non-preemptive ones (up to half a round).
+        if batch.len() < want {
+            let mut order: Vec<usize> = (0..evaluated.len())
+                .filter(|&i| opts.constraints.violations(&evaluated[i], &baseline).is_empty())
+                .collect();
+            order.sort_by(|&a, &b| opts.objective.compare(&evaluated[a], &evaluated[b]));
+            let mut centres: Vec<usize> = order.iter().copied().take(2).collect();
+            centres.extend(order.iter().copied().filter(|&i| !evaluated[i].preemptive).take(2));
+            let limit = batch.len() + (want - batch.len()).div_ceil(2);
+            'outer: for i in centres {
+                // Cheap steps first (stable sort: equal costs keep the neighbour order).
+                let mut steps = space.neighbours(&cands[i]);
+                steps.sort_by(|a, b| space.cost(a).total_cmp(&space.cost(b)));
+                for n in steps {
+                    if batch.len() >= limit {
+                        break 'outer;
+                    }
+                    picker.take(n, &mut batch)?;
+                }
+            }
+        }
+        // 3. Seeded random samples; 4. whatever is left of the space, in a fixed order.
+        let mut tries = 0;
+        while batch.len() < want && tries < 50 * want {
+            tries += 1;
+            let c = space.sample(&mut rng);
+            picker.take(c, &mut batch)?;
+        }
+        if batch.len() < want {
+            for c in space.unseen(&picker.seen, want - batch.len()) {
+                picker.take(c, &mut batch)?;
+            }
+        }
+        if batch.is_empty() {
+            break StopReason::Exhausted;
+        }
+        // Longest first (by the space's cost estimate), so a slow run does not start last and
+        // leave the other cores idle at the end of the round. Stable: ties keep their order.
+        batch.sort_by(|a, b| space.cost(&b.0).total_cmp(&space.cost(&a.0)));
+        let results: Vec<Option<Result<Evaluated, TuneError>>> = batch
+            .par_iter()
+            .map(|(_, spec)| {
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                let r = evaluate(w, base, spec);
+                if let Ok(e) = &r {
+                    on_done(e);
+                }
+                Some(r)
+            })
+            .collect();
+        let mut cut = false;
+        for ((c, _), r) in batch.into_iter().zip(results) {
+            match r {
+                Some(r) => {
+                    evaluated.push(r?);
+                    cands.push(c);
+                }
+                None => cut = true,
+            }
+        }
+        if cut {
+            break StopReason::Budget;
+        }
+    };
+    Ok(TuneResult { evaluated, baseline, stopped, elapsed: start.elapsed(), space_size: space.size() })
+}

@@ -1,0 +1,338 @@
+//! `ordo report` end to end with the real binary: HTML, Markdown and JSON carry the same numbers
+//! as `ordo compare --json`; the Philly window's report renders in a real headless Chromium.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn ordo(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ordo-report-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Follows a dot-separated path through JSON; object keys may themselves contain dots
+/// (policy parameters), so the longest matching key wins.
+fn resolve<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    if path.is_empty() {
+        return Some(v);
+    }
+    let segs: Vec<&str> = path.split('.').collect();
+    for i in (1..=segs.len()).rev() {
+        let key = segs[..i].join(".");
+        let rest = segs[i..].join(".");
+        let next = match v {
+            Value::Object(m) => m.get(&key),
+            Value::Array(a) => key.parse::<usize>().ok().and_then(|k| a.get(k)),
+            _ => None,
+        };
+        if let Some(n) = next {
+            if let Some(found) = resolve(n, &rest) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+}
+
+/// Every `data-key` cell of an HTML page: (key, data-value, shown text).
+fn keyed_cells(html: &str) -> Vec<(String, f64, String)> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find("data-key=\"") {
+        rest = &rest[i + 10..];
+        let key = unescape(&rest[..rest.find('"').unwrap()]);
+        let j = rest.find("data-value=\"").unwrap() + 12;
+        let value: f64 = rest[j..j + rest[j..].find('"').unwrap()].parse().unwrap();
+        let t = rest.find('>').unwrap() + 1;
+        let text = unescape(&rest[t..t + rest[t..].find('<').unwrap()]);
+        out.push((key, value, text));
+    }
+    out
+}
+
+/// Checks that a shown number (`3.7d`, `93.0%`, `1296`) is `value` rounded as shown.
+fn shown_matches(text: &str, value: f64) -> bool {
+    let t = text.trim();
+    let (num, scale) = match t.chars().last() {
+        Some('s') => (&t[..t.len() - 1], 1.0),
+        Some('m') => (&t[..t.len() - 1], 60.0),
+        Some('h') => (&t[..t.len() - 1], 3600.0),
+        Some('d') => (&t[..t.len() - 1], 86400.0),
+        Some('%') => (&t[..t.len() - 1], 0.01),
+        _ => (t, 1.0),
+    };
+    let Ok(x) = num.parse::<f64>() else { return false };
+    let decimals = num.split_once('.').map_or(0, |(_, f)| f.len()) as i32;
+    let tol = 0.5 * 10f64.powi(-decimals) * scale * 1.0001 + 1e-9;
+    (x * scale - value).abs() <= tol
+}
+
+/// Every data-key number in `html` equals the JSON report's value, and is shown rounded from it.
+fn check_numbers(html: &str, json: &Value) -> usize {
+    let cells = keyed_cells(html);
+    for (key, value, text) in &cells {
+        let j = resolve(json, key).unwrap_or_else(|| panic!("data-key {key} not in the JSON"));
+        let j = j.as_f64().unwrap_or_else(|| panic!("data-key {key}: JSON value {j} is not a number"));
+        // serde_json's default float parser may land one ULP off the shortest representation
+        // (it lacks `float_roundtrip`), so equal means within a few ULPs.
+        assert!((value - j).abs() <= 4.0 * f64::EPSILON * j.abs(), "data-key {key}: page {value}, JSON {j}");
+        assert!(shown_matches(text, j), "data-key {key}: shows `{text}` for {j}");
+    }
+    cells.len()
+}
+
+#[test]
+fn html_md_and_json_agree_with_compare() {
+    let base = ["--workload", "online", "--jobs", "400", "--policies", "fifo,sjf+easy,las", "--quiet"];
+    let run = |out: &Path, extra: &[&str]| {
+        let mut a: Vec<&str> = vec!["report"];
+        a.extend(base);
+        a.extend(["--out", out.to_str().unwrap(), "--gpu-hour-price", "2.10", "--currency", "eur"]);
+        a.extend(extra);
+        ok(&ordo(&a));
+        std::fs::read_to_string(out).unwrap()
+    };
+    let html = run(&tmp("r.html"), &[]);
+    let md = run(&tmp("r.md"), &[]);
+    let json_text = run(&tmp("r.txt"), &["--out-format", "json"]);
+    let json: Value = serde_json::from_str(&json_text).unwrap();
+    let mut cmp_args = vec!["compare", "--json"];
+    cmp_args.extend(base);
+    let cmp: Value = serde_json::from_str(&ok(&ordo(&cmp_args))).unwrap();
+    // The same runs: every metric of every policy, and the same headline words.
+    for r in cmp["results"].as_array().unwrap() {
+        let p = r["policy"].as_str().unwrap();
+        assert_eq!(&json["metrics"][p], r, "metrics of {p}");
+    }
+    assert_eq!(json["headline"], cmp["headline"]);
+    assert_eq!(json["policies"], serde_json::json!(["fifo", "sjf+easy", "las"]));
+    // HTML: self-contained, every number equal to the JSON, one chart per section.
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // The only http:// is the SVG namespace name, which nothing fetches.
+    let no_ns = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
+    assert!(
+        !no_ns.contains("http://") && !no_ns.contains("https://") && !html.contains("<script"),
+        "no URL, no script"
+    );
+    assert!(!no_ns.contains("src=") && !no_ns.contains("url("), "nothing loaded from elsewhere");
+    let n = check_numbers(&html, &json);
+    assert!(n > 100, "only {n} keyed numbers");
+    let sections: Vec<&str> = html.split("<section").skip(1).collect();
+    assert!(sections.len() >= 8, "{} sections", sections.len());
+    for s in &sections {
+        let s = &s[..s.find("</section>").unwrap()];
+        assert_eq!(s.matches("<svg").count(), 1, "one chart per section: {}", &s[..80.min(s.len())]);
+    }
+    let headline = json["headline"].as_str().unwrap();
+    assert!(html.contains(&headline.replace('>', "&gt;")) && md.contains(headline), "headline in HTML and MD");
+    // Definitions from docs/METRICS.md in both.
+    let def = "Jain's index over users of each user's mean bounded slowdown";
+    assert!(html.contains(def) && md.contains(def), "METRICS.md definitions missing");
+    assert!(html.contains("<td><code>idle_while_waiting_gpu_hours</code> [idle-wait GPU-h]</td>"));
+    // Markdown shows the same cells as the HTML (the same table text).
+    for (key, _, text) in keyed_cells(&html) {
+        assert!(md.contains(&text), "MD lacks `{text}` ({key})");
+    }
+    // Cost: GPU-hours x price, currency upper-cased.
+    assert_eq!(json["cost"]["price"]["currency"], "EUR");
+    for p in ["fifo", "sjf+easy", "las"] {
+        let row = &json["cost"]["per_policy"][p];
+        let want = row["idle_gpu_hours_per_month"].as_f64().unwrap() * 2.10;
+        assert!((row["idle_cost_per_month"].as_f64().unwrap() - want).abs() < 1e-6 * want.max(1.0));
+    }
+    // The equivalent-GPU search reports its probes; the first passing one meets the target.
+    let e = &json["equivalent_gpus"];
+    assert_eq!(e["baseline"], "fifo");
+    let target = e["target_mean_jct_s"].as_f64().unwrap();
+    if let Some(k) = e["extra_nodes"].as_u64() {
+        let probes = e["probes"].as_array().unwrap();
+        let at = |n: u64| probes.iter().find(|p| p["extra_nodes"].as_u64() == Some(n));
+        assert!(at(k).unwrap()["mean_jct_s"].as_f64().unwrap() <= target);
+        if k > 1 {
+            assert!(at(k - 1).expect("the count below was probed")["mean_jct_s"].as_f64().unwrap() > target);
+        }
+    }
+}
+
+#[test]
+fn bad_cost_and_policy_input_is_named() {
+    let err = |a: &[&str]| {
+        let out = ordo(a);
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let out = tmp("bad.html");
+    let o = out.to_str().unwrap();
+    let e = err(&["report", "--out", o, "--gpu-hour-price", "2", "--currency", "EU"]);
+    assert!(e.contains("currency `EU`") && e.contains("three-letter"), "{e}");
+    let e = err(&["report", "--out", o, "--gpu-hour-price=-1", "--currency", "EUR"]);
+    assert!(e.contains("--gpu-hour-price") && e.contains("positive"), "{e}");
+    let e = err(&["report", "--out", o, "--gpu-hour-price", "2"]);
+    assert!(e.contains("--currency"), "{e}");
+    let e = err(&["report", "--out", o, "--policies", "fifo,fifo"]);
+    assert!(e.contains("fifo") && e.contains("twice"), "{e}");
+}
+
+/// Decodes an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes) into rows of pixels.
+fn png_pixels(bytes: &[u8]) -> (u32, u32, usize, Vec<u8>) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+    let (mut pos, mut idat, mut hdr) = (8, Vec::new(), None);
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        let kind = &bytes[pos + 4..pos + 8];
+        let data = &bytes[pos + 8..pos + 8 + len];
+        match kind {
+            b"IHDR" => hdr = Some(data.to_vec()),
+            b"IDAT" => idat.extend_from_slice(data),
+            _ => {}
+        }
+        pos += 12 + len;
+    }
+    let h = hdr.expect("IHDR");
+    let (w, ht) = (u32::from_be_bytes(h[0..4].try_into().unwrap()), u32::from_be_bytes(h[4..8].try_into().unwrap()));
+    assert_eq!(h[8], 8, "8-bit PNG");
+    assert_eq!(h[12], 0, "non-interlaced PNG");
+    let bpp = match h[9] {
+        2 => 3,
+        6 => 4,
+        t => panic!("PNG colour type {t}"),
+    };
+    let mut raw = Vec::new();
+    use std::io::Read;
+    flate2::read::ZlibDecoder::new(&idat[..]).read_to_end(&mut raw).unwrap();
+    let stride = w as usize * bpp;
+    let mut px = vec![0u8; stride * ht as usize];
+    for y in 0..ht as usize {
+        let f = raw[y * (stride + 1)];
+        let line = &raw[y * (stride + 1) + 1..(y + 1) * (stride + 1)];
+        for x in 0..stride {
+            let a = if x >= bpp { px[y * stride + x - bpp] as i32 } else { 0 };
+            let b = if y > 0 { px[(y - 1) * stride + x] as i32 } else { 0 };
+            let c = if x >= bpp && y > 0 { px[(y - 1) * stride + x - bpp] as i32 } else { 0 };
+            let pred = match f {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => (a + b) / 2,
+                4 => {
+                    let p = a + b - c;
+                    let (pa, pb, pc) = ((p - a).abs(), (p - b).abs(), (p - c).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                _ => panic!("PNG filter {f}"),
+            };
+            px[y * stride + x] = (line[x] as i32 + pred) as u8;
+        }
+    }
+    (w, ht, bpp, px)
+}
+
+#[test]
+fn philly_report_renders_in_headless_chromium() {
+    let Some(trace) = common::trace("philly/philly_rfold.csv") else { return };
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.is_file() {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
+        eprintln!("skipped: /usr/bin/chromium not found (apt-get install chromium)");
+        return;
+    }
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let html_path = target.join("report-philly.html");
+    let json_path = tmp("philly.json");
+    let all = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins,fair,priority,qssf,rr";
+    let t = trace.to_str().unwrap();
+    for out in [&html_path, &json_path] {
+        let o = out.to_str().unwrap();
+        let args = ["report", "--trace", t, "--from", "42", "--to", "49", "--policies", all, "--out", o];
+        ok(&ordo(
+            &[&args[..], &["--out-format", if o.ends_with(".json") { "json" } else { "html" }, "--quiet"]].concat(),
+        ));
+    }
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json["input"]["jobs"], 7729);
+    let html_len = std::fs::metadata(&html_path).unwrap().len();
+    assert!(html_len < 3 << 20, "the page stays small: {html_len} bytes");
+    let url = format!("file://{}", html_path.canonicalize().unwrap().display());
+    let shot = target.join("report-screenshot.png");
+    let _ = std::fs::remove_file(&shot);
+    let chrome = |extra: &[&str]| {
+        let mut c = Command::new(chromium);
+        c.args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]).args(extra).arg(&url);
+        let out = c.output().expect("chromium runs");
+        assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    chrome(&[&format!("--screenshot={}", shot.display()), "--window-size=1400,5000"]);
+    let png = std::fs::read(&shot).expect("Chromium wrote the screenshot");
+    assert!(png.len() > 100_000, "screenshot only {} bytes", png.len());
+    let (w, h, bpp, px) = png_pixels(&png);
+    assert_eq!((w, h), (1400, 5000));
+    let mut colours = std::collections::HashSet::new();
+    let mut non_white = 0usize;
+    for p in px.chunks(bpp) {
+        colours.insert((p[0], p[1], p[2]));
+        non_white += usize::from(p[0] < 200 || p[1] < 200 || p[2] < 200);
+    }
+    assert!(colours.len() > 50, "screenshot has {} colours", colours.len());
+    assert!(non_white > (w * h / 50) as usize, "screenshot is nearly blank: {non_white} dark pixels");
+    // The DOM Chromium rendered: one chart per section, every number equal to the JSON.
+    let dom = String::from_utf8(chrome(&["--dump-dom"]).stdout).unwrap();
+    let sections: Vec<&str> = dom.split("<section").skip(1).collect();
+    assert_eq!(sections.len(), 8, "sections in the rendered page");
+    for s in &sections {
+        let s = &s[..s.find("</section>").unwrap()];
+        assert_eq!(s.matches("<svg").count(), 1, "one chart per section: {}", &s[..80.min(s.len())]);
+        assert!(s.contains("<text"), "chart text drawn as SVG text");
+    }
+    let n = check_numbers(&dom, &json);
+    assert!(n > 500, "only {n} keyed numbers in the rendered page");
+    for label in ["allocated GPUs", "waiting jobs", "job completion time (log scale)", "time since first submit (days)"]
+    {
+        assert!(dom.contains(label), "axis title `{label}` missing");
+    }
+    // The equivalent-GPU probes are the baseline's real mean JCT on the larger cluster.
+    let e = &json["equivalent_gpus"];
+    let probe = &e["probes"][0];
+    let k = probe["extra_nodes"].as_u64().unwrap();
+    let cluster = format!("{}x8,{k}x8", json["gpus"].as_u64().unwrap() / 8);
+    let c = ok(&ordo(&[
+        "compare",
+        "--json",
+        "--trace",
+        t,
+        "--from",
+        "42",
+        "--to",
+        "49",
+        "--policies",
+        "fifo",
+        "--cluster",
+        &cluster,
+    ]));
+    let c: Value = serde_json::from_str(&c).unwrap();
+    assert_eq!(c["results"][0]["mean_jct_s"], probe["mean_jct_s"], "probe at {k} extra nodes");
+}
