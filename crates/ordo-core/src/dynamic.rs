@@ -150,10 +150,8 @@ impl Accounts {
 /// Facts computed once per scheduling pass.
 #[derive(Debug, Default)]
 struct PassCtx {
-    /// `priority`: decayed usage per user at `now`, their total, and the users seen.
-    usage: HashMap<u32, f64>,
-    total_usage: f64,
-    users: usize,
+    /// `priority`: each user's fair-share factor at `now` (users with no usage: 1.0).
+    fairshare: HashMap<u32, f64>,
 }
 
 /// Maps a float to an i64 with the same order (for keys).
@@ -213,8 +211,13 @@ impl Scheduler {
     }
 
     /// Time a job has spent waiting since it was submitted (all its waits together).
-    fn total_wait(&self, req: &JobReq, now: Time) -> Time {
-        let (executed, _, _) = self.served(req.id, now);
+    fn total_wait(&self, req: &JobReq, now: Time, running: bool) -> Time {
+        let executed = if running {
+            self.served(req.id, now).0
+        } else {
+            // A waiting job has no current run to add.
+            self.progress.get(&req.id).map_or(0, |p| p.executed)
+        };
         now - req.submit - executed
     }
 
@@ -272,12 +275,16 @@ impl Scheduler {
     fn pass_ctx(&self, now: Time) -> PassCtx {
         let mut ctx = PassCtx::default();
         if let Order::Priority(pp) = &self.policy.order {
-            for (&u, us) in &self.accounts.usage {
-                let v = us.at(now, pp.half_life);
-                ctx.total_usage += v;
-                ctx.usage.insert(u, v);
+            // Slurm's classic fair-share factor 2^(-usage/share), once per user and pass (not
+            // once per waiting job: thousands of jobs share a handful of users).
+            let usage: Vec<(u32, f64)> =
+                self.accounts.usage.iter().map(|(&u, us)| (u, us.at(now, pp.half_life))).collect();
+            let total: f64 = usage.iter().map(|u| u.1).sum();
+            let share = 1.0 / usage.len().max(1) as f64;
+            for (u, used) in usage {
+                let norm = if total > 0.0 { used / total } else { 0.0 };
+                ctx.fairshare.insert(u, (-norm / share).exp2());
             }
-            ctx.users = self.accounts.usage.len();
         }
         ctx
     }
@@ -285,10 +292,7 @@ impl Scheduler {
     /// Slurm's multifactor priority of a waiting job at `now` (higher runs first).
     fn multifactor(&self, pp: &PriorityParams, ctx: &PassCtx, req: &JobReq, now: Time) -> f64 {
         let age = ((now - req.submit).max(0) as f64 / pp.max_age.max(1) as f64).min(1.0);
-        let share = 1.0 / ctx.users.max(1) as f64;
-        let used = ctx.usage.get(&req.user).copied().unwrap_or(0.0);
-        let usage = if ctx.total_usage > 0.0 { used / ctx.total_usage } else { 0.0 };
-        let fairshare = (-usage / share).exp2();
+        let fairshare = ctx.fairshare.get(&req.user).copied().unwrap_or(1.0);
         let size = req.gpus as f64 / self.cap.total().max(1) as f64;
         pp.age * age + pp.fairshare * fairshare + pp.size * size + pp.qos * req.priority as f64
     }
@@ -297,7 +301,7 @@ impl Scheduler {
         // The starvation guard: a job that has waited `max_wait` in all goes ahead, oldest
         // first. Its total wait only grows, so once ahead it stays ahead (also while it runs):
         // two such jobs never take turns preempting each other.
-        if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+        if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now, running) >= w) {
             return [0, req.submit, 0, 0, 0];
         }
         match &self.policy.order {
@@ -360,7 +364,7 @@ impl Scheduler {
             }
         }
         for req in self.queue.values() {
-            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now, false) >= w) {
                 push(&mut out, req.id, false);
             } else {
                 per_user.entry(req.user).or_default().push_back((req.id, req.submit, false));
@@ -405,7 +409,7 @@ impl Scheduler {
         // The queue iterates by (submit, id) under dynamic orders.
         let mut per_owner: std::collections::BTreeMap<u32, VecDeque<&JobReq>> = Default::default();
         for req in self.queue.values() {
-            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now) >= w) {
+            if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now, false) >= w) {
                 order.push(req);
             } else {
                 per_owner.entry(owner(req)).or_default().push_back(req);
@@ -480,9 +484,9 @@ impl Scheduler {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
             }
         };
-        if let Some(w) = self.policy.max_wait {
-            for req in self.queue.values() {
-                at(now + w - self.total_wait(req, now));
+        if self.policy.max_wait.is_some() {
+            if let Some(&(t, _)) = self.wait_due.range((now + 1, JobId(0))..).next() {
+                at(t);
             }
         }
         let lp = match &self.policy.order {
@@ -608,11 +612,20 @@ impl Scheduler {
         if preemptive {
             keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
         }
-        keyed.sort_unstable_by_key(|k| (k.0, k.1));
-        let mut plan = if preemptive {
-            self.select_preemptive(now, keyed.into_iter(), explain, None)
+        let mut plan = if !preemptive && self.policy.backfill == Backfill::None {
+            // A strict order stops at the first job that does not fit, so it needs only the
+            // first few jobs in key order: a heap (built in linear time) yields them lazily,
+            // instead of sorting the whole queue on every pass.
+            let mut heap: BinaryHeap<Reverse<(Key, JobId)>> = keyed.into_iter().map(|k| Reverse((k.0, k.1))).collect();
+            let lazy = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k.1));
+            self.plan_in_order(now, explain, lazy.map(|id| &self.queue[&(self.waiting[&id], id)]))
         } else {
-            self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
+            keyed.sort_unstable_by_key(|k| (k.0, k.1));
+            if preemptive {
+                self.select_preemptive(now, keyed.into_iter(), explain, None)
+            } else {
+                self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
+            }
         };
         plan.wake_at = self.next_wake(now, &plan);
         plan

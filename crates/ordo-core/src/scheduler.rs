@@ -233,6 +233,9 @@ pub struct Scheduler {
     pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
+    /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
+    /// a job waits), so a pass finds the next promotion without looking at every job.
+    pub(crate) wait_due: BTreeSet<(Time, JobId)>,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -279,6 +282,7 @@ impl Scheduler {
             run_expiry: BTreeSet::new(),
             run_q_gpus: BTreeMap::new(),
             buckets: BTreeMap::new(),
+            wait_due: BTreeSet::new(),
             accounts: crate::dynamic::Accounts::default(),
         }
     }
@@ -334,6 +338,7 @@ impl Scheduler {
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
         self.waiting.insert(req.id, key);
+        self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
         self.account_submit(&req, now);
         if let Some(c) = &mut self.cons {
@@ -361,6 +366,10 @@ impl Scheduler {
                     self.dyn_wait.remove(&req.gpus);
                 }
             }
+        }
+        if let Some(w) = self.policy.max_wait {
+            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+            self.wait_due.remove(&(req.submit + executed + w, job));
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
@@ -435,8 +444,18 @@ impl Scheduler {
         self.queue.insert((key, job), r.req);
         self.waiting.insert(job, key);
         self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert((key, job));
+        self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
+    }
+
+    /// `+maxwait`: records when a waiting job (submitted at `submit`) becomes overdue: its total
+    /// wait `now - submit - executed` reaches the guard at `submit + executed + max_wait`.
+    fn index_due(&mut self, job: JobId, submit: Time) {
+        if let Some(w) = self.policy.max_wait {
+            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+            self.wait_due.insert((submit + executed + w, job));
+        }
     }
 
     /// Adds a waiting job to the sorted set of dynamic keys, where those are kept.
