@@ -545,7 +545,7 @@ impl Scheduler {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
-        if preemptive && !explain && self.waiting_keys_static() {
+        if preemptive && !explain && self.waiting_keys_static() && !self.cap.is_detailed() {
             // Waiting jobs are kept sorted between passes: merge them with the running jobs
             // (at most one per GPU) and stop once the cluster is full.
             // Running jobs are kept sorted too (see `run_key`): only those whose key has moved
@@ -637,6 +637,7 @@ impl Scheduler {
         if explain
             || !self.waiting_keys_static()
             || self.cap.placement() != Placement::Pooled
+            || self.cap.is_detailed()
             || self.min_run > 0
             || stale
         {
@@ -712,11 +713,11 @@ impl Scheduler {
         let mut plan = Plan::default();
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
-        let pooled = self.cap.placement() == Placement::Pooled;
+        let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
         let mut virt = if pooled {
             Capacity::new(&[self.cap.total() as u32], Placement::Pooled)
         } else {
-            Capacity::new(self.cap.cap_per_node(), self.cap.placement())
+            self.cap.empty_like()
         };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
         let keep = |virt: &mut Capacity, a: &Allocation| {
@@ -746,7 +747,7 @@ impl Scheduler {
         let mut running_left = self.running.len();
         let gpu_less_waiting = self.buckets.range((0, 0)..(1, 0)).next().is_some();
         for (_, id, running) in keyed {
-            if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting {
+            if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
                 break;
             }
             if let Some(b) = bound {
@@ -764,7 +765,7 @@ impl Scheduler {
                 plan.preempt.push(id);
             } else {
                 let req = &self.queue[&(self.waiting[&id], id)];
-                match virt.place(req.gpus) {
+                match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
                         chosen.push(req);
@@ -779,14 +780,12 @@ impl Scheduler {
             real.give(&self.running[id].alloc);
         }
         for req in chosen {
-            match real.place(req.gpus) {
+            match real.place_for(req.demand()) {
                 Some(a) => {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
-                None if explain => {
-                    plan.waiting.push((req.id, Reason::Resources { need: req.gpus, free: real.total_free() }))
-                }
+                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, req))),
                 None => {}
             }
         }

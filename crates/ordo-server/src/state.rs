@@ -256,7 +256,7 @@ impl Core {
             let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
             let committed = sched.submit(job_req(j, j.id, j.submit, left), now).is_ok()
                 && sched
-                    .start(jid(j.id), &Allocation { parts: vec![(n, j.gpus)] }, now)
+                    .start(jid(j.id), &Allocation { parts: vec![(n, j.gpus)], detail: None }, now)
                     .map(|ids| {
                         let mut phys = j.gpu_ids.clone();
                         phys.sort_unstable();
@@ -1204,7 +1204,7 @@ impl Core {
             .collect();
         ends.sort_unstable();
         for (t, n, g) in ends {
-            cap.give(&Allocation { parts: vec![(n, g)] });
+            cap.give(&Allocation { parts: vec![(n, g)], detail: None });
             if cap.fits(need) {
                 return Some(t);
             }

@@ -105,11 +105,11 @@ fn simulate_writes_every_job() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement");
+    assert_eq!(lines[0], "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement");
     // a: 0-100 on GPUs 0-3; b: 10-60 on GPUs 4-7; c (8 GPUs) waits for both: 100-110.
-    assert_eq!(lines[1], "a,ann,default,4,0,0,100,0,100,n0:0+1+2+3");
-    assert_eq!(lines[2], "b,bob,default,4,10,10,60,0,50,n0:4+5+6+7");
-    assert_eq!(lines[3], "c,ann,default,8,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
+    assert_eq!(lines[1], "a,ann,default,4,,0,0,100,0,100,n0:0+1+2+3");
+    assert_eq!(lines[2], "b,bob,default,4,,10,10,60,0,50,n0:4+5+6+7");
+    assert_eq!(lines[3], "c,ann,default,8,,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
 }
 
 #[test]
