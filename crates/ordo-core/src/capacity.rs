@@ -191,7 +191,8 @@ impl Capacity {
     /// and memory.
     pub fn detailed(node_gpus: &[u32], cpus: &[Option<u32>], mem_mib: &[Option<u64>], placement: Placement) -> Self {
         let mut c = Capacity::new(node_gpus, placement);
-        let cpu_cap: Vec<u32> = (0..node_gpus.len()).map(|n| cpus.get(n).copied().flatten().unwrap_or(u32::MAX)).collect();
+        let cpu_cap: Vec<u32> =
+            (0..node_gpus.len()).map(|n| cpus.get(n).copied().flatten().unwrap_or(u32::MAX)).collect();
         let mem_cap: Vec<u64> =
             (0..node_gpus.len()).map(|n| mem_mib.get(n).copied().flatten().unwrap_or(u64::MAX)).collect();
         c.det = Some(Box::new(Detailed {
@@ -232,9 +233,7 @@ impl Capacity {
     /// Free CPUs and memory of a node (detailed capacities; `u32::MAX`/`u64::MAX` where not
     /// modelled or not detailed).
     pub fn node_free_cpu_mem(&self, node: u32) -> (u32, u64) {
-        self.det
-            .as_ref()
-            .map_or((u32::MAX, u64::MAX), |d| (d.cpu_free[node as usize], d.mem_free[node as usize]))
+        self.det.as_ref().map_or((u32::MAX, u64::MAX), |d| (d.cpu_free[node as usize], d.mem_free[node as usize]))
     }
 
     /// The placement model in force.
@@ -407,9 +406,8 @@ impl Capacity {
             if d.cpus == 0 && d.mem_mib == 0 {
                 return Some(Allocation::default());
             }
-            let n = (0..self.cap.len())
-                .filter(|&n| room(n, 0))
-                .min_by_key(|&n| (det.cpu_free[n], det.mem_free[n], n))?;
+            let n =
+                (0..self.cap.len()).filter(|&n| room(n, 0)).min_by_key(|&n| (det.cpu_free[n], det.mem_free[n], n))?;
             return Some(build(vec![(n as u32, 0)], 1000, None));
         }
         if d.milli > 0 {
@@ -432,7 +430,8 @@ impl Capacity {
             if let Some((_, n, i)) = best {
                 return Some(build(vec![(n as u32, 1)], d.milli, Some(i)));
             }
-            let n = (0..self.cap.len()).filter(|&n| self.free[n] > 0 && room(n, 1)).min_by_key(|&n| (self.free[n], n))?;
+            let n =
+                (0..self.cap.len()).filter(|&n| self.free[n] > 0 && room(n, 1)).min_by_key(|&n| (self.free[n], n))?;
             return Some(build(vec![(n as u32, 1)], d.milli, None));
         }
         if !self.fits_count(d.gpus) {
@@ -440,7 +439,8 @@ impl Capacity {
         }
         let g = d.gpus;
         if g <= self.max_cap {
-            let best = (0..self.cap.len()).filter(|&n| self.free[n] >= g && room(n, g)).min_by_key(|&n| (self.free[n], n));
+            let best =
+                (0..self.cap.len()).filter(|&n| self.free[n] >= g && room(n, g)).min_by_key(|&n| (self.free[n], n));
             if let Some(n) = best {
                 return Some(build(vec![(n as u32, g)], 1000, None));
             }
@@ -533,11 +533,8 @@ impl Capacity {
                 self.free[n] >= d.gpus.min(self.cap[n]).max(if d.gpus > 0 { 1 } else { 0 })
             }
         };
-        let what = if d.milli > 0 {
-            format!("{} thousandths of a GPU", d.milli)
-        } else {
-            format!("{} free GPUs", d.gpus)
-        };
+        let what =
+            if d.milli > 0 { format!("{} thousandths of a GPU", d.milli) } else { format!("{} free GPUs", d.gpus) };
         let with_gpu: Vec<usize> = (0..self.cap.len()).filter(|&n| gpu_ok(n)).collect();
         if with_gpu.is_empty() {
             return format!("no node has {what} free");
@@ -611,20 +608,22 @@ impl Capacity {
     /// Whether every part of `alloc` is free on its node now. On a detailed capacity the
     /// allocation must carry its [`Detail`], whose GPUs, share, CPUs and memory must be free.
     pub fn can_take(&self, alloc: &Allocation) -> bool {
-        let counts =
-            alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k);
+        let counts = alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k);
         let Some(det) = &self.det else { return counts };
         let Some(dt) = &alloc.detail else { return alloc.parts.is_empty() };
-        if dt.gpu_ids.len() != alloc.parts.len() || dt.cpus.len() != alloc.parts.len() || dt.mem_mib.len() != alloc.parts.len() {
+        if dt.gpu_ids.len() != alloc.parts.len()
+            || dt.cpus.len() != alloc.parts.len()
+            || dt.mem_mib.len() != alloc.parts.len()
+        {
             return false;
         }
         alloc.parts.iter().enumerate().all(|(p, &(n, k))| {
             let n = n as usize;
             n < self.cap.len()
                 && dt.gpu_ids[p].len() == k as usize
-                && dt.gpu_ids[p].iter().all(|&i| {
-                    det.used[n].get(i as usize).is_some_and(|&u| u as u32 + dt.milli <= 1000)
-                })
+                && dt.gpu_ids[p]
+                    .iter()
+                    .all(|&i| det.used[n].get(i as usize).is_some_and(|&u| u as u32 + dt.milli <= 1000))
                 && det.cpu_free[n] >= dt.cpus[p]
                 && det.mem_free[n] >= dt.mem_mib[p]
         })

@@ -714,11 +714,8 @@ impl Scheduler {
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
         let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
-        let mut virt = if pooled {
-            Capacity::new(&[self.cap.total() as u32], Placement::Pooled)
-        } else {
-            self.cap.empty_like()
-        };
+        let mut virt =
+            if pooled { Capacity::new(&[self.cap.total() as u32], Placement::Pooled) } else { self.cap.empty_like() };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
         let keep = |virt: &mut Capacity, a: &Allocation| {
             if pooled {
@@ -731,7 +728,13 @@ impl Scheduler {
                 virt.take_what_if(a)
             }
         };
-        let mut chosen = Vec::new();
+        let mut chosen: Vec<(&JobReq, Option<Allocation>)> = Vec::new();
+        // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
+        // on an empty ranking state could land on GPUs a lower-ranked running job holds and
+        // preempt it for nothing. `beside` is the real state (every running job in place) with
+        // the chosen waiting jobs added: a waiting job goes there when it fits beside every
+        // running job, and only takes running jobs' GPUs when it fits nowhere else.
+        let mut beside = self.cap.is_detailed().then(|| self.cap.clone());
         // A job that (re)started less than `min_run` ago keeps its GPUs whatever its rank, so
         // restarts that lose time cannot make jobs take turns forever without progress.
         let pinned =
@@ -765,10 +768,18 @@ impl Scheduler {
                 plan.preempt.push(id);
             } else {
                 let req = &self.queue[&(self.waiting[&id], id)];
+                if let Some(b) = beside.as_mut() {
+                    if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
+                        b.take(&a);
+                        virt.take(&a);
+                        chosen.push((req, Some(a)));
+                        continue;
+                    }
+                }
                 match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
-                        chosen.push(req);
+                        chosen.push((req, None));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
                     None => {}
@@ -779,8 +790,8 @@ impl Scheduler {
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
-        for req in chosen {
-            match real.place_for(req.demand()) {
+        for (req, at) in chosen {
+            match at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand())) {
                 Some(a) => {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });

@@ -914,11 +914,8 @@ impl Scheduler {
     ) -> Plan {
         let mut plan = Plan::default();
         let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
-        let mut c = Reservations {
-            profile: Profile::new(now, &self.cap),
-            res: HashMap::default(),
-            by_start: BTreeSet::new(),
-        };
+        let mut c =
+            Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in &self.by_end {
             c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
         }

@@ -472,7 +472,9 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
     for ((node, g), iv) in per_gpu {
         let (t, who) = peak_over(&iv, |x| x.3, 1000)?;
         if let Some(t) = t {
-            return Err(format!("GPU {g} of node {node} held by jobs {who} at once at t={t} ms (over 1000 thousandths)"));
+            return Err(format!(
+                "GPU {g} of node {node} held by jobs {who} at once at t={t} ms (over 1000 thousandths)"
+            ));
         }
     }
     for (node, iv) in per_node {

@@ -56,7 +56,7 @@ fn alibaba_trace_shares_gpus_and_validates() {
         let policy: PolicySpec = policy.parse().unwrap();
         let cfg = SimConfig::new(cluster.clone(), Placement::Consolidated, policy.clone());
         let out = simulate(&w, &cfg).unwrap();
-        validate(&w, &cluster, &out, 0).unwrap();
+        validate(&w, cluster, &out, 0).unwrap();
         assert_eq!(out.records.len() + out.rejected.len(), w.jobs.len());
         // Peak number of pods holding GPUs at once: with shares it exceeds the GPU count
         // only if fractional pods shared GPUs.

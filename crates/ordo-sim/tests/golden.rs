@@ -39,7 +39,8 @@ fn run_case(path: &Path) -> Result<(), String> {
     // Optional per-node CPUs and memory (every node alike).
     for n in &mut cluster.nodes {
         n.cpus = meta.get("node_cpus").map(|v| v.parse()).transpose().map_err(|e| format!("node_cpus: {e}"))?;
-        n.mem_mib = meta.get("node_mem_mib").map(|v| v.parse()).transpose().map_err(|e| format!("node_mem_mib: {e}"))?;
+        n.mem_mib =
+            meta.get("node_mem_mib").map(|v| v.parse()).transpose().map_err(|e| format!("node_mem_mib: {e}"))?;
     }
     let placement: Placement = meta["placement"].parse()?;
     let policy: PolicySpec = meta["policy"].parse().map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;

@@ -223,7 +223,8 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Writes one CSV row per job: schedule and placement.
 pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> std::io::Result<()> {
-    let mut s = String::from("job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
+    let mut s =
+        String::from("job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
         let _ = writeln!(
