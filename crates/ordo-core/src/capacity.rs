@@ -61,6 +61,7 @@ impl Demand {
     }
 
     /// An ask with its share normalised: a share is only kept for one GPU and below 1000.
+    #[inline]
     pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
         let milli = match milli {
             Some(m) if gpus == 1 && (1..1000).contains(&m) => m,
@@ -207,6 +208,7 @@ impl Capacity {
 
     /// Whether this capacity tracks fractional GPUs, CPUs and memory per node (its allocations
     /// then carry a [`Detail`]).
+    #[inline]
     pub fn is_detailed(&self) -> bool {
         self.det.is_some()
     }
@@ -242,6 +244,7 @@ impl Capacity {
     }
 
     /// Free GPUs in the whole cluster.
+    #[inline]
     pub fn total_free(&self) -> u64 {
         self.total_free
     }
@@ -281,6 +284,7 @@ impl Capacity {
     }
 
     /// Whether a job of `g` GPUs fits now.
+    #[inline]
     pub fn fits(&self, g: u32) -> bool {
         if self.det.is_some() {
             return self.place_detailed(Demand::gpus(g)).is_some();
@@ -289,6 +293,7 @@ impl Capacity {
     }
 
     /// Whether a job asking `d` fits now.
+    #[inline]
     pub fn fits_for(&self, d: Demand) -> bool {
         match &self.det {
             None => self.fits_count(d.gpus),
@@ -296,6 +301,7 @@ impl Capacity {
         }
     }
 
+    #[inline]
     fn fits_count(&self, g: u32) -> bool {
         if g == 0 {
             return true;
@@ -316,6 +322,7 @@ impl Capacity {
 
     /// Chooses where a job of `g` GPUs would go now, without taking anything. `None` if it does
     /// not fit. Deterministic: ties go to the lowest node index.
+    #[inline]
     pub fn place(&self, g: u32) -> Option<Allocation> {
         if self.det.is_some() {
             return self.place_detailed(Demand::gpus(g));
@@ -325,6 +332,7 @@ impl Capacity {
 
     /// Chooses where a job asking `d` would go now (see [`Capacity::place`]). On a count-only
     /// capacity the share, CPUs and memory are not modelled and only the GPU count matters.
+    #[inline]
     pub fn place_for(&self, d: Demand) -> Option<Allocation> {
         match &self.det {
             None => self.place_count(d.gpus),

@@ -65,6 +65,7 @@ impl JobReq {
     }
 
     /// What placement must find for it.
+    #[inline]
     pub fn demand(&self) -> Demand {
         Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib)
     }

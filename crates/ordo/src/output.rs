@@ -110,7 +110,7 @@ impl Comparison {
         if !self.rejected.is_empty() {
             let _ = writeln!(
                 s,
-                "warning: {} jobs need more GPUs than the cluster has and were not run",
+                "warning: {} jobs can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and were not run",
                 self.rejected.len()
             );
         }
