@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// How a job's GPUs may be spread over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -133,12 +134,45 @@ impl Allocation {
 /// Per-node state of a detailed cluster: each GPU's used thousandths, CPUs and memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Detailed {
-    /// `used[node][gpu]`: thousandths of that GPU held (1000: a whole-GPU job holds it).
-    used: Vec<Vec<u16>>,
-    cpu_cap: Vec<u32>,
+    /// `used.node(n)[gpu]`: thousandths of that GPU held (1000: a whole-GPU job holds it).
+    used: Used,
+    cpu_cap: Arc<[u32]>,
     cpu_free: Vec<u32>,
-    mem_cap: Vec<u64>,
+    mem_cap: Arc<[u64]>,
     mem_free: Vec<u64>,
+}
+
+/// Each GPU's used thousandths, all nodes in one vector (so that what-if clones copy one
+/// block), node `n`'s GPUs at `off[n]..off[n + 1]`; the offsets are shared between clones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Used {
+    off: Arc<[u32]>,
+    v: Vec<u16>,
+}
+
+impl Used {
+    fn new(node_gpus: &[u32]) -> Self {
+        let mut off = Vec::with_capacity(node_gpus.len() + 1);
+        let mut at = 0u32;
+        off.push(0);
+        for &g in node_gpus {
+            at += g;
+            off.push(at);
+        }
+        Used { off: off.into(), v: vec![0; at as usize] }
+    }
+
+    fn node(&self, n: usize) -> &[u16] {
+        &self.v[self.off[n] as usize..self.off[n + 1] as usize]
+    }
+
+    fn node_mut(&mut self, n: usize) -> &mut [u16] {
+        &mut self.v[self.off[n] as usize..self.off[n + 1] as usize]
+    }
+
+    fn get(&self, n: usize) -> Option<&[u16]> {
+        (n + 1 < self.off.len()).then(|| self.node(n))
+    }
 }
 
 /// Free GPUs per node plus the indexes that make feasibility checks cheap. Cloning it is cheap
@@ -192,15 +226,15 @@ impl Capacity {
     /// and memory.
     pub fn detailed(node_gpus: &[u32], cpus: &[Option<u32>], mem_mib: &[Option<u64>], placement: Placement) -> Self {
         let mut c = Capacity::new(node_gpus, placement);
-        let cpu_cap: Vec<u32> =
+        let cpu_cap: Arc<[u32]> =
             (0..node_gpus.len()).map(|n| cpus.get(n).copied().flatten().unwrap_or(u32::MAX)).collect();
-        let mem_cap: Vec<u64> =
+        let mem_cap: Arc<[u64]> =
             (0..node_gpus.len()).map(|n| mem_mib.get(n).copied().flatten().unwrap_or(u64::MAX)).collect();
         c.det = Some(Box::new(Detailed {
-            used: node_gpus.iter().map(|&g| vec![0u16; g as usize]).collect(),
-            cpu_free: cpu_cap.clone(),
+            used: Used::new(node_gpus),
+            cpu_free: cpu_cap.to_vec(),
             cpu_cap,
-            mem_free: mem_cap.clone(),
+            mem_free: mem_cap.to_vec(),
             mem_cap,
         }));
         c
@@ -287,7 +321,7 @@ impl Capacity {
     #[inline]
     pub fn fits(&self, g: u32) -> bool {
         if self.det.is_some() {
-            return self.place_detailed(Demand::gpus(g)).is_some();
+            return self.fits_detailed(Demand::gpus(g));
         }
         self.fits_count(g)
     }
@@ -297,8 +331,41 @@ impl Capacity {
     pub fn fits_for(&self, d: Demand) -> bool {
         match &self.det {
             None => self.fits_count(d.gpus),
-            Some(_) => self.place_detailed(d).is_some(),
+            Some(_) => {
+                let fits = self.fits_detailed(d);
+                debug_assert_eq!(fits, self.place_detailed(d).is_some(), "fits and place disagree on {d:?}");
+                fits
+            }
         }
+    }
+
+    /// Whether `place_detailed(d)` would find a place, without choosing the best one: the
+    /// first node that holds it will do (the common single-node cases).
+    fn fits_detailed(&self, d: Demand) -> bool {
+        let det = self.det.as_ref().expect("detailed");
+        let room = |n: usize, k: u32| {
+            let (c, m) = d.per_node(k);
+            det.cpu_free[n] >= c && det.mem_free[n] >= m
+        };
+        if d.gpus == 0 {
+            return (d.cpus == 0 && d.mem_mib == 0) || (0..self.cap.len()).any(|n| room(n, 0));
+        }
+        if d.milli > 0 {
+            return (0..self.cap.len()).any(|n| {
+                room(n, 1)
+                    && (self.free[n] > 0 || det.used.node(n).iter().any(|&u| u > 0 && u as u32 + d.milli <= 1000))
+            });
+        }
+        if !self.fits_count(d.gpus) {
+            return false;
+        }
+        if d.gpus <= self.max_cap && (0..self.cap.len()).any(|n| self.free[n] >= d.gpus && room(n, d.gpus)) {
+            return true;
+        }
+        if d.gpus <= self.max_cap && self.placement == Placement::Consolidated {
+            return false;
+        }
+        self.place_detailed(d).is_some()
     }
 
     #[inline]
@@ -395,7 +462,9 @@ impl Capacity {
             for &(n, k) in &parts {
                 let ids: Vec<u32> = match fixed {
                     Some(i) => vec![i],
-                    None => det.used[n as usize]
+                    None => det
+                        .used
+                        .node(n as usize)
                         .iter()
                         .enumerate()
                         .filter(|(_, &u)| u == 0)
@@ -425,7 +494,7 @@ impl Capacity {
                 if self.free[n] == self.cap[n] || !room(n, 1) {
                     continue;
                 }
-                for (i, &u) in det.used[n].iter().enumerate() {
+                for (i, &u) in det.used.node(n).iter().enumerate() {
                     let u = u as u32;
                     if u > 0 && u + d.milli <= 1000 {
                         let left = 1000 - u - d.milli;
@@ -536,7 +605,7 @@ impl Capacity {
         };
         let gpu_ok = |n: usize| -> bool {
             if d.milli > 0 {
-                self.free[n] > 0 || det.used[n].iter().any(|&u| u > 0 && u as u32 + d.milli <= 1000)
+                self.free[n] > 0 || det.used.node(n).iter().any(|&u| u > 0 && u as u32 + d.milli <= 1000)
             } else {
                 self.free[n] >= d.gpus.min(self.cap[n]).max(if d.gpus > 0 { 1 } else { 0 })
             }
@@ -631,7 +700,7 @@ impl Capacity {
                 && dt.gpu_ids[p].len() == k as usize
                 && dt.gpu_ids[p]
                     .iter()
-                    .all(|&i| det.used[n].get(i as usize).is_some_and(|&u| u as u32 + dt.milli <= 1000))
+                    .all(|&i| det.used.node(n).get(i as usize).is_some_and(|&u| u as u32 + dt.milli <= 1000))
                 && det.cpu_free[n] >= dt.cpus[p]
                 && det.mem_free[n] >= dt.mem_mib[p]
         })
@@ -675,7 +744,7 @@ impl Capacity {
             {
                 let det = self.det.as_mut().expect("detailed");
                 for &i in &dt.gpu_ids[p] {
-                    let u = &mut det.used[n][i as usize];
+                    let u = &mut det.used.node_mut(n)[i as usize];
                     let before = *u as u32;
                     let after = if take {
                         before + dt.milli
@@ -759,12 +828,12 @@ impl Capacity {
         if let (Some(det), Some(od)) = (self.det.as_mut(), other.det.as_ref()) {
             let mut frees = Vec::new();
             for n in 0..self.cap.len() {
-                for (u, &o) in det.used[n].iter_mut().zip(&od.used[n]) {
+                for (u, &o) in det.used.node_mut(n).iter_mut().zip(od.used.node(n)) {
                     *u = (*u).max(o);
                 }
                 det.cpu_free[n] = det.cpu_free[n].min(od.cpu_free[n]);
                 det.mem_free[n] = det.mem_free[n].min(od.mem_free[n]);
-                frees.push(det.used[n].iter().filter(|&&u| u == 0).count() as u32);
+                frees.push(det.used.node(n).iter().filter(|&&u| u == 0).count() as u32);
             }
             for (n, f) in frees.into_iter().enumerate() {
                 if f != self.free[n] {
