@@ -304,6 +304,7 @@ impl Capacity {
     }
 
     /// Whether a job asking `d` could ever run on this cluster when it is empty.
+    #[inline]
     pub fn can_ever_fit_for(&self, d: Demand) -> bool {
         let Some(det) = &self.det else { return d.gpus as u64 <= self.total };
         if d.gpus as u64 > self.total {
@@ -684,9 +685,18 @@ impl Capacity {
 
     /// Whether every part of `alloc` is free on its node now. On a detailed capacity the
     /// allocation must carry its [`Detail`], whose GPUs, share, CPUs and memory must be free.
+    #[inline]
     pub fn can_take(&self, alloc: &Allocation) -> bool {
-        let counts = alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k);
-        let Some(det) = &self.det else { return counts };
+        if self.det.is_some() {
+            // Per GPU: a share may go on a GPU that is not free but has room.
+            return self.can_take_detailed(alloc);
+        }
+        alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k)
+    }
+
+    #[inline(never)]
+    fn can_take_detailed(&self, alloc: &Allocation) -> bool {
+        let det = self.det.as_ref().expect("detailed");
         let Some(dt) = &alloc.detail else { return alloc.parts.is_empty() };
         if dt.gpu_ids.len() != alloc.parts.len()
             || dt.cpus.len() != alloc.parts.len()
@@ -707,6 +717,7 @@ impl Capacity {
     }
 
     /// Takes `alloc`. Panics (a bug, never user input) if it is not free: callers check first.
+    #[inline]
     pub fn take(&mut self, alloc: &Allocation) {
         if self.det.is_some() {
             assert!(self.can_take(alloc), "taking an allocation that is not free: {alloc:?}");
@@ -721,6 +732,7 @@ impl Capacity {
     }
 
     /// Gives `alloc` back.
+    #[inline]
     pub fn give(&mut self, alloc: &Allocation) {
         if self.det.is_some() {
             self.apply_detail(alloc, false);
@@ -733,6 +745,7 @@ impl Capacity {
         }
     }
 
+    #[inline(never)]
     fn apply_detail(&mut self, alloc: &Allocation, take: bool) {
         let Some(dt) = &alloc.detail else {
             assert!(alloc.parts.is_empty(), "an allocation without detail on a detailed cluster");
