@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 /// How a job's GPUs may be spread over nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -39,11 +40,88 @@ impl FromStr for Placement {
     }
 }
 
-/// GPUs taken on each node: `(node index, GPU count)`, sorted by node, counts > 0.
+/// What one job asks of the cluster, as placement sees it. `Demand::gpus(g)` is a plain
+/// whole-GPU ask; the other fields are 0 when not asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Demand {
+    /// GPUs (1 for a fractional job).
+    pub gpus: u32,
+    /// For a fractional job (`gpus == 1`): its share of one GPU in thousandths (1..=999);
+    /// 0 for whole GPUs.
+    pub milli: u32,
+    /// CPU cores (0: not asked).
+    pub cpus: u32,
+    /// Memory in MiB (0: not asked).
+    pub mem_mib: u64,
+}
+
+impl Demand {
+    /// A plain ask for `g` whole GPUs.
+    pub fn gpus(g: u32) -> Self {
+        Demand { gpus: g, ..Demand::default() }
+    }
+
+    /// An ask with its share normalised: a share is only kept for one GPU and below 1000.
+    #[inline]
+    pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
+        let milli = match milli {
+            Some(m) if gpus == 1 && (1..1000).contains(&m) => m,
+            _ => 0,
+        };
+        Demand { gpus, milli, cpus, mem_mib }
+    }
+
+    /// True for a whole-GPU ask with no CPU or memory (the fast paths).
+    pub fn is_plain(&self) -> bool {
+        self.milli == 0 && self.cpus == 0 && self.mem_mib == 0
+    }
+
+    /// Thousandths of each of its GPUs the job holds: its share, or 1000 for whole GPUs.
+    pub fn milli_per_gpu(&self) -> u32 {
+        if self.milli > 0 {
+            self.milli
+        } else {
+            1000
+        }
+    }
+
+    /// CPUs and memory a multi-node job needs on a node where it holds `k` of its GPUs: its
+    /// asks in proportion to GPUs, rounded up (`ceil(cpus * k / gpus)`), so every node carries
+    /// at least its share. A single-node job (or one without GPUs) needs all of it there.
+    pub fn per_node(&self, k: u32) -> (u32, u64) {
+        if self.gpus <= 1 || k >= self.gpus {
+            return (self.cpus, self.mem_mib);
+        }
+        let g = self.gpus as u64;
+        let c = (self.cpus as u64 * k as u64).div_ceil(g) as u32;
+        let m = (self.mem_mib as u128 * k as u128).div_ceil(g as u128) as u64;
+        (c, m)
+    }
+}
+
+/// GPUs taken on each node: `(node index, GPU count)`, sorted by node, counts > 0 (a count of
+/// 0 only for a GPU-less job that holds CPUs or memory on that node).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Allocation {
     /// `(node index, GPUs on that node)`.
     pub parts: Vec<(u32, u32)>,
+    /// The exact GPUs, share, CPUs and memory, present when the cluster models fractional
+    /// GPUs, CPUs or memory (see [`Capacity::is_detailed`]); `None` on count-only clusters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Box<Detail>>,
+}
+
+/// The node-level part of an [`Allocation`] on a detailed cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Detail {
+    /// GPU indices taken on each part's node, in the order of `parts`.
+    pub gpu_ids: Vec<Vec<u32>>,
+    /// Thousandths of each listed GPU taken: 1000 for whole GPUs, the share of a fractional job.
+    pub milli: u32,
+    /// CPUs taken on each part's node.
+    pub cpus: Vec<u32>,
+    /// Memory (MiB) taken on each part's node.
+    pub mem_mib: Vec<u64>,
 }
 
 impl Allocation {
@@ -53,8 +131,54 @@ impl Allocation {
     }
 }
 
+/// Per-node state of a detailed cluster: each GPU's used thousandths, CPUs and memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Detailed {
+    /// `used.node(n)[gpu]`: thousandths of that GPU held (1000: a whole-GPU job holds it).
+    used: Used,
+    cpu_cap: Arc<[u32]>,
+    cpu_free: Vec<u32>,
+    mem_cap: Arc<[u64]>,
+    mem_free: Vec<u64>,
+}
+
+/// Each GPU's used thousandths, all nodes in one vector (so that what-if clones copy one
+/// block), node `n`'s GPUs at `off[n]..off[n + 1]`; the offsets are shared between clones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Used {
+    off: Arc<[u32]>,
+    v: Vec<u16>,
+}
+
+impl Used {
+    fn new(node_gpus: &[u32]) -> Self {
+        let mut off = Vec::with_capacity(node_gpus.len() + 1);
+        let mut at = 0u32;
+        off.push(0);
+        for &g in node_gpus {
+            at += g;
+            off.push(at);
+        }
+        Used { off: off.into(), v: vec![0; at as usize] }
+    }
+
+    fn node(&self, n: usize) -> &[u16] {
+        &self.v[self.off[n] as usize..self.off[n + 1] as usize]
+    }
+
+    fn node_mut(&mut self, n: usize) -> &mut [u16] {
+        &mut self.v[self.off[n] as usize..self.off[n + 1] as usize]
+    }
+
+    fn get(&self, n: usize) -> Option<&[u16]> {
+        (n + 1 < self.off.len()).then(|| self.node(n))
+    }
+}
+
 /// Free GPUs per node plus the indexes that make feasibility checks cheap. Cloning it is cheap
 /// (a few small vectors), which what-if planning (backfill shadows, reservation profiles) relies on.
+/// A *detailed* capacity (see [`Capacity::detailed`]) also tracks each GPU's used thousandths
+/// and each node's CPUs and memory; its `free` counts GPUs no job holds any part of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capacity {
     placement: Placement,
@@ -68,6 +192,8 @@ pub struct Capacity {
     by_free: Vec<u32>,
     /// Sum of the capacities of nodes that are entirely free.
     idle_cap: u64,
+    /// Fractional GPUs, CPUs and memory, only when the cluster or its jobs use them.
+    det: Option<Box<Detailed>>,
 }
 
 impl Capacity {
@@ -91,7 +217,59 @@ impl Capacity {
             max_cap,
             by_free,
             idle_cap: total,
+            det: None,
         }
+    }
+
+    /// An empty detailed cluster: GPUs per node, and CPUs and memory per node (`None`: not
+    /// modelled, never a limit). Placement then tracks each GPU's shares and each node's CPUs
+    /// and memory.
+    pub fn detailed(node_gpus: &[u32], cpus: &[Option<u32>], mem_mib: &[Option<u64>], placement: Placement) -> Self {
+        let mut c = Capacity::new(node_gpus, placement);
+        let cpu_cap: Arc<[u32]> =
+            (0..node_gpus.len()).map(|n| cpus.get(n).copied().flatten().unwrap_or(u32::MAX)).collect();
+        let mem_cap: Arc<[u64]> =
+            (0..node_gpus.len()).map(|n| mem_mib.get(n).copied().flatten().unwrap_or(u64::MAX)).collect();
+        c.det = Some(Box::new(Detailed {
+            used: Used::new(node_gpus),
+            cpu_free: cpu_cap.to_vec(),
+            cpu_cap,
+            mem_free: mem_cap.to_vec(),
+            mem_cap,
+        }));
+        c
+    }
+
+    /// Whether this capacity tracks fractional GPUs, CPUs and memory per node (its allocations
+    /// then carry a [`Detail`]).
+    #[inline]
+    pub fn is_detailed(&self) -> bool {
+        self.det.is_some()
+    }
+
+    /// The same cluster with everything free.
+    pub fn empty_like(&self) -> Capacity {
+        let mut c = Capacity::new(&self.cap, self.placement);
+        if let Some(d) = &self.det {
+            let cpus: Vec<Option<u32>> = d.cpu_cap.iter().map(|&x| Some(x)).collect();
+            let mem: Vec<Option<u64>> = d.mem_cap.iter().map(|&x| Some(x)).collect();
+            c = Capacity::detailed(&self.cap, &cpus, &mem, self.placement);
+        }
+        c
+    }
+
+    /// Thousandths of GPU `gpu` of node `node` held now (detailed capacities only; 0 otherwise).
+    pub fn gpu_used(&self, node: u32, gpu: u32) -> u32 {
+        self.det
+            .as_ref()
+            .and_then(|d| d.used.get(node as usize).and_then(|u| u.get(gpu as usize)))
+            .map_or(0, |&u| u as u32)
+    }
+
+    /// Free CPUs and memory of a node (detailed capacities; `u32::MAX`/`u64::MAX` where not
+    /// modelled or not detailed).
+    pub fn node_free_cpu_mem(&self, node: u32) -> (u32, u64) {
+        self.det.as_ref().map_or((u32::MAX, u64::MAX), |d| (d.cpu_free[node as usize], d.mem_free[node as usize]))
     }
 
     /// The placement model in force.
@@ -100,6 +278,7 @@ impl Capacity {
     }
 
     /// Free GPUs in the whole cluster.
+    #[inline]
     pub fn total_free(&self) -> u64 {
         self.total_free
     }
@@ -121,14 +300,77 @@ impl Capacity {
 
     /// Whether a job of `g` GPUs could ever run on this cluster when it is empty.
     pub fn can_ever_fit(&self, g: u32) -> bool {
-        match self.placement {
-            Placement::Pooled => g as u64 <= self.total,
-            Placement::Consolidated => g as u64 <= self.total,
+        self.can_ever_fit_for(Demand::gpus(g))
+    }
+
+    /// Whether a job asking `d` could ever run on this cluster when it is empty.
+    #[inline]
+    pub fn can_ever_fit_for(&self, d: Demand) -> bool {
+        let Some(det) = &self.det else { return d.gpus as u64 <= self.total };
+        if d.gpus as u64 > self.total {
+            return false;
         }
+        if d.gpus <= self.max_cap {
+            let need = d.gpus.max(if d.milli > 0 { 1 } else { 0 });
+            return (0..self.cap.len())
+                .any(|n| self.cap[n] >= need && det.cpu_cap[n] >= d.cpus && det.mem_cap[n] >= d.mem_mib);
+        }
+        self.empty_like().fits_for(d)
     }
 
     /// Whether a job of `g` GPUs fits now.
+    #[inline]
     pub fn fits(&self, g: u32) -> bool {
+        if self.det.is_some() {
+            return self.fits_detailed(Demand::gpus(g));
+        }
+        self.fits_count(g)
+    }
+
+    /// Whether a job asking `d` fits now.
+    #[inline]
+    pub fn fits_for(&self, d: Demand) -> bool {
+        match &self.det {
+            None => self.fits_count(d.gpus),
+            Some(_) => {
+                let fits = self.fits_detailed(d);
+                debug_assert_eq!(fits, self.place_detailed(d).is_some(), "fits and place disagree on {d:?}");
+                fits
+            }
+        }
+    }
+
+    /// Whether `place_detailed(d)` would find a place, without choosing the best one: the
+    /// first node that holds it will do (the common single-node cases).
+    fn fits_detailed(&self, d: Demand) -> bool {
+        let det = self.det.as_ref().expect("detailed");
+        let room = |n: usize, k: u32| {
+            let (c, m) = d.per_node(k);
+            det.cpu_free[n] >= c && det.mem_free[n] >= m
+        };
+        if d.gpus == 0 {
+            return (d.cpus == 0 && d.mem_mib == 0) || (0..self.cap.len()).any(|n| room(n, 0));
+        }
+        if d.milli > 0 {
+            return (0..self.cap.len()).any(|n| {
+                room(n, 1)
+                    && (self.free[n] > 0 || det.used.node(n).iter().any(|&u| u > 0 && u as u32 + d.milli <= 1000))
+            });
+        }
+        if !self.fits_count(d.gpus) {
+            return false;
+        }
+        if d.gpus <= self.max_cap && (0..self.cap.len()).any(|n| self.free[n] >= d.gpus && room(n, d.gpus)) {
+            return true;
+        }
+        if d.gpus <= self.max_cap && self.placement == Placement::Consolidated {
+            return false;
+        }
+        self.place_detailed(d).is_some()
+    }
+
+    #[inline]
+    fn fits_count(&self, g: u32) -> bool {
         if g == 0 {
             return true;
         }
@@ -148,8 +390,26 @@ impl Capacity {
 
     /// Chooses where a job of `g` GPUs would go now, without taking anything. `None` if it does
     /// not fit. Deterministic: ties go to the lowest node index.
+    #[inline]
     pub fn place(&self, g: u32) -> Option<Allocation> {
-        if !self.fits(g) {
+        if self.det.is_some() {
+            return self.place_detailed(Demand::gpus(g));
+        }
+        self.place_count(g)
+    }
+
+    /// Chooses where a job asking `d` would go now (see [`Capacity::place`]). On a count-only
+    /// capacity the share, CPUs and memory are not modelled and only the GPU count matters.
+    #[inline]
+    pub fn place_for(&self, d: Demand) -> Option<Allocation> {
+        match &self.det {
+            None => self.place_count(d.gpus),
+            Some(_) => self.place_detailed(d),
+        }
+    }
+
+    fn place_count(&self, g: u32) -> Option<Allocation> {
+        if !self.fits_count(g) {
             return None;
         }
         if g == 0 {
@@ -157,7 +417,7 @@ impl Capacity {
         }
         if g <= self.max_cap {
             if let Some(n) = self.best_fit_node(g) {
-                return Some(Allocation { parts: vec![(n, g)] });
+                return Some(Allocation { parts: vec![(n, g)], detail: None });
             }
         }
         if self.placement == Placement::Consolidated {
@@ -179,7 +439,198 @@ impl Capacity {
         }
         debug_assert_eq!(left, 0, "fits() said yes");
         parts.sort_unstable();
-        Some(Allocation { parts })
+        Some(Allocation { parts, detail: None })
+    }
+
+    /// Detailed placement. A fractional job goes on the shared GPU with the least room left
+    /// that still holds its share (best fit; lowest node, then GPU, on ties) on a node with the
+    /// CPUs and memory it asks; failing that, on the lowest free GPU of the node with the fewest
+    /// free GPUs that has one (and the CPUs and memory). A whole-GPU job of at most one node
+    /// goes on the node with the fewest free GPUs that holds it and its CPUs and memory; a
+    /// GPU-less job that asks CPUs or memory on the node with the fewest free CPUs that holds
+    /// it. Larger jobs follow the count-only rules, each node holding `k` of the job's GPUs
+    /// also giving [`Demand::per_node`]`(k)`. GPUs within a node: lowest free indices.
+    fn place_detailed(&self, d: Demand) -> Option<Allocation> {
+        let det = self.det.as_ref().expect("detailed");
+        let room = |n: usize, k: u32| {
+            let (c, m) = d.per_node(k);
+            det.cpu_free[n] >= c && det.mem_free[n] >= m
+        };
+        let build = |parts: Vec<(u32, u32)>, milli: u32, fixed: Option<u32>| {
+            let mut gpu_ids = Vec::with_capacity(parts.len());
+            let mut cpus = Vec::with_capacity(parts.len());
+            let mut mem = Vec::with_capacity(parts.len());
+            for &(n, k) in &parts {
+                let ids: Vec<u32> = match fixed {
+                    Some(i) => vec![i],
+                    None => det
+                        .used
+                        .node(n as usize)
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &u)| u == 0)
+                        .map(|(i, _)| i as u32)
+                        .take(k as usize)
+                        .collect(),
+                };
+                gpu_ids.push(ids);
+                let (c, m) = d.per_node(k);
+                cpus.push(c);
+                mem.push(m);
+            }
+            Allocation { parts, detail: Some(Box::new(Detail { gpu_ids, milli, cpus, mem_mib: mem })) }
+        };
+        if d.gpus == 0 {
+            if d.cpus == 0 && d.mem_mib == 0 {
+                return Some(Allocation::default());
+            }
+            let n =
+                (0..self.cap.len()).filter(|&n| room(n, 0)).min_by_key(|&n| (det.cpu_free[n], det.mem_free[n], n))?;
+            return Some(build(vec![(n as u32, 0)], 1000, None));
+        }
+        if d.milli > 0 {
+            // Best fit on a GPU already shared.
+            let mut best: Option<(u32, usize, u32)> = None;
+            for n in 0..self.cap.len() {
+                if self.free[n] == self.cap[n] || !room(n, 1) {
+                    continue;
+                }
+                for (i, &u) in det.used.node(n).iter().enumerate() {
+                    let u = u as u32;
+                    if u > 0 && u + d.milli <= 1000 {
+                        let left = 1000 - u - d.milli;
+                        if best.is_none_or(|b| left < b.0) {
+                            best = Some((left, n, i as u32));
+                        }
+                    }
+                }
+            }
+            if let Some((_, n, i)) = best {
+                return Some(build(vec![(n as u32, 1)], d.milli, Some(i)));
+            }
+            let n =
+                (0..self.cap.len()).filter(|&n| self.free[n] > 0 && room(n, 1)).min_by_key(|&n| (self.free[n], n))?;
+            return Some(build(vec![(n as u32, 1)], d.milli, None));
+        }
+        if !self.fits_count(d.gpus) {
+            return None;
+        }
+        let g = d.gpus;
+        if g <= self.max_cap {
+            let best =
+                (0..self.cap.len()).filter(|&n| self.free[n] >= g && room(n, g)).min_by_key(|&n| (self.free[n], n));
+            if let Some(n) = best {
+                return Some(build(vec![(n as u32, g)], 1000, None));
+            }
+            if self.placement == Placement::Consolidated {
+                return None;
+            }
+        }
+        let mut parts = Vec::new();
+        let mut left = g;
+        // How many of the job's GPUs node `n` can hold, its CPU and memory share included.
+        let most = |n: usize, upto: u32| {
+            let mut k = upto.min(self.free[n]);
+            while k > 0 && !room(n, k) {
+                k -= 1;
+            }
+            k
+        };
+        if self.placement == Placement::Consolidated {
+            let mut idle: Vec<usize> =
+                (0..self.cap.len()).filter(|&n| self.free[n] == self.cap[n] && self.cap[n] > 0).collect();
+            idle.sort_by_key(|&n| (std::cmp::Reverse(self.cap[n]), n));
+            for &n in &idle {
+                let c = self.cap[n];
+                if left >= c && room(n, c) {
+                    parts.push((n as u32, c));
+                    left -= c;
+                }
+            }
+            if left > 0 {
+                let used = |n: usize| parts.iter().any(|&(m, _)| m as usize == n);
+                let best = (0..self.cap.len())
+                    .filter(|&n| !used(n) && self.free[n] >= left && room(n, left))
+                    .max_by_key(|&n| (self.free[n], std::cmp::Reverse(n)))?;
+                parts.push((best as u32, left));
+            }
+        } else {
+            let mut order: Vec<usize> = (0..self.cap.len()).filter(|&n| self.free[n] > 0).collect();
+            order.sort_by_key(|&n| (std::cmp::Reverse(self.free[n]), n));
+            for n in order {
+                if left == 0 {
+                    break;
+                }
+                let k = most(n, left);
+                if k > 0 {
+                    parts.push((n as u32, k));
+                    left -= k;
+                }
+            }
+            if left > 0 {
+                return None;
+            }
+        }
+        parts.sort_unstable();
+        Some(build(parts, 1000, None))
+    }
+
+    /// Gives a count-only allocation of whole GPUs its [`Detail`] on this detailed capacity: the
+    /// lowest free GPUs of each node, and the job's CPUs and memory per node. `None` for a
+    /// fractional ask or a node without enough free GPUs.
+    pub fn complete(&self, alloc: &Allocation, d: Demand) -> Option<Allocation> {
+        let det = self.det.as_ref()?;
+        if d.milli > 0 {
+            return None;
+        }
+        let mut dt = Detail { milli: 1000, ..Detail::default() };
+        for &(n, k) in &alloc.parts {
+            let used = det.used.get(n as usize)?;
+            let ids: Vec<u32> =
+                used.iter().enumerate().filter(|(_, &u)| u == 0).map(|(i, _)| i as u32).take(k as usize).collect();
+            if ids.len() != k as usize {
+                return None;
+            }
+            dt.gpu_ids.push(ids);
+            let (c, m) = d.per_node(k);
+            dt.cpus.push(c);
+            dt.mem_mib.push(m);
+        }
+        Some(Allocation { parts: alloc.parts.clone(), detail: Some(Box::new(dt)) })
+    }
+
+    /// Why a job asking `d` does not fit now, in words (for `explain`).
+    pub fn why_not(&self, d: Demand) -> String {
+        let Some(det) = &self.det else {
+            return format!("not enough free GPUs: needs {}, {} free", d.gpus, self.total_free);
+        };
+        let gpu_ok = |n: usize| -> bool {
+            if d.milli > 0 {
+                self.free[n] > 0 || det.used.node(n).iter().any(|&u| u > 0 && u as u32 + d.milli <= 1000)
+            } else {
+                self.free[n] >= d.gpus.min(self.cap[n]).max(if d.gpus > 0 { 1 } else { 0 })
+            }
+        };
+        let what =
+            if d.milli > 0 { format!("{} thousandths of a GPU", d.milli) } else { format!("{} free GPUs", d.gpus) };
+        let with_gpu: Vec<usize> = (0..self.cap.len()).filter(|&n| gpu_ok(n)).collect();
+        if with_gpu.is_empty() {
+            return format!("no node has {what} free");
+        }
+        if d.gpus > self.max_cap {
+            return format!(
+                "needs {} GPUs over several nodes, each with its CPU and memory share; not enough free now",
+                d.gpus
+            );
+        }
+        let (c, m) = (d.cpus, d.mem_mib);
+        if !with_gpu.iter().any(|&n| det.cpu_free[n] >= c) {
+            return format!("not enough free CPU on any node that has {what} (needs {c} CPUs)");
+        }
+        if !with_gpu.iter().any(|&n| det.cpu_free[n] >= c && det.mem_free[n] >= m) {
+            return format!("not enough free memory on any node that has {what} and the CPUs (needs {m} MiB)");
+        }
+        format!("no node has {what} together with {c} CPUs and {m} MiB free")
     }
 
     /// Consolidated placement of a job larger than one node (as the Helios simulator's
@@ -208,7 +659,7 @@ impl Capacity {
             parts.push((best, left));
         }
         parts.sort_unstable();
-        Some(Allocation { parts })
+        Some(Allocation { parts, detail: None })
     }
 
     fn best_fit_node(&self, g: u32) -> Option<u32> {
@@ -232,13 +683,47 @@ impl Capacity {
         self.set_free(0, f - g);
     }
 
-    /// Whether every part of `alloc` is free on its node now.
+    /// Whether every part of `alloc` is free on its node now. On a detailed capacity the
+    /// allocation must carry its [`Detail`], whose GPUs, share, CPUs and memory must be free.
+    #[inline]
     pub fn can_take(&self, alloc: &Allocation) -> bool {
+        if self.det.is_some() {
+            // Per GPU: a share may go on a GPU that is not free but has room.
+            return self.can_take_detailed(alloc);
+        }
         alloc.parts.iter().all(|&(n, k)| (n as usize) < self.free.len() && self.free[n as usize] >= k)
     }
 
+    #[inline(never)]
+    fn can_take_detailed(&self, alloc: &Allocation) -> bool {
+        let det = self.det.as_ref().expect("detailed");
+        let Some(dt) = &alloc.detail else { return alloc.parts.is_empty() };
+        if dt.gpu_ids.len() != alloc.parts.len()
+            || dt.cpus.len() != alloc.parts.len()
+            || dt.mem_mib.len() != alloc.parts.len()
+        {
+            return false;
+        }
+        alloc.parts.iter().enumerate().all(|(p, &(n, k))| {
+            let n = n as usize;
+            n < self.cap.len()
+                && dt.gpu_ids[p].len() == k as usize
+                && dt.gpu_ids[p]
+                    .iter()
+                    .all(|&i| det.used.node(n).get(i as usize).is_some_and(|&u| u as u32 + dt.milli <= 1000))
+                && det.cpu_free[n] >= dt.cpus[p]
+                && det.mem_free[n] >= dt.mem_mib[p]
+        })
+    }
+
     /// Takes `alloc`. Panics (a bug, never user input) if it is not free: callers check first.
+    #[inline]
     pub fn take(&mut self, alloc: &Allocation) {
+        if self.det.is_some() {
+            assert!(self.can_take(alloc), "taking an allocation that is not free: {alloc:?}");
+            self.apply_detail(alloc, true);
+            return;
+        }
         for &(n, k) in &alloc.parts {
             let f = self.free[n as usize];
             assert!(f >= k, "taking {k} GPUs on node {n} with only {f} free");
@@ -247,7 +732,12 @@ impl Capacity {
     }
 
     /// Gives `alloc` back.
+    #[inline]
     pub fn give(&mut self, alloc: &Allocation) {
+        if self.det.is_some() {
+            self.apply_detail(alloc, false);
+            return;
+        }
         for &(n, k) in &alloc.parts {
             let f = self.free[n as usize];
             assert!(f + k <= self.cap[n as usize], "giving back more GPUs than node {n} has");
@@ -255,12 +745,58 @@ impl Capacity {
         }
     }
 
+    #[inline(never)]
+    fn apply_detail(&mut self, alloc: &Allocation, take: bool) {
+        let Some(dt) = &alloc.detail else {
+            assert!(alloc.parts.is_empty(), "an allocation without detail on a detailed cluster");
+            return;
+        };
+        for (p, &(n, _)) in alloc.parts.iter().enumerate() {
+            let n = n as usize;
+            let mut free_delta: i64 = 0;
+            {
+                let det = self.det.as_mut().expect("detailed");
+                for &i in &dt.gpu_ids[p] {
+                    let u = &mut det.used.node_mut(n)[i as usize];
+                    let before = *u as u32;
+                    let after = if take {
+                        before + dt.milli
+                    } else {
+                        before.checked_sub(dt.milli).expect("giving back a share that is not held")
+                    };
+                    assert!(after <= 1000, "GPU {i} of node {n} over 1000 thousandths");
+                    *u = after as u16;
+                    if before == 0 && after > 0 {
+                        free_delta -= 1;
+                    } else if before > 0 && after == 0 {
+                        free_delta += 1;
+                    }
+                }
+                if take {
+                    det.cpu_free[n] -= dt.cpus[p];
+                    det.mem_free[n] -= dt.mem_mib[p];
+                } else {
+                    det.cpu_free[n] += dt.cpus[p];
+                    det.mem_free[n] += dt.mem_mib[p];
+                    assert!(
+                        det.cpu_free[n] <= det.cpu_cap[n] && det.mem_free[n] <= det.mem_cap[n],
+                        "giving back more CPU or memory than node {n} has"
+                    );
+                }
+            }
+            if free_delta != 0 {
+                let f = (self.free[n] as i64 + free_delta) as u32;
+                self.set_free(n, f);
+            }
+        }
+    }
+
     /// Like [`Capacity::take`] but for what-if states: a pooled state only counts GPUs, so the
-    /// allocation's nodes do not matter there; a consolidated state takes the exact nodes.
-    /// Returns false (and changes nothing) if it cannot.
+    /// allocation's nodes do not matter there; a consolidated (or detailed) state takes the
+    /// exact nodes. Returns false (and changes nothing) if it cannot.
     pub fn take_what_if(&mut self, alloc: &Allocation) -> bool {
         match self.placement {
-            Placement::Pooled => {
+            Placement::Pooled if self.det.is_none() => {
                 let g = alloc.gpus() as u64;
                 if self.total_free < g {
                     return false;
@@ -271,7 +807,7 @@ impl Capacity {
                 self.take(&a);
                 true
             }
-            Placement::Consolidated => {
+            _ => {
                 if !self.can_take(alloc) {
                     return false;
                 }
@@ -298,8 +834,27 @@ impl Capacity {
         self.free[n] = new;
     }
 
-    /// Element-wise minimum of free GPUs with `other` (same cluster): the resources free in both.
+    /// Element-wise minimum of free resources with `other` (same cluster): the resources free
+    /// in both (on a detailed capacity, each GPU's larger use, each node's smaller free CPUs
+    /// and memory).
     pub fn min_with(&mut self, other: &Capacity) {
+        if let (Some(det), Some(od)) = (self.det.as_mut(), other.det.as_ref()) {
+            let mut frees = Vec::new();
+            for n in 0..self.cap.len() {
+                for (u, &o) in det.used.node_mut(n).iter_mut().zip(od.used.node(n)) {
+                    *u = (*u).max(o);
+                }
+                det.cpu_free[n] = det.cpu_free[n].min(od.cpu_free[n]);
+                det.mem_free[n] = det.mem_free[n].min(od.mem_free[n]);
+                frees.push(det.used.node(n).iter().filter(|&&u| u == 0).count() as u32);
+            }
+            for (n, f) in frees.into_iter().enumerate() {
+                if f != self.free[n] {
+                    self.set_free(n, f);
+                }
+            }
+            return;
+        }
         for n in 0..self.free.len() {
             let m = self.free[n].min(other.free[n]);
             if m != self.free[n] {
@@ -326,7 +881,7 @@ mod tests {
         // 21 = two idle nodes + 5 on node 0 (the remainder goes on the node with most free).
         assert_eq!(c.place(21).unwrap().parts, vec![(0, 5), (1, 8), (2, 8)]);
         assert!(!c.fits(22));
-        c.take(&Allocation { parts: vec![(1, 1)] });
+        c.take(&Allocation { parts: vec![(1, 1)], detail: None });
         // Idle: node 2 only; node 1 has 7 free, node 0 has 5.
         assert!(!c.fits(16));
         assert!(c.fits(15));
@@ -337,12 +892,122 @@ mod tests {
     #[test]
     fn pooled_counts_only() {
         let mut c = Capacity::new(&[8, 8], Placement::Pooled);
-        c.take(&Allocation { parts: vec![(0, 5), (1, 5)] });
+        c.take(&Allocation { parts: vec![(0, 5), (1, 5)], detail: None });
         assert!(c.fits(6));
         let a = c.place(6).unwrap();
         assert_eq!(a.gpus(), 6);
         c.take(&a);
         assert_eq!(c.total_free(), 0);
         assert!(!c.fits(1));
+    }
+
+    fn frac(m: u32) -> Demand {
+        Demand::new(1, Some(m), 0, 0)
+    }
+
+    fn ids(a: &Allocation) -> (u32, Vec<u32>, u32) {
+        let d = a.detail.as_ref().expect("detailed allocation");
+        (a.parts[0].0, d.gpu_ids[0].clone(), d.milli)
+    }
+
+    #[test]
+    fn fractional_jobs_share_a_gpu_best_fit() {
+        let mut c = Capacity::detailed(&[2, 2], &[], &[], Placement::Consolidated);
+        // A fresh GPU on the fullest node (all equal: node 0), lowest index.
+        let a = c.place_for(frac(300)).unwrap();
+        assert_eq!(ids(&a), (0, vec![0], 300));
+        c.take(&a);
+        assert_eq!(c.free(), &[1, 2]);
+        // 600 goes on the shared GPU (room 700), not a fresh one.
+        let b = c.place_for(frac(600)).unwrap();
+        assert_eq!(ids(&b), (0, vec![0], 600));
+        c.take(&b);
+        assert_eq!(c.gpu_used(0, 0), 900);
+        // 200 does not fit in the 100 left: a fresh GPU on the fullest node with one (node 0).
+        let d = c.place_for(frac(200)).unwrap();
+        assert_eq!(ids(&d), (0, vec![1], 200));
+        c.take(&d);
+        assert_eq!(c.free(), &[0, 2]);
+        // 100 fits exactly on GPU 0 (best fit: room 0 beats room 700 on GPU 1).
+        let e = c.place_for(frac(100)).unwrap();
+        assert_eq!(ids(&e), (0, vec![0], 100));
+        c.take(&e);
+        assert_eq!(c.gpu_used(0, 0), 1000);
+        // A whole 2-GPU job cannot use node 0 (both GPUs partly held); node 1 is free.
+        assert_eq!(c.place(2).unwrap().parts, vec![(1, 2)]);
+        // A shared GPU becomes free for whole jobs only when its last sharer leaves.
+        c.give(&a);
+        c.give(&b);
+        assert_eq!(c.free(), &[0, 2]);
+        c.give(&e);
+        assert_eq!(c.free(), &[1, 2]);
+        assert_eq!(c.place(1).unwrap().parts, vec![(0, 1)]);
+        c.give(&d);
+        assert_eq!(c.free(), &[2, 2]);
+        assert_eq!(c, Capacity::detailed(&[2, 2], &[], &[], Placement::Consolidated));
+    }
+
+    #[test]
+    fn cpu_and_memory_limit_nodes() {
+        let mut c =
+            Capacity::detailed(&[4, 4], &[Some(8), Some(32)], &[Some(1000), Some(64_000)], Placement::Consolidated);
+        let big = Demand::new(1, None, 16, 0);
+        // Node 0 has only 8 CPUs: the job goes on node 1 although node 0 comes first.
+        let a = c.place_for(big).unwrap();
+        assert_eq!(a.parts, vec![(1, 1)]);
+        c.take(&a);
+        assert_eq!(c.node_free_cpu_mem(1), (16, 64_000));
+        let b = c.place_for(big).unwrap();
+        c.take(&b);
+        // Node 1 has GPUs but no CPUs left; node 0 has GPUs but too few CPUs.
+        assert!(!c.fits_for(big));
+        assert!(c.why_not(big).contains("not enough free CPU on any node"), "{}", c.why_not(big));
+        // Memory: 2000 MiB fits only node 1, which has no CPUs for 1 more.
+        let mem = Demand::new(1, None, 1, 2000);
+        assert!(!c.fits_for(mem));
+        assert!(c.why_not(mem).contains("memory") || c.why_not(mem).contains("CPU"), "{}", c.why_not(mem));
+        // A GPU-less job with CPUs goes on the node with the fewest free CPUs that holds it.
+        let cpu_only = Demand::new(0, None, 4, 0);
+        let d = c.place_for(cpu_only).unwrap();
+        assert_eq!(d.parts, vec![(0, 0)]);
+        // Never: more CPUs than any node.
+        assert!(!c.can_ever_fit_for(Demand::new(1, None, 33, 0)));
+        assert!(c.can_ever_fit_for(Demand::new(1, None, 32, 0)));
+        c.give(&a);
+        c.give(&b);
+        assert!(c.fits_for(big));
+    }
+
+    #[test]
+    fn multi_node_jobs_split_cpus_in_proportion() {
+        let d = Demand::new(6, None, 10, 100);
+        // 4 of 6 GPUs: ceil(10*4/6) = 7 CPUs, ceil(100*4/6) = 67 MiB.
+        assert_eq!(d.per_node(4), (7, 67));
+        assert_eq!(d.per_node(2), (4, 34));
+        assert_eq!(d.per_node(6), (10, 100));
+        let c = Capacity::detailed(&[4, 4], &[Some(6), Some(8)], &[], Placement::Consolidated);
+        // The whole idle node 0 would need 7 CPUs (it has 6): node 1 takes 4, node 0 the rest.
+        let a = c.place_for(d).unwrap();
+        assert_eq!(a.parts, vec![(0, 2), (1, 4)]);
+        assert_eq!(a.detail.as_ref().unwrap().cpus, vec![4, 7]);
+        let p = Capacity::detailed(&[4, 4], &[Some(6), Some(8)], &[], Placement::Pooled);
+        // Pooled: most free first; node 0 holds 3 (5 CPUs; 4 would need 7), node 1 the rest.
+        let a = p.place_for(d).unwrap();
+        assert_eq!(a.parts, vec![(0, 3), (1, 3)]);
+        assert_eq!(a.detail.as_ref().unwrap().cpus, vec![5, 5]);
+    }
+
+    #[test]
+    fn min_with_keeps_the_larger_use() {
+        let mut a = Capacity::detailed(&[2], &[Some(4)], &[], Placement::Pooled);
+        let mut b = a.clone();
+        let x = a.place_for(frac(500)).unwrap();
+        a.take(&x);
+        let y = b.place_for(Demand::new(1, None, 3, 0)).unwrap();
+        b.take(&y);
+        a.min_with(&b);
+        assert_eq!(a.gpu_used(0, 0), 1000);
+        assert_eq!(a.free(), &[1]);
+        assert_eq!(a.node_free_cpu_mem(0).0, 1);
     }
 }

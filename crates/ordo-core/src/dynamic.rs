@@ -549,7 +549,7 @@ impl Scheduler {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
-        if preemptive && !explain && self.waiting_keys_static() {
+        if preemptive && !explain && self.waiting_keys_static() && !self.cap.is_detailed() {
             // Waiting jobs are kept sorted between passes: merge them with the running jobs
             // (at most one per GPU) and stop once the cluster is full.
             // Running jobs are kept sorted too (see `run_key`): only those whose key has moved
@@ -650,6 +650,7 @@ impl Scheduler {
         if explain
             || !self.waiting_keys_static()
             || self.cap.placement() != Placement::Pooled
+            || self.cap.is_detailed()
             || self.min_run > 0
             || stale
         {
@@ -725,12 +726,9 @@ impl Scheduler {
         let mut plan = Plan::default();
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
-        let pooled = self.cap.placement() == Placement::Pooled;
-        let mut virt = if pooled {
-            Capacity::new(&[self.cap.total() as u32], Placement::Pooled)
-        } else {
-            Capacity::new(self.cap.cap_per_node(), self.cap.placement())
-        };
+        let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
+        let mut virt =
+            if pooled { Capacity::new(&[self.cap.total() as u32], Placement::Pooled) } else { self.cap.empty_like() };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
         let keep = |virt: &mut Capacity, a: &Allocation| {
             if pooled {
@@ -743,7 +741,13 @@ impl Scheduler {
                 virt.take_what_if(a)
             }
         };
-        let mut chosen = Vec::new();
+        let mut chosen: Vec<(&JobReq, Option<Allocation>)> = Vec::new();
+        // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
+        // on an empty ranking state could land on GPUs a lower-ranked running job holds and
+        // preempt it for nothing. `beside` is the real state (every running job in place) with
+        // the chosen waiting jobs added: a waiting job goes there when it fits beside every
+        // running job, and only takes running jobs' GPUs when it fits nowhere else.
+        let mut beside = self.cap.is_detailed().then(|| self.cap.clone());
         // A job that (re)started less than `min_run` ago keeps its GPUs whatever its rank, so
         // restarts that lose time cannot make jobs take turns forever without progress.
         let pinned =
@@ -759,7 +763,7 @@ impl Scheduler {
         let mut running_left = self.running.len();
         let gpu_less_waiting = self.buckets.range((0, 0)..(1, 0)).next().is_some();
         for (_, id, running) in keyed {
-            if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting {
+            if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
                 break;
             }
             if let Some(b) = bound {
@@ -777,10 +781,18 @@ impl Scheduler {
                 plan.preempt.push(id);
             } else {
                 let req = &self.queue[&(self.waiting[&id], id)];
-                match virt.place(req.gpus) {
+                if let Some(b) = beside.as_mut() {
+                    if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
+                        b.take(&a);
+                        virt.take(&a);
+                        chosen.push((req, Some(a)));
+                        continue;
+                    }
+                }
+                match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
-                        chosen.push(req);
+                        chosen.push((req, None));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
                     None => {}
@@ -791,15 +803,13 @@ impl Scheduler {
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
-        for req in chosen {
-            match real.place(req.gpus) {
+        for (req, at) in chosen {
+            match at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand())) {
                 Some(a) => {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
-                None if explain => {
-                    plan.waiting.push((req.id, Reason::Resources { need: req.gpus, free: real.total_free() }))
-                }
+                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, req))),
                 None => {}
             }
         }

@@ -8,7 +8,7 @@ pub mod policy;
 pub mod scheduler;
 pub mod time;
 
-pub use capacity::{Allocation, Capacity, Placement};
+pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};
 pub use policy::{Backfill, GittinsParams, LasParams, Order, PolicySpec};
 pub use scheduler::{Plan, Reason, Scheduler, Start};

@@ -63,9 +63,13 @@ impl Job {
         self.estimate.unwrap_or(self.runtime)
     }
 
-    /// GPU-seconds of true work (GPUs x run time), in GPU-milliseconds.
+    /// GPU-seconds of true work (GPUs x run time), in GPU-milliseconds; a fractional job
+    /// counts its share (250 thousandths for 1 s: 250 GPU-ms).
     pub fn gpu_time(&self) -> i128 {
-        self.gpus as i128 * self.runtime as i128
+        match self.gpu_milli {
+            Some(m) if self.gpus == 1 && (1..1000).contains(&m) => m as i128 * self.runtime as i128 / 1000,
+            _ => self.gpus as i128 * self.runtime as i128,
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! Proposing a plan (`&self`) is separate from committing it (`start`, `finish`), as in Nomad:
 //! the simulator, the server and the Slurm driver each apply plans their own way.
 
-use crate::capacity::{Allocation, Capacity, Placement};
+use crate::capacity::{Allocation, Capacity, Demand, Placement};
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::time::Time;
@@ -49,12 +49,25 @@ pub struct JobReq {
     pub group: u32,
     /// Static priority (higher first where a policy reads it, e.g. `priority`'s QOS factor).
     pub priority: i64,
+    /// For a job that asks a fraction of one GPU (`gpus == 1`): its share in thousandths
+    /// (1..=999). Several such jobs share one GPU while their shares add up to at most 1000.
+    pub gpu_milli: Option<u32>,
+    /// CPU cores asked (0: not asked). Limits placement where nodes model CPUs.
+    pub cpus: u32,
+    /// Memory asked in MiB (0: not asked). Limits placement where nodes model memory.
+    pub mem_mib: u64,
 }
 
 impl JobReq {
-    /// A request with user and group 0.
+    /// A whole-GPU request with user and group 0 and no CPU or memory ask.
     pub fn new(id: JobId, submit: Time, gpus: u32, estimate: Time) -> Self {
-        JobReq { id, submit, gpus, estimate, user: 0, group: 0, priority: 0 }
+        JobReq { id, submit, gpus, estimate, user: 0, group: 0, priority: 0, gpu_milli: None, cpus: 0, mem_mib: 0 }
+    }
+
+    /// What placement must find for it.
+    #[inline]
+    pub fn demand(&self) -> Demand {
+        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib)
     }
 }
 
@@ -112,6 +125,15 @@ pub enum Reason {
         /// When that reservation starts.
         until: Time,
     },
+    /// The first job in order that does not fit where nodes' shared GPUs, CPUs or memory decide
+    /// (clusters that model them): why, in words (e.g. "not enough free CPU on any node that
+    /// has 2 free GPUs").
+    NodeFit {
+        /// GPUs it needs (1 for a fractional job).
+        need: u32,
+        /// Why no node holds it now.
+        why: String,
+    },
     /// It does not fit now (or only at the cost of an earlier reservation); it holds its own
     /// reservation to start at `start` (conservative backfill).
     Reservation {
@@ -152,6 +174,14 @@ pub enum SubmitError {
         gpus: u32,
         /// GPUs in the cluster.
         total: u64,
+    },
+    /// The job's share, CPUs or memory fit on no node of the cluster, even empty.
+    #[error("job {job} can never be placed: {why}")]
+    NeverPlaced {
+        /// The job.
+        job: JobId,
+        /// Why no node can hold it.
+        why: String,
     },
     /// The id is already known.
     #[error("job {0} was already submitted")]
@@ -252,10 +282,18 @@ impl Scheduler {
     /// A scheduler for an empty cluster.
     pub fn new(cluster: &ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
         let gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
-        let cap = Capacity::new(&gpus, placement);
+        // Per-node CPUs and memory (and later fractional GPUs) cost extra state: only clusters
+        // that model them pay it.
+        let cap = if cluster.nodes.iter().any(|n| n.cpus.is_some() || n.mem_mib.is_some()) {
+            let cpus: Vec<Option<u32>> = cluster.nodes.iter().map(|n| n.cpus).collect();
+            let mem: Vec<Option<u64>> = cluster.nodes.iter().map(|n| n.mem_mib).collect();
+            Capacity::detailed(&gpus, &cpus, &mem, placement)
+        } else {
+            Capacity::new(&gpus, placement)
+        };
         let standing = policy.order.is_static() && policy.max_wait.is_none();
         let cons = (policy.backfill == Backfill::Conservative && standing).then(|| Reservations {
-            profile: Profile::new(0, &cap, placement == Placement::Pooled),
+            profile: Profile::new(0, &cap),
             res: HashMap::default(),
             by_start: BTreeSet::new(),
         });
@@ -326,11 +364,18 @@ impl Scheduler {
     /// Adds a waiting job at `now`. Refuses a job that can never fit. Under conservative
     /// backfill the job gets its reservation here: the earliest slot that delays no other.
     pub fn submit(&mut self, req: JobReq, now: Time) -> Result<(), SubmitError> {
-        if !self.cap.can_ever_fit(req.gpus) {
+        if req.gpus as u64 > self.cap.total() {
             return Err(SubmitError::NeverFits { job: req.id, gpus: req.gpus, total: self.cap.total() });
         }
         if self.waiting.contains_key(&req.id) || self.running.contains_key(&req.id) {
             return Err(SubmitError::Duplicate(req.id));
+        }
+        if req.demand().milli > 0 && !self.cap.is_detailed() {
+            self.make_detailed(now);
+        }
+        if !self.cap.can_ever_fit_for(req.demand()) {
+            let why = self.cap.empty_like().why_not(req.demand());
+            return Err(SubmitError::NeverPlaced { job: req.id, why });
         }
         self.refresh_run_keys(now);
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
@@ -353,7 +398,16 @@ impl Scheduler {
     pub fn start(&mut self, job: JobId, alloc: &Allocation, now: Time) -> Result<Vec<(u32, Vec<u32>)>, CommitError> {
         let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
         let req = self.queue[&(key, job)];
-        if alloc.gpus() != req.gpus || !self.cap.can_take(alloc) {
+        // A count-only allocation (built by a caller that does not track GPU indices) on a
+        // detailed cluster: the lowest free GPUs of its nodes, with the job's CPUs and memory.
+        let completed;
+        let alloc = if self.cap.is_detailed() && alloc.detail.is_none() && !alloc.parts.is_empty() {
+            completed = self.cap.complete(alloc, req.demand()).ok_or(CommitError::BadAllocation(job))?;
+            &completed
+        } else {
+            alloc
+        };
+        if alloc.gpus() != req.gpus || !self.cap.can_take(alloc) || !matches_demand(&self.cap, alloc, req.demand()) {
             return Err(CommitError::BadAllocation(job));
         }
         self.refresh_run_keys(now);
@@ -392,7 +446,19 @@ impl Scheduler {
             }
         }
         let mut gpu_ids = Vec::with_capacity(alloc.parts.len());
-        for &(n, k) in &alloc.parts {
+        if let Some(d) = &alloc.detail {
+            // Detailed: the capacity chose the GPUs; whole ones get an owner, shared ones are
+            // told apart by their used thousandths.
+            for (p, &(n, _)) in alloc.parts.iter().enumerate() {
+                if d.milli == 1000 {
+                    for &i in &d.gpu_ids[p] {
+                        self.owner[n as usize][i as usize] = Some(job);
+                    }
+                }
+                gpu_ids.push((n, d.gpu_ids[p].clone()));
+            }
+        }
+        for &(n, k) in alloc.parts.iter().filter(|_| alloc.detail.is_none()) {
             let mut ids = Vec::with_capacity(k as usize);
             for (i, slot) in self.owner[n as usize].iter_mut().enumerate() {
                 if ids.len() == k as usize {
@@ -509,6 +575,9 @@ impl Scheduler {
 
     fn release(&mut self, job: JobId, r: &Running) {
         self.cap.give(&r.alloc);
+        if r.alloc.detail.as_ref().is_some_and(|d| d.milli < 1000) {
+            return; // shared GPUs have no single owner
+        }
         for (n, ids) in &r.gpu_ids {
             for &i in ids {
                 debug_assert_eq!(self.owner[*n as usize][i as usize], Some(job));
@@ -549,7 +618,7 @@ impl Scheduler {
     /// in policy order, the earliest slot that delays no earlier one.
     fn rebuild_reservations(&mut self, now: Time) {
         let Some(c) = &mut self.cons else { return };
-        c.profile = Profile::new(now, &self.cap, self.cap.placement() == Placement::Pooled);
+        c.profile = Profile::new(now, &self.cap);
         for &(t, id) in &self.by_end {
             // A job due to end at this very instant frees its GPUs now (its end event comes in
             // this instant, before the pass). One already past its estimate is expected any
@@ -565,6 +634,34 @@ impl Scheduler {
         }
     }
 
+    /// Switches a count-only capacity to a detailed one (the first fractional job arrived):
+    /// running jobs keep the GPUs they hold, now recorded by index.
+    fn make_detailed(&mut self, now: Time) {
+        let n = self.cap.cap_per_node().len();
+        let mut cap = Capacity::detailed(self.cap.cap_per_node(), &vec![None; n], &vec![None; n], self.cap.placement());
+        let mut ids: Vec<JobId> = self.running.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let r = self.running.get_mut(&id).expect("listed");
+            let parts = r.gpu_ids.iter().map(|(n, g)| (*n, g.len() as u32)).collect::<Vec<_>>();
+            let k = parts.len();
+            r.alloc = Allocation {
+                parts,
+                detail: Some(Box::new(crate::capacity::Detail {
+                    gpu_ids: r.gpu_ids.iter().map(|(_, g)| g.clone()).collect(),
+                    milli: 1000,
+                    cpus: vec![0; k],
+                    mem_mib: vec![0; k],
+                })),
+            };
+            cap.take(&r.alloc);
+        }
+        self.cap = cap;
+        if self.cons.is_some() {
+            self.rebuild_reservations(now);
+        }
+    }
+
     /// The start time of a running job.
     pub fn running_start(&self, job: JobId) -> Option<Time> {
         self.running.get(&job).map(|r| r.start)
@@ -576,7 +673,16 @@ impl Scheduler {
         let mut held = 0u64;
         for (n, gpus) in self.owner.iter().enumerate() {
             let busy = gpus.iter().filter(|o| o.is_some()).count() as u32;
-            if gpus.len() as u32 - busy != self.cap.free()[n] {
+            // GPUs held only by fractional jobs have no owner but are not free either.
+            let shared = (0..gpus.len() as u32)
+                .filter(|&i| gpus[i as usize].is_none() && self.cap.gpu_used(n as u32, i) > 0)
+                .count() as u32;
+            for (i, o) in gpus.iter().enumerate() {
+                if o.is_some() && self.cap.is_detailed() && self.cap.gpu_used(n as u32, i as u32) != 1000 {
+                    return Err(format!("node {n}: GPU {i} owned by job {} but not wholly used", o.expect("some")));
+                }
+            }
+            if gpus.len() as u32 - busy - shared != self.cap.free()[n] {
                 return Err(format!(
                     "node {n}: free count {} but {busy} of {} GPUs owned",
                     self.cap.free()[n],
@@ -590,7 +696,31 @@ impl Scheduler {
             }
             held += busy as u64;
         }
-        let want: u64 = self.running.values().map(|r| r.req.gpus as u64).sum();
+        let want: u64 = self.running.values().filter(|r| r.req.demand().milli == 0).map(|r| r.req.gpus as u64).sum();
+        if self.cap.is_detailed() {
+            // Each GPU's used thousandths are the sum of its holders' shares.
+            let mut used: HashMap<(u32, u32), u32> = HashMap::default();
+            for r in self.running.values() {
+                if let Some(d) = &r.alloc.detail {
+                    for (p, &(n, _)) in r.alloc.parts.iter().enumerate() {
+                        for &i in &d.gpu_ids[p] {
+                            *used.entry((n, i)).or_default() += d.milli;
+                        }
+                    }
+                }
+            }
+            for (n, gpus) in self.owner.iter().enumerate() {
+                for i in 0..gpus.len() as u32 {
+                    let want = used.get(&(n as u32, i)).copied().unwrap_or(0);
+                    if want > 1000 || self.cap.gpu_used(n as u32, i) != want {
+                        return Err(format!(
+                            "node {n} GPU {i}: {} thousandths used, running jobs hold {want}",
+                            self.cap.gpu_used(n as u32, i)
+                        ));
+                    }
+                }
+            }
+        }
         if held != want {
             return Err(format!("{held} GPUs owned but running jobs hold {want}"));
         }
@@ -645,7 +775,7 @@ impl Scheduler {
         let mut order = order.into_iter();
         let head = loop {
             let Some(req) = order.next() else { return plan };
-            match cap.place(req.gpus) {
+            match cap.place_for(req.demand()) {
                 Some(a) => {
                     cap.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });
@@ -654,7 +784,7 @@ impl Scheduler {
             }
         };
         if explain {
-            plan.waiting.push((head.id, Reason::Resources { need: head.gpus, free: cap.total_free() }));
+            plan.waiting.push((head.id, blocked(&cap, &head)));
         }
         if self.policy.backfill == Backfill::None {
             if explain {
@@ -679,7 +809,7 @@ impl Scheduler {
             };
             let (t, alloc) = if take_running { running.next() } else { started.next() }.expect("peeked");
             shadow_cap.give(alloc);
-            if shadow_cap.fits(head.gpus) {
+            if shadow_cap.fits_for(head.demand()) {
                 // A job overrunning its estimate is expected to end "any moment now".
                 shadow = Some(t.max(now + 1));
                 break;
@@ -691,18 +821,18 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        if !explain && indexed {
+        if !explain && indexed && !cap.is_detailed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
             return plan;
         }
         for req in order {
-            if !cap.fits(req.gpus) {
+            if !cap.fits_for(req.demand()) {
                 if explain {
-                    plan.waiting.push((req.id, Reason::Resources { need: req.gpus, free: cap.total_free() }));
+                    plan.waiting.push((req.id, blocked(&cap, req)));
                 }
                 continue;
             }
-            match easy_backfill_one(req, now, head.gpus, shadow, &mut cap, &mut shadow_cap) {
+            match easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
                 Some(a) => plan.starts.push(Start { job: req.id, alloc: a }),
                 None if explain => plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow })),
                 None => {}
@@ -756,7 +886,7 @@ impl Scheduler {
             if !cap.fits(req.gpus) {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, now, head.gpus, shadow, &mut cap, &mut shadow_cap) {
+            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
@@ -775,7 +905,7 @@ impl Scheduler {
         for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
-            let a = if c.profile.pooled { cap.place(req.gpus)? } else { c.res[&key.1].2.clone() };
+            let a = if c.profile.pooled { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
             if !cap.can_take(&a) {
                 return None;
             }
@@ -803,12 +933,9 @@ impl Scheduler {
         order: impl IntoIterator<Item = &'a JobReq>,
     ) -> Plan {
         let mut plan = Plan::default();
-        let pooled = self.cap.placement() == Placement::Pooled;
-        let mut c = Reservations {
-            profile: Profile::new(now, &self.cap, pooled),
-            res: HashMap::default(),
-            by_start: BTreeSet::new(),
-        };
+        let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
+        let mut c =
+            Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in &self.by_end {
             c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
         }
@@ -816,13 +943,15 @@ impl Scheduler {
         for req in order {
             let key = (self.waiting[&req.id], req.id);
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
-            // to `explain`, so skip them when not asked.
-            if !explain && now_cap.total_free() == 0 && req.gpus > 0 {
+            // to `explain`, so skip them when not asked. (Not on a detailed cluster: there a
+            // fractional job may still start on a shared GPU, and GPU-less jobs need CPUs, so
+            // every earlier reservation must be in the profile.)
+            if !explain && now_cap.total_free() == 0 && req.gpus > 0 && !now_cap.is_detailed() {
                 continue;
             }
             let (t, alloc) = c.reserve(now, key, req);
             if t == now {
-                let a = if pooled { now_cap.place(req.gpus).expect("profile says it fits now") } else { alloc };
+                let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
                 plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
@@ -833,6 +962,29 @@ impl Scheduler {
     }
 }
 
+/// Why a waiting job that does not fit waits: free GPUs on a count-only cluster, the node-level
+/// cause on a detailed one.
+pub(crate) fn blocked(cap: &Capacity, req: &JobReq) -> Reason {
+    if cap.is_detailed() {
+        Reason::NodeFit { need: req.gpus, why: cap.why_not(req.demand()) }
+    } else {
+        Reason::Resources { need: req.gpus, free: cap.total_free() }
+    }
+}
+
+/// Whether a detailed allocation gives the job exactly what it asks: its share (or whole GPUs)
+/// and, on each node, the CPUs and memory of [`Demand::per_node`]. Count-only: always.
+fn matches_demand(cap: &Capacity, alloc: &Allocation, d: Demand) -> bool {
+    if !cap.is_detailed() {
+        return true;
+    }
+    let Some(dt) = &alloc.detail else { return alloc.parts.is_empty() && d.gpus == 0 && d.cpus == 0 && d.mem_mib == 0 };
+    dt.milli == d.milli_per_gpu()
+        && dt.cpus.len() == alloc.parts.len()
+        && dt.mem_mib.len() == alloc.parts.len()
+        && alloc.parts.iter().enumerate().all(|(p, &(_, k))| (dt.cpus[p], dt.mem_mib[p]) == d.per_node(k))
+}
+
 /// EASY's test for one waiting job that fits now: it may start if it ends by the head's
 /// reservation (`shadow`), or if the head still fits at the shadow time once the job's GPUs are
 /// taken out of `shadow_cap` (counts for pooled placement, the job's real nodes for
@@ -841,18 +993,19 @@ impl Scheduler {
 fn easy_backfill_one(
     req: &JobReq,
     now: Time,
-    head_gpus: u32,
+    head: Demand,
     shadow: Time,
     cap: &mut Capacity,
     shadow_cap: &mut Capacity,
 ) -> Option<Allocation> {
     let past_shadow = now + req.estimate > shadow;
-    let pooled = cap.placement() == Placement::Pooled;
+    // A detailed cluster (shares, CPUs, memory) checks the exact nodes even when pooled.
+    let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
     // Pooled: a count decides, before the (costlier) choice of nodes.
-    if past_shadow && pooled && shadow_cap.total_free() < (req.gpus + head_gpus) as u64 {
+    if past_shadow && pooled && shadow_cap.total_free() < (req.gpus + head.gpus) as u64 {
         return None;
     }
-    let a = cap.place(req.gpus)?;
+    let a = cap.place_for(req.demand())?;
     if past_shadow {
         if pooled {
             let taken = shadow_cap.take_what_if(&a);
@@ -862,7 +1015,7 @@ fn easy_backfill_one(
                 return None;
             }
             shadow_cap.take(&a);
-            if !shadow_cap.fits(head_gpus) {
+            if !shadow_cap.fits_for(head) {
                 shadow_cap.give(&a);
                 return None;
             }
@@ -875,7 +1028,7 @@ fn easy_backfill_one(
 impl Reservations {
     /// Reserves the earliest slot from `now` for a waiting job and records it.
     fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq) -> (Time, Allocation) {
-        let (t, a) = self.profile.reserve(now, req.gpus, req.estimate.max(1));
+        let (t, a) = self.profile.reserve(now, req.demand(), req.estimate.max(1));
         self.res.insert(key.1, (t, t + req.estimate.max(1), a.clone()));
         self.by_start.insert((t, key));
         (t, a)
@@ -892,11 +1045,13 @@ struct Profile {
 }
 
 impl Profile {
-    /// A profile whose every segment is `cap` as it is now.
-    fn new(now: Time, cap: &Capacity, pooled: bool) -> Self {
+    /// A profile whose every segment is `cap` as it is now. Pooled count-only placement
+    /// collapses to one virtual node; a detailed cluster keeps its nodes.
+    fn new(now: Time, cap: &Capacity) -> Self {
+        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
         let first = if pooled {
             let mut c = Capacity::new(&[cap.total() as u32], Placement::Pooled);
-            c.take(&Allocation { parts: vec![(0, (cap.total() - cap.total_free()) as u32)] });
+            c.take(&Allocation { parts: vec![(0, (cap.total() - cap.total_free()) as u32)], detail: None });
             c
         } else {
             cap.clone()
@@ -906,7 +1061,7 @@ impl Profile {
 
     fn collapse(&self, alloc: &Allocation) -> Allocation {
         if self.pooled {
-            Allocation { parts: vec![(0, alloc.gpus())] }
+            Allocation { parts: vec![(0, alloc.gpus())], detail: None }
         } else {
             alloc.clone()
         }
@@ -952,13 +1107,13 @@ impl Profile {
         }
     }
 
-    /// Finds the earliest time from `now` at which a job of `g` GPUs fits for `d`, takes it
+    /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
     /// there, and returns that time and the allocation (in the profile's terms).
-    fn reserve(&mut self, now: Time, g: u32, d: Time) -> (Time, Allocation) {
+    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let mut found = None;
         let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
         for i in first..self.segs.len() {
-            if !self.segs[i].1.fits(g) {
+            if !self.segs[i].1.fits_for(g) {
                 continue;
             }
             let t = self.segs[i].0.max(now);
@@ -967,13 +1122,13 @@ impl Profile {
             let mut ok = true;
             while j < self.segs.len() && self.segs[j].0 < t + d {
                 let seg = &self.segs[j].1;
-                if !seg.fits(g) {
+                if !seg.fits_for(g) {
                     ok = false;
                     break;
                 }
                 if !self.pooled {
                     m.get_or_insert_with(|| self.segs[i].1.clone()).min_with(seg);
-                    if !m.as_ref().expect("set").fits(g) {
+                    if !m.as_ref().expect("set").fits_for(g) {
                         ok = false;
                         break;
                     }
@@ -983,7 +1138,7 @@ impl Profile {
             if !ok {
                 continue;
             }
-            let a = m.as_ref().unwrap_or(&self.segs[i].1).place(g).expect("fits every segment");
+            let a = m.as_ref().unwrap_or(&self.segs[i].1).place_for(g).expect("fits every segment");
             found = Some((t, a));
             break;
         }

@@ -335,7 +335,7 @@ impl Core {
                 hidden.insert(j.id);
                 continue;
             }
-            let alloc = Allocation { parts: vec![(n, j.gpus)] };
+            let alloc = Allocation { parts: vec![(n, j.gpus)], detail: None };
             let committed = if preemptive {
                 // At its real start (and, when it ran before, after its earlier service), so
                 // attained service and the `min_run` protection count from the right time.
@@ -1642,6 +1642,7 @@ impl Core {
                     e,
                 )
             }
+            Reason::NodeFit { why, need } => (format!("no node can hold it now: {why}"), self.earliest_fit(*need, now)),
             Reason::Priority { behind } => {
                 (format!("waits behind job {behind} ({} keeps strict order)", self.policy), None)
             }
@@ -1682,7 +1683,7 @@ impl Core {
             .collect();
         ends.sort_unstable();
         for (t, n, g) in ends {
-            cap.give(&Allocation { parts: vec![(n, g)] });
+            cap.give(&Allocation { parts: vec![(n, g)], detail: None });
             if cap.fits(need) {
                 return Some(t);
             }

@@ -55,6 +55,9 @@ pub struct JobRecord {
     pub end: Time,
     /// GPUs.
     pub gpus: u32,
+    /// A fractional job's share of its one GPU in thousandths (1..=999); `None` for whole GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_milli: Option<u32>,
     /// Times it was preempted.
     pub preemptions: u32,
     /// Its runs, in time order (more than one if it was preempted).
@@ -63,7 +66,7 @@ pub struct JobRecord {
 
 impl JobRecord {
     /// Where the job ran last, as `node:gpu+gpu` per node, nodes separated by spaces
-    /// (e.g. `n0:0+1+2 n3:7`).
+    /// (e.g. `n0:0+1+2 n3:7`); a fractional job's share follows its GPU (`n0:1@250m`).
     pub fn placement_label(&self, cluster: &ClusterSpec) -> String {
         let Some(seg) = self.segments.last() else { return String::new() };
         let nodes: Vec<String> = seg
@@ -72,7 +75,8 @@ impl JobRecord {
             .map(|(n, ids)| {
                 let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
                 let name = cluster.nodes.get(*n as usize).map_or("?", |x| x.name.as_str());
-                format!("{name}:{}", ids.join("+"))
+                let share = self.gpu_milli.map(|m| format!("@{m}m")).unwrap_or_default();
+                format!("{name}:{}{share}", ids.join("+"))
             })
             .collect();
         nodes.join(" ")
@@ -142,7 +146,9 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone());
     // Every restart loses the overhead; a run protected for twice that always does some work.
     sched.set_min_run(2 * cfg.preemption_overhead);
-    let total_gpus = cfg.cluster.total_gpus();
+    // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
+    let total_milli = cfg.cluster.total_gpus() * 1000;
+    let milli = |j: &ordo_core::Job| milli_of(j);
     // Events: (time, kind, sequence, job, run epoch), earliest first.
     type Event = (Time, Kind, u64, JobId, u32);
     let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
@@ -157,11 +163,11 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut records: Vec<Option<JobRecord>> = vec![None; w.jobs.len()];
     let mut live: Vec<Live> = w.jobs.iter().map(|j| Live { remaining: j.runtime, ..Live::default() }).collect();
     let mut rejected = Vec::new();
-    // Multiset of waiting jobs' GPU counts: the smallest one tells whether idle GPUs could
-    // have served a waiting job.
-    let mut waiting_sizes: BTreeMap<u32, u32> = BTreeMap::new();
-    let add_size = |m: &mut BTreeMap<u32, u32>, g: u32| *m.entry(g).or_default() += 1;
-    let remove_size = |m: &mut BTreeMap<u32, u32>, g: u32| {
+    // Multiset of waiting jobs' sizes (thousandths of a GPU): the smallest one tells whether
+    // idle GPUs could have served a waiting job.
+    let mut waiting_sizes: BTreeMap<u64, u32> = BTreeMap::new();
+    let add_size = |m: &mut BTreeMap<u64, u32>, g: u64| *m.entry(g).or_default() += 1;
+    let remove_size = |m: &mut BTreeMap<u64, u32>, g: u64| {
         if let Some(c) = m.get_mut(&g) {
             *c -= 1;
             if *c == 0 {
@@ -177,7 +183,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
 
     while let Some(&Reverse((t, _, _, _, _))) = heap.peek() {
         let min_waiting = waiting_sizes.keys().next().copied();
-        integ.advance(prev_t, t, busy, total_gpus, sched.waiting_len() as u64, min_waiting);
+        integ.advance(prev_t, t, busy, total_milli, sched.waiting_len() as u64, min_waiting);
         prev_t = t;
         let mut happened = false;
         while let Some(&Reverse((et, kind, _, id, epoch))) = heap.peek() {
@@ -194,7 +200,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     happened = true;
                     events += 1;
                     sched.finish(id, t).map_err(inconsistent(t))?;
-                    busy -= job.gpus as u64;
+                    busy -= milli(job);
                     if let Some(r) = records[id.idx()].as_mut() {
                         r.end = t;
                         if let Some(seg) = r.segments.last_mut() {
@@ -213,10 +219,13 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         user: job.user,
                         group: job.group,
                         priority: job.priority.unwrap_or(0),
+                        gpu_milli: job.gpu_milli,
+                        cpus: job.cpus.unwrap_or(0),
+                        mem_mib: job.mem_mib.unwrap_or(0),
                     };
                     match sched.submit(req, t) {
-                        Ok(()) => add_size(&mut waiting_sizes, job.gpus),
-                        Err(e @ SubmitError::NeverFits { .. }) => {
+                        Ok(()) => add_size(&mut waiting_sizes, milli(job)),
+                        Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
                             rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
                         }
                         Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
@@ -251,8 +260,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 what: format!("preempting job {id}, which is not running"),
             })?;
             sched.preempt(id, t).map_err(inconsistent(t))?;
-            busy -= job.gpus as u64;
-            add_size(&mut waiting_sizes, job.gpus);
+            busy -= milli(job);
+            add_size(&mut waiting_sizes, milli(job));
             let l = &mut live[id.idx()];
             // Work done in this run: its length less the restart overhead it began with.
             l.remaining -= (t - start - l.overhead).max(0);
@@ -266,8 +275,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         for s in plan.starts {
             let job = &w.jobs[s.job.idx()];
             let gpu_ids = sched.start(s.job, &s.alloc, t).map_err(inconsistent(t))?;
-            busy += job.gpus as u64;
-            remove_size(&mut waiting_sizes, job.gpus);
+            busy += milli(job);
+            remove_size(&mut waiting_sizes, milli(job));
             let l = &mut live[s.job.idx()];
             l.epoch += 1;
             let rec = records[s.job.idx()].get_or_insert_with(|| JobRecord {
@@ -276,6 +285,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 start: t,
                 end: t,
                 gpus: job.gpus,
+                gpu_milli: job.gpu_milli.filter(|&m| job.gpus == 1 && (1..1000).contains(&m)),
                 preemptions: 0,
                 segments: Vec::new(),
             });
@@ -310,16 +320,92 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     Ok(SimOutput { records, rejected, metrics })
 }
 
+/// Sweeps intervals `(start, end, job, ..)` (ends before starts at equal times) and returns the
+/// first instant at which the sum of `amount` exceeds `cap`, with the jobs holding then.
+fn peak_over<T>(iv: &[T], amount: impl Fn(&T) -> u64, cap: u64) -> Result<(Option<Time>, String), String>
+where
+    T: Interval,
+{
+    let mut ev: Vec<(Time, bool, usize)> = Vec::with_capacity(iv.len() * 2);
+    for (i, x) in iv.iter().enumerate() {
+        ev.push((x.start(), true, i));
+        ev.push((x.end(), false, i));
+    }
+    ev.sort_unstable();
+    let mut sum = 0u64;
+    let mut holding: BTreeSet<usize> = BTreeSet::new();
+    for (t, start, i) in ev {
+        if start {
+            sum += amount(&iv[i]);
+            holding.insert(i);
+            if sum > cap {
+                let who: Vec<String> = holding.iter().map(|&k| iv[k].job().to_string()).collect();
+                return Ok((Some(t), who.join(", ")));
+            }
+        } else {
+            sum -= amount(&iv[i]);
+            holding.remove(&i);
+        }
+    }
+    Ok((None, String::new()))
+}
+
+/// A held interval as `validate` records it.
+trait Interval {
+    fn start(&self) -> Time;
+    fn end(&self) -> Time;
+    fn job(&self) -> JobId;
+}
+
+impl Interval for (Time, Time, JobId, u64) {
+    fn start(&self) -> Time {
+        self.0
+    }
+    fn end(&self) -> Time {
+        self.1
+    }
+    fn job(&self) -> JobId {
+        self.2
+    }
+}
+
+impl Interval for (Time, Time, JobId, u64, u64) {
+    fn start(&self) -> Time {
+        self.0
+    }
+    fn end(&self) -> Time {
+        self.1
+    }
+    fn job(&self) -> JobId {
+        self.2
+    }
+}
+
+/// A job's size in thousandths of a GPU: its share if fractional, else 1000 per GPU.
+pub fn milli_of(j: &ordo_core::Job) -> u64 {
+    match j.gpu_milli {
+        Some(m) if j.gpus == 1 && (1..1000).contains(&m) => m as u64,
+        _ => j.gpus as u64 * 1000,
+    }
+}
+
 /// Checks a run's output against the invariants in docs/ARCHITECTURE.md: every job that could
 /// fit ran to completion exactly once; it never ran before its submit; its runs do not overlap
 /// and their useful time (each restart loses `overhead` first) adds up to its run time; each run
-/// holds exactly the GPUs it asked for; no GPU was held by two jobs at once, and no node ran
-/// over its capacity.
+/// holds exactly the GPUs it asked for; no GPU was held by two whole-GPU jobs at once and no
+/// GPU's shares add up to more than 1000 thousandths at any instant; no node ran over its
+/// GPUs, or over its CPUs or memory where it models them (a job holding `k` of its `g` GPUs on
+/// a node takes `ceil(cpus * k / g)` CPUs and `ceil(mem * k / g)` MiB there, all of them on a
+/// single node).
 pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: Time) -> Result<(), String> {
     let mut seen = vec![false; w.jobs.len()];
-    // (node, gpu) -> intervals (start, end, job) during which it was held.
-    type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId)>>;
+    // (node, gpu) -> intervals (start, end, job, thousandths) during which it was held.
+    type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId, u64)>>;
     let mut per_gpu: Held = BTreeMap::new();
+    // node -> intervals (start, end, job, cpus, MiB) on nodes that model CPUs or memory.
+    type NodeHeld = BTreeMap<u32, Vec<(Time, Time, JobId, u64, u64)>>;
+    let mut per_node: NodeHeld = BTreeMap::new();
+    let detailed = cluster.nodes.iter().any(|n| n.cpus.is_some() || n.mem_mib.is_some());
     for r in &out.records {
         let j = w.jobs.get(r.job.idx()).ok_or_else(|| format!("record for unknown job {}", r.job))?;
         if std::mem::replace(&mut seen[r.job.idx()], true) {
@@ -346,7 +432,16 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
             if n != j.gpus as usize {
                 return Err(format!("job {} got {n} GPUs, asked for {}", r.job, j.gpus));
             }
+            let share = milli_of(j).min(1000);
+            let demand = ordo_core::Demand::new(j.gpus, j.gpu_milli, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0));
+            if j.gpus == 0 && (demand.cpus > 0 || demand.mem_mib > 0) && detailed && seg.gpu_ids.len() != 1 {
+                return Err(format!("job {} asks CPUs or memory but ran on {} nodes", r.job, seg.gpu_ids.len()));
+            }
             for (node, ids) in &seg.gpu_ids {
+                if seg.end > seg.start {
+                    let (c, m) = demand.per_node(ids.len() as u32);
+                    per_node.entry(*node).or_default().push((seg.start, seg.end, r.job, c as u64, m));
+                }
                 let cap = cluster
                     .nodes
                     .get(*node as usize)
@@ -357,7 +452,7 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
                         return Err(format!("job {} on GPU {g} of node {node}, which has {cap}", r.job));
                     }
                     if seg.end > seg.start {
-                        per_gpu.entry((*node, g)).or_default().push((seg.start, seg.end, r.job));
+                        per_gpu.entry((*node, g)).or_default().push((seg.start, seg.end, r.job, share));
                     }
                 }
             }
@@ -374,11 +469,24 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
     if let Some(i) = seen.iter().position(|s| !s) {
         return Err(format!("job {i} neither ran nor was rejected"));
     }
-    for ((node, g), mut iv) in per_gpu {
-        iv.sort();
-        for w2 in iv.windows(2) {
-            if w2[1].0 < w2[0].1 {
-                return Err(format!("GPU {g} of node {node} held by jobs {} and {} at once", w2[0].2, w2[1].2));
+    for ((node, g), iv) in per_gpu {
+        let (t, who) = peak_over(&iv, |x| x.3, 1000)?;
+        if let Some(t) = t {
+            return Err(format!(
+                "GPU {g} of node {node} held by jobs {who} at once at t={t} ms (over 1000 thousandths)"
+            ));
+        }
+    }
+    for (node, iv) in per_node {
+        let spec = &cluster.nodes[node as usize];
+        for (what, cap, f) in [
+            ("CPUs", spec.cpus.map(u64::from), (|x: &(Time, Time, JobId, u64, u64)| x.3) as fn(&_) -> u64),
+            ("MiB of memory", spec.mem_mib, |x| x.4),
+        ] {
+            let Some(cap) = cap else { continue };
+            let (t, who) = peak_over(&iv, f, cap)?;
+            if let Some(t) = t {
+                return Err(format!("node {node} ran over its {cap} {what} at t={t} ms (jobs {who})"));
             }
         }
     }

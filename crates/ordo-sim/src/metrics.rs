@@ -5,7 +5,8 @@ use ordo_core::time::{to_secs_f64, SECOND};
 use ordo_core::{ClusterSpec, Order, Time, Workload};
 use serde::{Deserialize, Serialize};
 
-/// Time integrals gathered while the simulation runs (GPU-milliseconds, job-milliseconds).
+/// Time integrals gathered while the simulation runs (thousandths of a GPU x milliseconds, so
+/// that fractional jobs count their share; job-milliseconds).
 #[derive(Debug, Clone, Default)]
 pub struct RunIntegrals {
     window: (Time, Time),
@@ -29,9 +30,10 @@ impl RunIntegrals {
         RunIntegrals { window: (first_submit, last_submit), ..Default::default() }
     }
 
-    /// Accounts for `[from, to)`, during which `busy` GPUs were allocated, `waiting` jobs
-    /// waited, and the smallest waiting job asked for `min_waiting` GPUs.
-    pub fn advance(&mut self, from: Time, to: Time, busy: u64, total: u64, waiting: u64, min_waiting: Option<u32>) {
+    /// Accounts for `[from, to)`, during which `busy` thousandths of a GPU (of `total`) were
+    /// allocated, `waiting` jobs waited, and the smallest waiting job asked for `min_waiting`
+    /// thousandths.
+    pub fn advance(&mut self, from: Time, to: Time, busy: u64, total: u64, waiting: u64, min_waiting: Option<u64>) {
         if to <= from {
             return;
         }
@@ -235,10 +237,11 @@ impl Metrics {
             max_wait_s: wait.last().copied().unwrap_or(0.0),
             mean_bounded_slowdown: mean(&bsld),
             makespan_s: to_secs_f64(makespan),
-            utilization_window: (w1 > w0).then(|| integ.busy_in_window as f64 / (gpus as f64 * (w1 - w0) as f64)),
+            utilization_window: (w1 > w0)
+                .then(|| integ.busy_in_window as f64 / 1000.0 / (gpus as f64 * (w1 - w0) as f64)),
             utilization_makespan: if makespan > 0 { work as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
-            idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting),
-            idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit),
+            idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting / 1000),
+            idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit / 1000),
             mean_queue_len: if makespan > 0 { integ.queue_len as f64 / makespan as f64 } else { 0.0 },
             fairness_users: fair_users,
             fairness_groups: fair_groups,

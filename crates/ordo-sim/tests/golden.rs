@@ -1,6 +1,6 @@
 //! Golden tests: tiny traces whose schedules were worked out by hand (each file says why in its
 //! header comment). A file holds `# key: value` settings (cluster, placement, policy and
-//! optionally overhead in seconds), a generic-format CSV, and after `# expect: job_id,start,end
+//! optionally overhead in seconds, node_cpus and node_mem_mib), a generic-format CSV, and after `# expect: job_id,start,end
 //! [,placement][,preemptions]` the expected first start, completion (seconds) and the named
 //! columns of every job.
 
@@ -35,7 +35,13 @@ fn run_case(path: &Path) -> Result<(), String> {
             csv.push('\n');
         }
     }
-    let cluster = ClusterSpec::parse(&meta["cluster"]).map_err(|e| e.to_string())?;
+    let mut cluster = ClusterSpec::parse(&meta["cluster"]).map_err(|e| e.to_string())?;
+    // Optional per-node CPUs and memory (every node alike).
+    for n in &mut cluster.nodes {
+        n.cpus = meta.get("node_cpus").map(|v| v.parse()).transpose().map_err(|e| format!("node_cpus: {e}"))?;
+        n.mem_mib =
+            meta.get("node_mem_mib").map(|v| v.parse()).transpose().map_err(|e| format!("node_mem_mib: {e}"))?;
+    }
     let placement: Placement = meta["placement"].parse()?;
     let policy: PolicySpec = meta["policy"].parse().map_err(|e: ordo_core::policy::PolicyParseError| e.to_string())?;
     let opts = LoadOptions::new(Format::Generic);

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 use ordo_core::time::SECOND;
-use ordo_core::{ClusterSpec, Job, JobId, Placement, PolicySpec, Workload};
+use ordo_core::{ClusterSpec, Job, JobId, NodeSpec, Placement, PolicySpec, Workload};
 use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
@@ -129,6 +129,95 @@ proptest! {
         for r in &out.records {
             prop_assert!(r.end - r.submit >= w.jobs[r.job.idx()].runtime);
         }
+    }
+}
+
+/// Nodes with CPUs and memory (each modelled or not): (count, GPUs, CPUs, MiB).
+fn detailed_cluster() -> impl Strategy<Value = ClusterSpec> {
+    prop::collection::vec((1u32..3, 1u32..5, prop::option::of(4u32..17), prop::option::of(8_000u64..32_000)), 1..3)
+        .prop_map(|groups| {
+            let mut nodes = Vec::new();
+            for (count, gpus, cpus, mem_mib) in groups {
+                for _ in 0..count {
+                    let name = format!("n{}", nodes.len());
+                    nodes.push(NodeSpec { name, gpus, cpus, mem_mib, gpu_model: None });
+                }
+            }
+            ClusterSpec { nodes }
+        })
+}
+
+/// Jobs that may ask a share of one GPU, CPUs and memory: (submit s, gpus, share (used when
+/// gpus is 1), CPUs, MiB, runtime s, estimate factor).
+type RawDetailed = (i64, u32, Option<u32>, u32, u64, i64, u32);
+
+fn detailed_jobs() -> impl Strategy<Value = Vec<RawDetailed>> {
+    prop::collection::vec(
+        (
+            0i64..400,
+            prop_oneof![Just(1u32), 0u32..7],
+            prop::option::of(1u32..1000),
+            prop_oneof![Just(0u32), 0u32..20],
+            prop_oneof![Just(0u64), 0u64..40_000],
+            1i64..200,
+            0u32..9,
+        ),
+        1..40,
+    )
+}
+
+fn detailed_workload(raw: &[RawDetailed]) -> Workload {
+    let mut w = workload(&raw.iter().map(|r| (r.0, r.1, r.5, r.6)).collect::<Vec<_>>(), true);
+    // `workload` renumbers by (submit, index): match each raw row to its job by name.
+    for j in &mut w.jobs {
+        let i: usize = j.name[1..].parse().unwrap();
+        let (_, gpus, milli, cpus, mem, _, _) = raw[i];
+        j.gpu_milli = if gpus == 1 { milli } else { None };
+        j.cpus = (cpus > 0).then_some(cpus);
+        j.mem_mib = (mem > 0).then_some(mem);
+    }
+    w
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Fractional GPUs, CPUs and memory: no GPU's shares exceed 1000 thousandths and no node's
+    /// CPUs or memory are exceeded at any instant (validate), the scheduler's own invariants
+    /// hold after every pass, only jobs that no node could ever hold are rejected, and runs
+    /// are deterministic.
+    #[test]
+    fn fractional_and_cpu_invariants_hold(
+        c in detailed_cluster(),
+        raw in detailed_jobs(),
+        pol in 0usize..POLICIES.len(),
+        consolidated in any::<bool>(),
+        overhead_s in prop_oneof![Just(0i64), 0i64..20],
+    ) {
+        let w = detailed_workload(&raw);
+        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true };
+        let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
+        let max_gpus = c.max_node_gpus();
+        for j in &w.jobs {
+            // A job of at most one node's GPUs can run iff some node holds it when empty.
+            if j.gpus > max_gpus {
+                continue;
+            }
+            let need = j.gpus.max(u32::from(j.gpu_milli.is_some()));
+            let holds = c.nodes.iter().any(|n| {
+                n.gpus >= need
+                    && n.cpus.is_none_or(|x| x >= j.cpus.unwrap_or(0))
+                    && n.mem_mib.is_none_or(|x| x >= j.mem_mib.unwrap_or(0))
+            });
+            let rejected = out.rejected.iter().any(|r| r.job == j.id);
+            prop_assert_eq!(rejected, !holds, "job {} rejected: {}", j.id, rejected);
+        }
+        let again = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(&out.records, &again.records);
+        prop_assert_eq!(&out.metrics, &again.metrics);
     }
 }
 

@@ -101,6 +101,9 @@ pub fn intended_order(
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
             priority: 0,
+            gpu_milli: None,
+            cpus: 0,
+            mem_mib: 0,
         };
         if let Err(e) = sched.submit(req, start_ms) {
             warnings.push(format!("running job {}: {e}; not counted", j.id));
@@ -117,7 +120,7 @@ pub fn intended_order(
             }
         }
         parts.sort_unstable();
-        let alloc = Allocation { parts };
+        let alloc = Allocation { parts, detail: None };
         let ok = mapped && alloc.gpus() == j.gpus && sched.start(id, &alloc, start_ms).is_ok();
         if !ok {
             // Not on known nodes (or the GPUs there look taken): count its GPUs anyway.
@@ -164,6 +167,9 @@ pub fn intended_order(
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
             priority: 0,
+            gpu_milli: None,
+            cpus: 0,
+            mem_mib: 0,
         };
         match sched.submit(req, now_ms) {
             Ok(()) => {
@@ -196,6 +202,7 @@ pub fn intended_order(
                 Reason::Resources { need, free } => {
                     (format!("first in line; waits for resources (needs {need} GPUs, {free} free)"), Time::MIN)
                 }
+                Reason::NodeFit { why, .. } => (format!("first in line; waits for resources ({why})"), Time::MIN),
                 Reason::Priority { behind } => (format!("waits behind job {} (strict order)", sid(*behind)), Time::MIN),
                 Reason::Reserved { for_job, until } => (
                     format!("fits now but would delay job {}'s reservation at {}", sid(*for_job), until / 1000),

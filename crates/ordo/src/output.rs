@@ -66,7 +66,7 @@ impl Comparison {
         if !self.rejected.is_empty() {
             let _ = writeln!(
                 s,
-                "warning: {} jobs need more GPUs than the cluster has and were not run",
+                "warning: {} jobs can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and were not run",
                 self.rejected.len()
             );
         }
@@ -160,16 +160,18 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Writes one CSV row per job: schedule and placement.
 pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> std::io::Result<()> {
-    let mut s = String::from("job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
+    let mut s =
+        String::from("job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&j.name),
             csv_field(&w.users[j.user as usize]),
             csv_field(&w.groups[j.group as usize]),
             j.gpus,
+            r.gpu_milli.map(|m| m.to_string()).unwrap_or_default(),
             to_secs_f64(r.submit),
             to_secs_f64(r.start),
             to_secs_f64(r.end),

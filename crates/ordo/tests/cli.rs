@@ -105,11 +105,29 @@ fn simulate_writes_every_job() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "job_id,user,group,num_gpu,submit_time,start_time,end_time,wait_s,jct_s,placement");
+    assert_eq!(lines[0], "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement");
     // a: 0-100 on GPUs 0-3; b: 10-60 on GPUs 4-7; c (8 GPUs) waits for both: 100-110.
-    assert_eq!(lines[1], "a,ann,default,4,0,0,100,0,100,n0:0+1+2+3");
-    assert_eq!(lines[2], "b,bob,default,4,10,10,60,0,50,n0:4+5+6+7");
-    assert_eq!(lines[3], "c,ann,default,8,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
+    assert_eq!(lines[1], "a,ann,default,4,,0,0,100,0,100,n0:0+1+2+3");
+    assert_eq!(lines[2], "b,bob,default,4,,10,10,60,0,50,n0:4+5+6+7");
+    assert_eq!(lines[3], "c,ann,default,8,,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
+}
+
+#[test]
+fn jobs_csv_shows_fractional_shares() {
+    // One GPU: a (600) and b (400) share it from t=0; c (1 whole GPU) waits until both end.
+    let path = tmp("frac_jobs.csv");
+    let trace = tmp("frac.csv");
+    std::fs::write(&trace, "job_id,submit_time,num_gpu,gpu_milli,duration\na,0,1,600,10\nb,0,1,400,20\nc,1,1,,5\n")
+        .unwrap();
+    let t = trace.to_str().unwrap();
+    let p = path.to_str().unwrap();
+    let out = ordo(&["simulate", "--trace", t, "--cluster", "1x1", "--policy", "fifo", "--jobs-out", p]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[1], "a,default,default,1,600,0,0,10,0,10,n0:0@600m");
+    assert_eq!(lines[2], "b,default,default,1,400,0,0,20,0,20,n0:0@400m");
+    assert_eq!(lines[3], "c,default,default,1,,1,20,25,19,24,n0:0");
 }
 
 #[test]
