@@ -152,6 +152,8 @@ impl Accounts {
 struct PassCtx {
     /// `priority`: each user's fair-share factor at `now` (users with no usage: 1.0).
     fairshare: HashMap<u32, f64>,
+    /// `gittins`: the index of a job with no service yet (most waiting jobs), once per pass.
+    gittins_fresh: f64,
 }
 
 /// Maps a float to an i64 with the same order (for keys).
@@ -286,6 +288,9 @@ impl Scheduler {
                 ctx.fairshare.insert(u, (-norm / share).exp2());
             }
         }
+        if let Order::Gittins(gp) = &self.policy.order {
+            ctx.gittins_fresh = self.history.gittins(0, gp.quantum);
+        }
         ctx
     }
 
@@ -324,7 +329,7 @@ impl Scheduler {
                 let lp = LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false };
                 let (q, _) = self.las_queue(&lp, req, now);
                 let (_, attained, _) = self.served(req.id, now);
-                let index = self.history.gittins(attained, gp.quantum);
+                let index = if attained == 0 { ctx.gittins_fresh } else { self.history.gittins(attained, gp.quantum) };
                 [1, q as i64, -ord_f64(index), req.submit, 0]
             }
             // `fair` orders a whole pass at once (`fair_order`); alone a job goes by submit.
@@ -545,6 +550,12 @@ impl Scheduler {
     /// apply their backfill mode to that order, preemptive ones choose who runs.
     pub(crate) fn schedule_dynamic(&self, now: Time, explain: bool) -> Plan {
         let preemptive = self.policy.order.preemptive();
+        if !preemptive && !explain && self.nothing_can_start() {
+            // No order and no backfill can start a job, and a non-preemptive pass has nothing
+            // else to decide: skip keying and sorting the whole queue. (No wake either: what
+            // could start only changes with an event, and every event brings a pass.)
+            return Plan::default();
+        }
         if let Some(mut plan) = self.select_las_pooled(now, explain) {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
@@ -629,6 +640,16 @@ impl Scheduler {
         };
         plan.wake_at = self.next_wake(now, &plan);
         plan
+    }
+
+    /// Whether even the smallest waiting job asks for more GPUs than are free in the whole
+    /// cluster, so that no job can start under any placement (GPU counts only; a capacity that
+    /// tracks shares, CPUs or memory is not judged here).
+    fn nothing_can_start(&self) -> bool {
+        if self.cap.is_detailed() {
+            return false;
+        }
+        self.buckets.keys().next().is_none_or(|&(g, _)| g as u64 > self.cap.total_free())
     }
 
     /// A non-preemptive order's plan: waiting jobs in `order`, under the policy's backfill mode.
