@@ -306,8 +306,7 @@ impl Report {
             let m = &o.metrics;
             rep.metrics.insert(name.clone(), m.clone());
             // Every policy on the same time axis, so their charts line up.
-            let alloc = series::allocated_steps(&o.records);
-            rep.allocated_gpus.insert(name.clone(), series::downsample(&alloc, origin, end, opts.buckets));
+            rep.allocated_gpus.insert(name.clone(), series::allocated_gpus(&o.records, origin, end, opts.buckets));
             let queue = series::queue_steps(&o.records);
             rep.queue_length.insert(name.clone(), series::downsample(&queue, origin, end, opts.buckets));
             let idle = m.gpus as f64 * m.makespan_s / 3600.0 - m.total_gpu_hours;

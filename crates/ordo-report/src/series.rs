@@ -10,18 +10,29 @@ use serde::{Deserialize, Serialize};
 /// pair's time (and the last value holds afterwards).
 pub type Steps = Vec<(Time, i64)>;
 
-/// Allocated GPUs over time: +GPUs at each run segment's start, -GPUs at its end.
-pub fn allocated_steps(records: &[JobRecord]) -> Steps {
+/// Allocated GPUs over time, in thousandths of a GPU (a 250-milli share counts 250, a whole
+/// GPU 1000): + at each run segment's start, - at its end. See [`allocated_gpus`].
+pub fn allocated_milli_steps(records: &[JobRecord]) -> Steps {
     let mut ev: Vec<(Time, i64)> = Vec::with_capacity(records.len() * 2);
     for r in records {
+        let milli = r.gpu_milli.map_or(r.gpus as i64 * 1000, i64::from);
         for s in &r.segments {
             if s.end > s.start {
-                ev.push((s.start, r.gpus as i64));
-                ev.push((s.end, -(r.gpus as i64)));
+                ev.push((s.start, milli));
+                ev.push((s.end, -milli));
             }
         }
     }
     integrate(ev)
+}
+
+/// Allocated GPUs over time, downsampled into `buckets` (fractional shares count by their share).
+pub fn allocated_gpus(records: &[JobRecord], origin: Time, end: Time, buckets: usize) -> Series {
+    let mut s = downsample(&allocated_milli_steps(records), origin, end, buckets);
+    s.value.iter_mut().for_each(|v| *v /= 1000.0);
+    s.mean /= 1000.0;
+    s.peak /= 1000.0;
+    s
 }
 
 /// Waiting jobs over time: a job waits from its submit to its first start, and from the end of
@@ -162,6 +173,7 @@ mod tests {
             start: runs[0].0,
             end: runs[runs.len() - 1].1,
             gpus,
+            gpu_milli: None,
             preemptions: runs.len() as u32 - 1,
             segments: runs.iter().map(|&(start, end)| RunSegment { start, end, gpu_ids: vec![] }).collect(),
         }
@@ -180,7 +192,7 @@ mod tests {
     #[test]
     fn allocated_and_queue_steps_by_hand() {
         let r = three_jobs();
-        assert_eq!(allocated_steps(&r), vec![(0, 2), (5, 3), (8, 2), (10, 4), (20, 1), (25, 0)]);
+        assert_eq!(allocated_milli_steps(&r), vec![(0, 2000), (5, 3000), (8, 2000), (10, 4000), (20, 1000), (25, 0)]);
         assert_eq!(queue_steps(&r), vec![(0, 1), (8, 2), (10, 1), (20, 0)]);
     }
 
@@ -189,7 +201,7 @@ mod tests {
         let r = three_jobs();
         // Five buckets of 5 ms over [0, 25): allocated averages
         // [0,5): 2; [5,10): (3*3 + 2*2)/5 = 2.6; [10,15): 4; [15,20): 4; [20,25): 1.
-        let s = downsample(&allocated_steps(&r), 0, 25, 5);
+        let s = allocated_gpus(&r, 0, 25, 5);
         let want = [2.0, 2.6, 4.0, 4.0, 1.0];
         for (got, want) in s.value.iter().zip(want) {
             assert!((got - want).abs() < 1e-12, "{:?}", s.value);

@@ -22,12 +22,15 @@ pub struct SimConfig {
     pub preemption_overhead: Time,
     /// Check the scheduler's invariants after every pass (slow; for tests).
     pub check_invariants: bool,
+    /// Give up with [`SimError::Deadline`] once this wall-clock instant has passed (checked
+    /// every 256 passes). It can only stop a run, never change its result; `None`: no limit.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl SimConfig {
     /// A configuration with no preemption overhead and no invariant checks.
     pub fn new(cluster: ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
-        SimConfig { cluster, placement, policy, preemption_overhead: 0, check_invariants: false }
+        SimConfig { cluster, placement, policy, preemption_overhead: 0, check_invariants: false, deadline: None }
     }
 }
 
@@ -108,6 +111,21 @@ pub struct SimOutput {
 /// Why a run failed (an internal inconsistency; user input cannot cause one).
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The run passed [`SimConfig::deadline`] and was abandoned.
+    #[error("abandoned at t={time} ms of simulated time: the wall-clock deadline passed")]
+    Deadline {
+        /// Simulated time reached.
+        time: Time,
+    },
+    /// The policy kept the scheduler busy far beyond any sensible run (e.g. jobs preempted and
+    /// promoted back and forth at every instant): more passes than `1000 x (jobs + 10)`.
+    #[error("abandoned at t={time} ms: {passes} scheduling passes, the policy keeps preempting and restarting jobs (thrashing)")]
+    Runaway {
+        /// Simulated time reached.
+        time: Time,
+        /// Passes made.
+        passes: u64,
+    },
     /// The scheduler refused a commit or broke an invariant.
     #[error("scheduler inconsistency at t={time} ms: {what}")]
     Inconsistent {
@@ -251,7 +269,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         }
         passes += 1;
         if passes > 1_000 * (w.jobs.len() as u64 + 10) {
-            return Err(SimError::Inconsistent { time: t, what: "runaway: too many scheduling passes".into() });
+            return Err(SimError::Runaway { time: t, passes });
+        }
+        if passes.is_multiple_of(256) && cfg.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(SimError::Deadline { time: t });
         }
         for &id in &plan.preempt {
             let job = &w.jobs[id.idx()];

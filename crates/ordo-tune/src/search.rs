@@ -95,11 +95,19 @@ pub struct TuneResult {
     pub elapsed: Duration,
     /// Candidates in the space.
     pub space_size: usize,
+    /// Configurations abandoned because they thrash (the simulator's runaway guard), with why.
+    pub abandoned: Vec<(String, String)>,
 }
 
-fn evaluate(w: &Workload, base: &SimConfig, spec: &PolicySpec) -> Result<Evaluated, TuneError> {
+fn evaluate(
+    w: &Workload,
+    base: &SimConfig,
+    spec: &PolicySpec,
+    deadline: Option<Instant>,
+) -> Result<Evaluated, TuneError> {
     let mut cfg = base.clone();
     cfg.policy = spec.clone();
+    cfg.deadline = deadline;
     let t0 = Instant::now();
     let out = simulate(w, &cfg).map_err(|source| TuneError::Sim { policy: spec.to_string(), source })?;
     let m = out.metrics;
@@ -155,6 +163,7 @@ pub fn tune(
     let mut grid: VecDeque<Candidate> = space.grid().into();
     let mut evaluated: Vec<Evaluated> = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
+    let mut abandoned: Vec<(String, String)> = Vec::new();
 
     // The baseline: strict FIFO, always simulated first.
     let fifo = grid.pop_front().filter(|c| space.name(c) == "fifo").ok_or_else(|| {
@@ -165,7 +174,7 @@ pub fn tune(
     })?;
     let mut first = Vec::new();
     picker.take(fifo, &mut first)?;
-    let baseline = evaluate(w, base, &first[0].1)?;
+    let baseline = evaluate(w, base, &first[0].1, None)?;
     on_done(&baseline);
     evaluated.push(baseline.clone());
     cands.push(first[0].0.clone());
@@ -232,7 +241,11 @@ pub fn tune(
                 if Instant::now() >= deadline {
                     return None;
                 }
-                let r = evaluate(w, base, spec);
+                // A run still going when the budget ends is abandoned, not waited for.
+                let r = evaluate(w, base, spec, Some(deadline));
+                if let Err(TuneError::Sim { source: ordo_sim::SimError::Deadline { .. }, .. }) = &r {
+                    return None;
+                }
                 if let Ok(e) = &r {
                     on_done(e);
                 }
@@ -242,6 +255,9 @@ pub fn tune(
         let mut cut = false;
         for ((c, _), r) in batch.into_iter().zip(results) {
             match r {
+                Some(Err(TuneError::Sim { policy, source: source @ ordo_sim::SimError::Runaway { .. } })) => {
+                    abandoned.push((policy, source.to_string()));
+                }
                 Some(r) => {
                     evaluated.push(r?);
                     cands.push(c);
@@ -253,5 +269,5 @@ pub fn tune(
             break StopReason::Budget;
         }
     };
-    Ok(TuneResult { evaluated, baseline, stopped, elapsed: start.elapsed(), space_size: space.size() })
+    Ok(TuneResult { evaluated, baseline, stopped, elapsed: start.elapsed(), space_size: space.size(), abandoned })
 }

@@ -277,6 +277,8 @@ pub struct Summary {
     pub non_preemptive: Option<Evaluated>,
     /// Every configuration simulated, in the order they were started (the baseline first).
     pub all: Vec<Evaluated>,
+    /// Configurations abandoned because they thrash: (policy, why).
+    pub abandoned: Vec<(String, String)>,
 }
 
 /// Sorts, filters and summarises a search: feasibility, the front and the recommendation.
@@ -318,6 +320,7 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
         recommended,
         non_preemptive,
         all: r.evaluated.clone(),
+        abandoned: r.abandoned.clone(),
     }
 }
 
@@ -407,6 +410,7 @@ mod tests {
             stopped: StopReason::Exhausted,
             elapsed: Duration::from_secs(30),
             space_size: 10,
+            abandoned: Vec::new(),
         }
     }
 

@@ -215,6 +215,9 @@ fn render(r: &TuneReport) -> String {
         "search:      {} configurations simulated in {:.1} s ({:.0} per minute) of a space of {}; stopped: {}",
         s0.evaluated, s0.elapsed_s, s0.configs_per_minute, s0.space_size, stopped
     );
+    for (policy, why) in &s0.abandoned {
+        let _ = writeln!(s, "abandoned:   {policy}: {why}");
+    }
     let cons = if s0.constraints.is_empty() { "none".to_string() } else { s0.constraints.join("; ") };
     let _ = writeln!(s, "constraints: {cons}; {} of {} feasible", s0.feasible, s0.evaluated);
     let _ = writeln!(s, "objective:   {}", s0.objective);
