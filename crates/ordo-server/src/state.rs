@@ -6,7 +6,7 @@ use crate::auth::{Principal, Role};
 use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
 use ordo_core::scheduler::{CommitError, JobReq};
-use ordo_core::{Allocation, ClusterSpec, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use ordo_core::{Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
 use rusqlite::{params, Connection};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -90,13 +90,15 @@ fn jid(id: JobNo) -> JobId {
     JobId(id as u32)
 }
 
-/// The scheduler's request for a job: its GPUs, the given estimate and its stored priority.
-/// This is the one place that turns a job into what `ordo-core` sees: once the core's `JobReq`
-/// carries CPUs and memory, pass `j.cpus` and `j.mem_mib` here (today the core places by GPUs
-/// and the server checks CPUs and memory per node before it commits a start; see `Core::pass`).
+/// The scheduler's request for a job: its GPUs, CPUs and memory, the given estimate and its
+/// stored priority. This is the one place that turns a job into what `ordo-core` sees; with the
+/// nodes' CPUs and memory in the core's cluster (see `Core::cluster_spec`), the core places a
+/// job only on a node that has the GPUs, CPUs and memory it asks for.
 fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
     let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
     r.priority = j.priority;
+    r.cpus = j.cpus.unwrap_or(0);
+    r.mem_mib = j.mem_mib.unwrap_or(0);
     // Policies that share between users (fair, priority, rr, qssf) compare user indices only
     // for equality; a stable hash of the name serves as one (the server has no groups: a
     // user is their own group).
@@ -108,6 +110,55 @@ fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
 /// FNV-1a of a user name: the same index for the same name across restarts.
 fn user_index(name: &str) -> u32 {
     name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+}
+
+/// What a job asks for, for people: `2 GPUs`, `1 GPU, 8 CPUs and 16G of memory`.
+fn ask_text(gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> String {
+    let mut parts = vec![format!("{gpus} GPU{}", if gpus == 1 { "" } else { "s" })];
+    if let Some(c) = cpus {
+        parts.push(format!("{c} CPUs"));
+    }
+    if let Some(m) = mem_mib {
+        parts.push(format!("{} of memory", fmt_mib(m)));
+    }
+    match parts.len() {
+        1 => parts.remove(0),
+        _ => {
+            let last = parts.pop().unwrap_or_default();
+            format!("{} and {last}", parts.join(", "))
+        }
+    }
+}
+
+/// Whether an empty `n` holds all that `j` asks for (a node that does not report CPUs or
+/// memory does not limit them).
+fn node_holds(n: &Node, j: &JobInfo) -> bool {
+    node_holds_ask(n, j.gpus, j.cpus, j.mem_mib)
+}
+
+/// Whether an empty `n` holds `gpus` GPUs with the CPUs and memory asked.
+fn node_holds_ask(n: &Node, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> bool {
+    n.gpus >= gpus
+        && !matches!((cpus, n.cpus), (Some(w), Some(h)) if w > h)
+        && !matches!((mem_mib, n.mem_mib), (Some(w), Some(h)) if w > h)
+}
+
+/// What placement must find for a job (the demand of its `job_req`).
+fn demand(j: &JobInfo) -> Demand {
+    Demand::new(j.gpus, None, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0))
+}
+
+/// A running job's allocation on `cap`: `j.gpus` GPUs on scheduler node `n`. On a detailed
+/// capacity (nodes that report CPUs or memory) it carries the detail `Scheduler::start` needs:
+/// the node's lowest free GPUs and the job's CPUs and memory there; count-only otherwise (and
+/// where the node lacks them, so that the start is refused and the job treated as a conflict).
+fn alloc_on(cap: &Capacity, n: u32, j: &JobInfo) -> Allocation {
+    let alloc = Allocation { parts: vec![(n, j.gpus)], detail: None };
+    if cap.is_detailed() {
+        cap.complete(&alloc, demand(j)).unwrap_or(alloc)
+    } else {
+        alloc
+    }
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
@@ -246,24 +297,28 @@ impl Core {
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
-    /// CPUs and memory, each less the GPUs of its hidden (`--no-preempt`) jobs. The one place
-    /// that builds the core's `ClusterSpec` from registered nodes.
+    /// CPUs and memory, each less the GPUs, CPUs and memory of its hidden (`--no-preempt`) jobs.
+    /// The one place that builds the core's `ClusterSpec` from registered nodes. A node that
+    /// reports CPUs or memory makes the core's capacity detailed: it then places every job by
+    /// GPUs, CPUs and memory together (see `job_req`).
     fn cluster_spec(&self, up: &[(&String, &Node)]) -> ClusterSpec {
         ClusterSpec {
             nodes: up
                 .iter()
                 .map(|(name, n)| {
-                    let hidden: u32 = self
-                        .active
-                        .values()
-                        .filter(|j| self.hides(j) && j.node.as_deref() == Some(name.as_str()))
-                        .map(|j| j.gpus)
-                        .sum();
+                    let (mut gpus, mut cpus, mut mem) = (0u32, 0u32, 0u64);
+                    for j in self.active.values() {
+                        if self.hides(j) && j.node.as_deref() == Some(name.as_str()) {
+                            gpus += j.gpus;
+                            cpus += j.cpus.unwrap_or(0);
+                            mem += j.mem_mib.unwrap_or(0);
+                        }
+                    }
                     NodeSpec {
                         name: (*name).clone(),
-                        gpus: n.gpus.saturating_sub(hidden),
-                        cpus: n.cpus,
-                        mem_mib: n.mem_mib,
+                        gpus: n.gpus.saturating_sub(gpus),
+                        cpus: n.cpus.map(|c| c.saturating_sub(cpus)),
+                        mem_mib: n.mem_mib.map(|m| m.saturating_sub(mem)),
                         gpu_model: n.gpu_model.clone(),
                     }
                 })
@@ -305,7 +360,8 @@ impl Core {
                 if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_err() {
                     continue;
                 }
-                let alloc = sched.capacity().place(j.gpus);
+                // Placed by all it asks (GPUs, CPUs, memory), as the core would place it.
+                let alloc = sched.capacity().place_for(demand(j));
                 let ok = alloc.is_some_and(|a| sched.start(jid(j.id), &a, t0).is_ok())
                     && sched.preempt(jid(j.id), now).is_ok();
                 if !ok {
@@ -335,7 +391,8 @@ impl Core {
                 hidden.insert(j.id);
                 continue;
             }
-            let alloc = Allocation { parts: vec![(n, j.gpus)], detail: None };
+            // Its GPUs on its node, with its CPUs and memory there where the capacity is detailed.
+            let alloc = alloc_on(sched.capacity(), n, j);
             let committed = if preemptive {
                 // At its real start (and, when it ran before, after its earlier service), so
                 // attained service and the `min_run` protection count from the right time.
@@ -662,7 +719,7 @@ impl Core {
             }
             _ => {}
         }
-        self.check_cpus_mem(req.cpus, req.mem_mib)?;
+        self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
         let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
         if mine >= self.cfg.max_pending_per_user {
             return Err(ApiError::Conflict(format!(
@@ -702,8 +759,9 @@ impl Core {
     }
 
     /// Refuses CPUs or memory that no registered node offers (or more than the configured
-    /// per-job limits). Nodes that did not report CPUs or memory do not limit them.
-    fn check_cpus_mem(&self, cpus: Option<u32>, mem_mib: Option<u64>) -> Result<(), ApiError> {
+    /// per-job limits), alone or together with the GPUs asked. Nodes that did not report CPUs
+    /// or memory do not limit them.
+    fn check_cpus_mem(&self, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> Result<(), ApiError> {
         if cpus == Some(0) {
             return Err(ApiError::BadRequest("field `cpus`: at least 1 when given".into()));
         }
@@ -748,6 +806,13 @@ impl Core {
                     fmt_mib(most)
                 )));
             }
+        }
+        if (cpus.is_some() || mem_mib.is_some()) && !self.nodes.values().any(|n| node_holds_ask(n, gpus, cpus, mem_mib))
+        {
+            let ask = ask_text(gpus, cpus, mem_mib);
+            return Err(ApiError::Unprocessable(format!(
+                "no registered node offers {ask} together; a job runs on one node"
+            )));
         }
         Ok(())
     }
@@ -813,14 +878,20 @@ impl Core {
             let Some(j) = self.pending.get(&id) else { continue };
             let (n, _) = s.alloc.parts[0];
             let name = self.sched_nodes[n as usize].clone();
+            // A safety net: the core placed the job by its CPUs and memory too, so this should
+            // never find the node short; if it does, the start waits rather than overcommits.
             if let Some(why) = self.lacks(&name, j, &used) {
+                eprintln!(
+                    "ordo server: debug: job {id} placed by the core on {name}, which the server finds short: {why}"
+                );
                 blocked.insert(id, why);
                 continue;
             }
             let ids = match self.sched.start(s.job, &s.alloc, now) {
                 Ok(ids) => ids,
                 Err(CommitError::BadAllocation(_)) => {
-                    // Planned on GPUs a preempted job still holds: it starts once those are free.
+                    // Planned on GPUs (or CPUs, memory) a preempted job still holds: it starts once
+                    // those are free.
                     let on: Vec<String> = self
                         .active
                         .values()
@@ -829,7 +900,10 @@ impl Core {
                         .collect();
                     blocked.insert(
                         id,
-                        format!("its GPUs on {name} are being freed: job {} is being preempted", on.join(", ")),
+                        format!(
+                            "its GPUs, CPUs or memory on {name} are being freed: job {} is being preempted",
+                            on.join(", ")
+                        ),
                     );
                     continue;
                 }
@@ -854,6 +928,10 @@ impl Core {
             self.blocked = blocked;
             return Ok(plan.wake_at.map_or(Some(now + 200), |w| Some(w.min(now + 200))));
         }
+        let changed_shown: Vec<(JobNo, serde_json::Value)> = changed
+            .iter()
+            .map(|(j, r)| (j.0 as JobNo, serde_json::to_value(self.shown(r)).unwrap_or_default()))
+            .collect();
         let res = (|| -> Result<(), DbError> {
             let tx = self.conn.transaction().ctx("begin")?;
             for (id, why) in &newly_blocked {
@@ -889,16 +967,8 @@ impl Core {
                 }
                 audit(&tx, now, "scheduler", "start", Some(*id), &policy, &d)?;
             }
-            for (j, r) in &changed {
-                audit(
-                    &tx,
-                    now,
-                    "scheduler",
-                    "skip",
-                    Some(j.0 as JobNo),
-                    &policy,
-                    &serde_json::to_value(r).unwrap_or_default(),
-                )?;
+            for (j, r) in &changed_shown {
+                audit(&tx, now, "scheduler", "skip", Some(*j), &policy, r)?;
             }
             tx.commit().ctx("commit starts")
         })();
@@ -1003,8 +1073,9 @@ impl Core {
         m
     }
 
-    /// Why a job the policy placed on `node` by its GPUs cannot start there now: the CPUs or
-    /// memory it asks for are taken (the core places by GPUs only; see `job_req`).
+    /// Why a job the core placed on `node` cannot start there now: the CPUs or memory it asks
+    /// for are taken by the node's active jobs. The core places by CPUs and memory as well (see
+    /// `job_req`), so this is a safety net that should never find a node short.
     fn lacks(&self, node: &str, j: &JobInfo, used: &HashMap<String, (u32, u64)>) -> Option<String> {
         let n = self.nodes.get(node)?;
         let (uc, um) = used.get(node).copied().unwrap_or_default();
@@ -1585,6 +1656,20 @@ impl Core {
         Ok(self.policy.to_string())
     }
 
+    /// A waiting job's reason as the API and the audit log show it. On a detailed capacity
+    /// (nodes that report CPUs or memory) the core gives `node_fit` for every job that does not
+    /// fit; where no node has the GPUs free at all, whatever the CPUs and memory, that is a
+    /// plain shortage of GPUs, shown as `resources` as on a count-only cluster.
+    fn shown(&self, r: &Reason) -> Reason {
+        let cap = self.sched.capacity();
+        match r {
+            Reason::NodeFit { need, .. } if !cap.fits(*need) => {
+                Reason::Resources { need: *need, free: cap.total_free() }
+            }
+            _ => r.clone(),
+        }
+    }
+
     fn wait_info(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
         let mut w = self.wait_info_now(id, reason, ahead, now);
         let j = &self.pending[&id];
@@ -1617,23 +1702,24 @@ impl Core {
             let j = &self.pending[&id];
             let text = if let Some(by) = &j.held_by {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
-            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && n.gpus >= j.gpus) {
+            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && node_holds(n, j)) {
                 let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
                 format!(
-                    "needs {} GPUs on one node, but --no-preempt jobs ({}) hold GPUs on every node large enough; it waits until they end",
-                    j.gpus,
+                    "needs {} on one node, but --no-preempt jobs ({}) hold GPUs, CPUs or memory on every node large enough; it waits until they end",
+                    ask_text(j.gpus, j.cpus, j.mem_mib),
                     np.join(", ")
                 )
             } else if self.held.contains(&id) {
-                format!("no node that is up can hold {} GPUs", j.gpus)
+                format!("no node that is up can hold {} (on one node)", ask_text(j.gpus, j.cpus, j.mem_mib))
             } else {
                 "starts at the next scheduling pass".to_string()
             };
             return WaitInfo { text, detail: None, ahead, expected_start: None };
         };
+        let r = &self.shown(r);
         let (text, expected) = match r {
             Reason::Resources { need, free } => {
-                let e = self.earliest_fit(*need, now);
+                let e = self.earliest_fit(demand(&self.pending[&id]), now);
                 (
                     format!(
                         "not enough free GPUs: needs {need} on one node, {free} free in the cluster{}",
@@ -1642,7 +1728,16 @@ impl Core {
                     e,
                 )
             }
-            Reason::NodeFit { why, need } => (format!("no node can hold it now: {why}"), self.earliest_fit(*need, now)),
+            Reason::NodeFit { why, .. } => {
+                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                (
+                    format!(
+                        "no node can hold it now: {why}{}",
+                        e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
+                    ),
+                    e,
+                )
+            }
             Reason::Priority { behind } => {
                 (format!("waits behind job {behind} ({} keeps strict order)", self.policy), None)
             }
@@ -1665,26 +1760,30 @@ impl Core {
         WaitInfo { text, detail: Some(r.clone()), ahead, expected_start: expected }
     }
 
-    /// The earliest time (by running jobs' time limits) at which a job of `need` GPUs fits.
-    fn earliest_fit(&self, need: u32, now: i64) -> Option<i64> {
-        let mut cap = self.sched.capacity().clone();
-        if cap.fits(need) {
+    /// The earliest time (by running jobs' time limits) at which a job asking `d` fits: the
+    /// jobs the core holds are taken on an empty copy of its cluster (GPUs, and on a detailed
+    /// capacity CPUs and memory), then given back in the order of their time limits.
+    fn earliest_fit(&self, d: Demand, now: i64) -> Option<i64> {
+        let cap = self.sched.capacity();
+        if cap.fits_for(d) {
             return Some(now);
         }
         let idx: HashMap<&str, u32> =
             self.sched_nodes.iter().enumerate().map(|(i, n)| (n.as_str(), i as u32)).collect();
-        let mut ends: Vec<(i64, u32, u32)> = self
-            .active
-            .values()
-            .filter_map(|j| {
-                let n = *idx.get(j.node.as_deref()?)?;
-                Some(((j.start? + j.time_limit_ms).max(now + 1), n, j.gpus))
-            })
-            .collect();
-        ends.sort_unstable();
-        for (t, n, g) in ends {
-            cap.give(&Allocation { parts: vec![(n, g)], detail: None });
-            if cap.fits(need) {
+        let mut what_if = cap.empty_like();
+        let mut ends: Vec<(i64, JobNo, Allocation)> = Vec::new();
+        // Hidden (`--no-preempt`) jobs are not in the core: their nodes are shrunk instead.
+        for j in self.active.values().filter(|j| !self.hidden.contains(&j.id)) {
+            let Some(&n) = j.node.as_deref().and_then(|n| idx.get(n)) else { continue };
+            let a = alloc_on(&what_if, n, j);
+            if what_if.take_what_if(&a) {
+                ends.push(((j.start.unwrap_or(now) + j.time_limit_ms).max(now + 1), j.id, a));
+            }
+        }
+        ends.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+        for (t, _, a) in ends {
+            what_if.give(&a);
+            if what_if.fits_for(d) {
                 return Some(t);
             }
         }

@@ -424,7 +424,8 @@ fn cpus_and_memory_beyond_every_node_are_refused_and_placement_respects_them() {
     assert_eq!(c.job(a, t0).expect("job").state, JobState::Starting);
     let jb = c.job(b, t0).expect("job");
     assert_eq!(jb.state, JobState::Pending);
-    assert!(jb.wait.expect("wait").text.contains("not the CPUs"));
+    let text = jb.wait.expect("wait").text;
+    assert!(text.contains("not enough free CPU"), "{text}");
     let n = c.nodes();
     assert_eq!((n[0].cpus, n[0].used_cpus, n[0].mem_mib), (Some(4), 3, Some(8192)));
     let _ = std::fs::remove_dir_all(&dir);
@@ -465,5 +466,89 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
     assert_eq!(c.job(b, t0 + 1_050).expect("job").state, JobState::Starting);
     let j = c.job(a, t0 + 1_050).expect("job");
     assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 1_050));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn start_node(c: &Core, id: u64, t: i64) -> Option<String> {
+    let j = c.job(id, t).expect("job");
+    matches!(j.state, JobState::Starting | JobState::Running).then(|| j.node.expect("node"))
+}
+
+#[test]
+fn the_core_places_by_cpus_and_memory_so_a_job_goes_to_the_node_that_holds_it() {
+    let dir = tempdir("place-cpumem");
+    let t0 = 1_000_000;
+    let mut c = Core::open(cfg(&dir, "fifo+easy"), t0).expect("open");
+    // Node a registers first; by GPUs alone both fit a 1-GPU job, and a (listed first, best
+    // fit on ties) would be chosen.
+    c.register(&agent(), &RegisterRequest { cpus: Some(2), mem_mib: Some(32_768), ..reg("a", 8) }, t0)
+        .expect("register");
+    c.register(&agent(), &RegisterRequest { cpus: Some(16), mem_mib: Some(32_768), ..reg("b", 8) }, t0)
+        .expect("register");
+    // A plain 1-GPU job goes on a, the first of two equal nodes: the test below is not luck.
+    let plain = c.submit(&user("alice"), job(1), t0).expect("submit");
+    c.pass(t0).expect("pass");
+    assert_eq!(start_node(&c, plain, t0).as_deref(), Some("a"));
+    // Now a has 7 free GPUs and b 8: best fit by GPUs picks a, which has 2 CPUs.
+    let big = c.submit(&user("alice"), SubmitRequest { cpus: Some(8), ..job(1) }, t0 + 1).expect("submit");
+    c.pass(t0 + 1).expect("pass");
+    assert_eq!(start_node(&c, big, t0 + 1).as_deref(), Some("b"), "{:?}", c.job(big, t0 + 1).expect("job").wait);
+    let rec = c.audit(Some(big), None, 100).expect("audit");
+    assert!(rec.iter().any(|r| r.kind == "start" && r.detail["node"] == "b"), "{rec:?}");
+    assert!(!rec.iter().any(|r| r.kind == "skip"), "started at once, never skipped: {rec:?}");
+    let n = c.nodes();
+    let b = n.iter().find(|n| n.name == "b").expect("b");
+    assert_eq!(b.used_cpus, 8);
+
+    // Memory: 24G taken on each node leaves 8G free on each, 16G in all; a 12G job fits on
+    // neither and waits with a reason that names memory (while it fits by GPUs and CPUs).
+    let m1 = c.submit(&user("bob"), SubmitRequest { mem_mib: Some(24_576), ..job(1) }, t0 + 2).expect("submit");
+    let m2 = c.submit(&user("bob"), SubmitRequest { mem_mib: Some(24_576), ..job(1) }, t0 + 2).expect("submit");
+    c.pass(t0 + 2).expect("pass");
+    let placed: BTreeSet<String> = [m1, m2].iter().map(|&id| start_node(&c, id, t0 + 2).expect("started")).collect();
+    assert_eq!(placed.len(), 2, "one on each node: {placed:?}");
+    let wants = c.submit(&user("carol"), SubmitRequest { mem_mib: Some(12_288), ..job(1) }, t0 + 3).expect("submit");
+    c.pass(t0 + 3).expect("pass");
+    c.pass(t0 + 500).expect("pass");
+    let j = c.job(wants, t0 + 500).expect("job");
+    assert_eq!(j.state, JobState::Pending);
+    let w = j.wait.expect("wait");
+    assert!(w.text.contains("memory") && !w.text.contains("chosen by the policy"), "{}", w.text);
+    assert!(w.expected_start.is_some(), "expected once a memory holder ends: {w:?}");
+    let skips: Vec<_> =
+        c.audit(Some(wants), None, 100).expect("audit").into_iter().filter(|r| r.kind == "skip").collect();
+    assert!(skips.iter().all(|r| r.detail["reason"] != "node_resources"), "the core, not the safety net: {skips:?}");
+
+    // After a restart the running jobs keep their CPUs and memory in the core: the waiting
+    // job still waits for memory and starts where a memory holder ends.
+    drop(c);
+    let t1 = t0 + 1_000;
+    let mut c = Core::open(cfg(&dir, "fifo+easy"), t1).expect("reopen");
+    c.pass(t1).expect("pass");
+    let j = c.job(wants, t1).expect("job");
+    assert_eq!(j.state, JobState::Pending);
+    assert!(j.wait.expect("wait").text.contains("memory"));
+    let node = c.job(m1, t1).expect("job").node.expect("node");
+    c.report(&agent(), &end(&node, m1, 1, Outcome::Exited, t0 + 2, t1 + 10), t1 + 10).expect("report");
+    c.pass(t1 + 10).expect("pass");
+    assert_eq!(start_node(&c, wants, t1 + 10), Some(node));
+    // b's 8 CPUs are still held by `big` after the restart: a 9-CPU job waits, naming CPUs,
+    // and starts on b once `big` ends.
+    let c9 = c.submit(&user("dave"), SubmitRequest { cpus: Some(9), ..job(1) }, t1 + 20).expect("submit");
+    c.pass(t1 + 20).expect("pass");
+    let j = c.job(c9, t1 + 20).expect("job");
+    assert_eq!(j.state, JobState::Pending);
+    let text = j.wait.expect("wait").text;
+    assert!(text.contains("CPU"), "{text}");
+    c.report(&agent(), &end("b", big, 1, Outcome::Exited, t0 + 1, t1 + 30), t1 + 30).expect("report");
+    c.pass(t1 + 30).expect("pass");
+    assert_eq!(start_node(&c, c9, t1 + 30).as_deref(), Some("b"));
+    // A job that no node could ever hold with its GPUs and CPUs together is refused, though
+    // one node has the GPUs and another the CPUs.
+    c.register(&agent(), &RegisterRequest { cpus: Some(4), mem_mib: Some(1024), ..reg("c", 10) }, t1 + 40)
+        .expect("register");
+    let e = c.submit(&user("carol"), SubmitRequest { cpus: Some(8), ..job(10) }, t1 + 40).unwrap_err();
+    assert!(matches!(e, ApiError::Unprocessable(_)) && e.to_string().contains("together"), "{e}");
+    c.submit(&user("carol"), SubmitRequest { cpus: Some(4), ..job(10) }, t1 + 40).expect("c holds this one");
     let _ = std::fs::remove_dir_all(&dir);
 }
