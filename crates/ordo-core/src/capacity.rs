@@ -611,11 +611,14 @@ impl Capacity {
                 self.free[n] >= d.gpus.min(self.cap[n]).max(if d.gpus > 0 { 1 } else { 0 })
             }
         };
-        let what =
-            if d.milli > 0 { format!("{} thousandths of a GPU", d.milli) } else { format!("{} free GPUs", d.gpus) };
+        let what = match (d.milli, d.gpus) {
+            (m, _) if m > 0 => format!("{m} thousandths of a GPU free"),
+            (_, 1) => "a free GPU".to_string(),
+            (_, g) => format!("{g} free GPUs"),
+        };
         let with_gpu: Vec<usize> = (0..self.cap.len()).filter(|&n| gpu_ok(n)).collect();
         if with_gpu.is_empty() {
-            return format!("no node has {what} free");
+            return format!("no node has {what}");
         }
         if d.gpus > self.max_cap {
             return format!(
