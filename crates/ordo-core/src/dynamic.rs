@@ -623,13 +623,18 @@ impl Scheduler {
         if preemptive {
             keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
         }
-        let mut plan = if !preemptive && self.policy.backfill == Backfill::None {
-            // A strict order stops at the first job that does not fit, so it needs only the
-            // first few jobs in key order: a heap (built in linear time) yields them lazily,
-            // instead of sorting the whole queue on every pass.
-            let mut heap: BinaryHeap<Reverse<(Key, JobId)>> = keyed.into_iter().map(|k| Reverse((k.0, k.1))).collect();
-            let lazy = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k.1));
-            self.plan_in_order(now, explain, lazy.map(|id| &self.queue[&(self.waiting[&id], id)]))
+        let mut plan = if (!preemptive && self.policy.backfill == Backfill::None) || (preemptive && !explain) {
+            // A strict order stops at the first job that does not fit, and a preemptive ranking
+            // (when not explaining) once the cluster is full and every running job is ranked:
+            // both usually need only the first jobs in key order. A heap (built in linear
+            // time) yields them lazily, instead of sorting the whole queue on every pass.
+            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
+            let lazy = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
+            if preemptive {
+                self.select_preemptive(now, lazy, explain, None)
+            } else {
+                self.plan_in_order(now, explain, lazy.map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
+            }
         } else {
             keyed.sort_unstable_by_key(|k| (k.0, k.1));
             if preemptive {
