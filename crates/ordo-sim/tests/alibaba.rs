@@ -7,27 +7,11 @@ use ordo_core::{Placement, PolicySpec};
 use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use ordo_trace::{load_cluster_nodes, load_path, Format, LoadOptions};
-use std::io::Write;
-use std::path::PathBuf;
 
-/// A file under `$ORDO_TRACES` (default `../shared/traces` beside the repository), or `None`
-/// after saying why; under `CI=true` absence fails.
-fn trace(rel: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("ORDO_TRACES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces"),
-    };
-    let path = dir.join(rel);
-    if path.is_file() {
-        return Some(path);
-    }
-    let what = format!("{} not found (set ORDO_TRACES to the traces directory)", path.display());
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("real-trace test: {what}; CI must have the shared traces");
-    }
-    let _ = writeln!(std::io::stderr(), "skipped: {what}");
-    None
-}
+// The traces-directory lookup (skip, or fail under CI) is shared with the `ordo` crate's tests.
+#[path = "../../ordo/tests/common/mod.rs"]
+mod common;
+use common::trace;
 
 #[test]
 fn alibaba_trace_shares_gpus_and_validates() {

@@ -290,19 +290,7 @@ pub fn fmt_time(ms: i64) -> String {
 }
 
 fn parse_mem(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&t[..t.len() - 1], 1.0 / 1024.0),
-        Some('M') => (&t[..t.len() - 1], 1.0),
-        Some('G') => (&t[..t.len() - 1], 1024.0),
-        Some('T') => (&t[..t.len() - 1], 1024.0 * 1024.0),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num.trim().parse().map_err(|_| anyhow!("--mem `{s}`: expected a size such as 16G, 512M"))?;
-    if !v.is_finite() || v < 0.0 {
-        bail!("--mem `{s}`: expected a size such as 16G, 512M");
-    }
-    Ok((v * mult).ceil() as u64)
+    ordo_server::config::parse_size_mib(s).ok_or_else(|| anyhow!("--mem `{s}`: expected a size such as 16G, 512M"))
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
