@@ -618,29 +618,34 @@ impl Scheduler {
             return plan;
         }
         let ctx = self.pass_ctx(now);
-        let mut keyed: Vec<(Key, JobId, bool)> =
-            self.queue.values().map(|r| (self.key_in(&ctx, r, now, false), r.id, false)).collect();
-        if preemptive {
+        let mut plan = if preemptive {
+            let mut keyed: Vec<(Key, JobId, bool)> =
+                self.queue.values().map(|r| (self.key_in(&ctx, r, now, false), r.id, false)).collect();
             keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
-        }
-        let mut plan = if (!preemptive && self.policy.backfill == Backfill::None) || (preemptive && !explain) {
-            // A strict order stops at the first job that does not fit, and a preemptive ranking
-            // (when not explaining) once the cluster is full and every running job is ranked:
-            // both usually need only the first jobs in key order. A heap (built in linear
-            // time) yields them lazily, instead of sorting the whole queue on every pass.
-            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
-            let lazy = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
-            if preemptive {
-                self.select_preemptive(now, lazy, explain, None)
-            } else {
-                self.plan_in_order(now, explain, lazy.map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
-            }
-        } else {
-            keyed.sort_unstable_by_key(|k| (k.0, k.1));
-            if preemptive {
+            if explain {
+                keyed.sort_unstable_by_key(|k| (k.0, k.1));
                 self.select_preemptive(now, keyed.into_iter(), explain, None)
             } else {
-                self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
+                // Not explaining, the ranking stops once the cluster is full and every running
+                // job is ranked, so it usually needs only the first jobs in key order: a heap
+                // (built in linear time) yields them lazily instead of a sort of everything.
+                let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
+                self.select_preemptive(now, std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k)), explain, None)
+            }
+        } else {
+            // Each job's key with its position in `reqs`, so the plan walks the jobs themselves
+            // (no map lookups per job and pass).
+            let reqs: Vec<&JobReq> = self.queue.values().collect();
+            let mut keyed: Vec<(Key, JobId, usize)> =
+                reqs.iter().enumerate().map(|(i, r)| (self.key_in(&ctx, r, now, false), r.id, i)).collect();
+            if self.policy.backfill == Backfill::None {
+                // A strict order stops at the first job that does not fit: take jobs lazily
+                // from a heap rather than sorting the whole queue.
+                let mut heap: BinaryHeap<Reverse<(Key, JobId, usize)>> = keyed.into_iter().map(Reverse).collect();
+                self.plan_in_order(now, explain, std::iter::from_fn(move || heap.pop().map(|Reverse(k)| reqs[k.2])))
+            } else {
+                keyed.sort_unstable_by_key(|k| (k.0, k.1));
+                self.plan_in_order(now, explain, keyed.iter().map(|k| reqs[k.2]))
             }
         };
         plan.wake_at = self.next_wake(now, &plan);
