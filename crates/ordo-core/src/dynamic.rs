@@ -622,16 +622,11 @@ impl Scheduler {
             let mut keyed: Vec<(Key, JobId, bool)> =
                 self.queue.values().map(|r| (self.key_in(&ctx, r, now, false), r.id, false)).collect();
             keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
-            if explain {
-                keyed.sort_unstable_by_key(|k| (k.0, k.1));
-                self.select_preemptive(now, keyed.into_iter(), explain, None)
-            } else {
-                // Not explaining, the ranking stops once the cluster is full and every running
-                // job is ranked, so it usually needs only the first jobs in key order: a heap
-                // (built in linear time) yields them lazily instead of a sort of everything.
-                let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
-                self.select_preemptive(now, std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k)), explain, None)
-            }
+            // Unless explaining, the ranking stops once the cluster is full and every running
+            // job is ranked, so it usually needs only the first jobs in key order: a heap
+            // (built in linear time) yields them lazily instead of a sort of everything.
+            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
+            self.select_preemptive(now, std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k)), explain, None)
         } else {
             // Each job's key with its position in `reqs`, so the plan walks the jobs themselves
             // (no map lookups per job and pass).
