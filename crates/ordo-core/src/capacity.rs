@@ -64,10 +64,7 @@ impl Demand {
     /// An ask with its share normalised: a share is only kept for one GPU and below 1000.
     #[inline]
     pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
-        let milli = match milli {
-            Some(m) if gpus == 1 && (1..1000).contains(&m) => m,
-            _ => 0,
-        };
+        let milli = crate::model::fractional_share(gpus, milli).unwrap_or(0);
         Demand { gpus, milli, cpus, mem_mib }
     }
 

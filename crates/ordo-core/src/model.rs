@@ -63,14 +63,26 @@ impl Job {
         self.estimate.unwrap_or(self.runtime)
     }
 
+    /// Its share of one GPU in thousandths when it asks a fraction ([`fractional_share`]).
+    pub fn share_milli(&self) -> Option<u32> {
+        fractional_share(self.gpus, self.gpu_milli)
+    }
+
     /// GPU-seconds of true work (GPUs x run time), in GPU-milliseconds; a fractional job
     /// counts its share (250 thousandths for 1 s: 250 GPU-ms).
     pub fn gpu_time(&self) -> i128 {
-        match self.gpu_milli {
-            Some(m) if self.gpus == 1 && (1..1000).contains(&m) => m as i128 * self.runtime as i128 / 1000,
-            _ => self.gpus as i128 * self.runtime as i128,
+        match self.share_milli() {
+            Some(m) => m as i128 * self.runtime as i128 / 1000,
+            None => self.gpus as i128 * self.runtime as i128,
         }
     }
+}
+
+/// The share of one GPU (thousandths) a job asking `gpus` GPUs and `gpu_milli` really holds:
+/// a share counts only for a one-GPU job and below 1000; anything else is whole GPUs (`None`).
+#[inline]
+pub fn fractional_share(gpus: u32, gpu_milli: Option<u32>) -> Option<u32> {
+    gpu_milli.filter(|m| gpus == 1 && (1..1000).contains(m))
 }
 
 /// A set of jobs plus the names their user and group indices refer to.

@@ -55,12 +55,6 @@ pub struct Headline {
     pub text: String,
 }
 
-/// The utilisation the headline compares: over the arrival window, or over the makespan when
-/// the window is empty.
-pub fn util(m: &Metrics) -> f64 {
-    m.utilization_window.unwrap_or(m.utilization_makespan)
-}
-
 /// Relative change from `from` to `to` in percent (0 when `from` is 0).
 pub fn pct_change(from: f64, to: f64) -> f64 {
     if from == 0.0 {
@@ -86,9 +80,9 @@ pub fn headline(results: &[Metrics]) -> Headline {
             "Same cluster, same jobs: {} instead of {}: {which} {:.0}% -> {:.0}% ({:+.0} pp), mean JCT {:+.0}%, p99 wait {:+.0}%{}.",
             x.policy,
             b.policy,
-            100.0 * util(b),
-            100.0 * util(x),
-            100.0 * (util(x) - util(b)),
+            100.0 * b.headline_utilisation(),
+            100.0 * x.headline_utilisation(),
+            100.0 * (x.headline_utilisation() - b.headline_utilisation()),
             pct_change(b.mean_jct_s, x.mean_jct_s),
             pct_change(b.p99_wait_s, x.p99_wait_s),
             if x.estimates == "oracle" { " (oracle: it read true run times)" } else { "" }

@@ -420,7 +420,7 @@ fn cost(results: &[Metrics], base: usize, best: usize, price: Option<&Price>) ->
     let rows: Vec<CostRow> = results
         .iter()
         .map(|m| {
-            let idle = (1.0 - headline::util(m)).max(0.0) * m.gpus as f64 * MONTH_H;
+            let idle = (1.0 - m.headline_utilisation()).max(0.0) * m.gpus as f64 * MONTH_H;
             let mk_h = m.makespan_s / 3600.0;
             let idle_wait = if mk_h > 0.0 { m.idle_while_waiting_gpu_hours / mk_h * MONTH_H } else { 0.0 };
             CostRow {

@@ -166,7 +166,6 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     sched.set_min_run(2 * cfg.preemption_overhead);
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
     let total_milli = cfg.cluster.total_gpus() * 1000;
-    let milli = |j: &ordo_core::Job| milli_of(j);
     // Events: (time, kind, sequence, job, run epoch), earliest first.
     type Event = (Time, Kind, u64, JobId, u32);
     let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
@@ -218,7 +217,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     happened = true;
                     events += 1;
                     sched.finish(id, t).map_err(inconsistent(t))?;
-                    busy -= milli(job);
+                    busy -= milli_of(job);
                     if let Some(r) = records[id.idx()].as_mut() {
                         r.end = t;
                         if let Some(seg) = r.segments.last_mut() {
@@ -242,7 +241,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         mem_mib: job.mem_mib.unwrap_or(0),
                     };
                     match sched.submit(req, t) {
-                        Ok(()) => add_size(&mut waiting_sizes, milli(job)),
+                        Ok(()) => add_size(&mut waiting_sizes, milli_of(job)),
                         Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
                             rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
                         }
@@ -281,8 +280,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 what: format!("preempting job {id}, which is not running"),
             })?;
             sched.preempt(id, t).map_err(inconsistent(t))?;
-            busy -= milli(job);
-            add_size(&mut waiting_sizes, milli(job));
+            busy -= milli_of(job);
+            add_size(&mut waiting_sizes, milli_of(job));
             let l = &mut live[id.idx()];
             // Work done in this run: its length less the restart overhead it began with.
             l.remaining -= (t - start - l.overhead).max(0);
@@ -296,8 +295,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         for s in plan.starts {
             let job = &w.jobs[s.job.idx()];
             let gpu_ids = sched.start(s.job, &s.alloc, t).map_err(inconsistent(t))?;
-            busy += milli(job);
-            remove_size(&mut waiting_sizes, milli(job));
+            busy += milli_of(job);
+            remove_size(&mut waiting_sizes, milli_of(job));
             let l = &mut live[s.job.idx()];
             l.epoch += 1;
             let rec = records[s.job.idx()].get_or_insert_with(|| JobRecord {
@@ -306,7 +305,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 start: t,
                 end: t,
                 gpus: job.gpus,
-                gpu_milli: job.gpu_milli.filter(|&m| job.gpus == 1 && (1..1000).contains(&m)),
+                gpu_milli: job.share_milli(),
                 preemptions: 0,
                 segments: Vec::new(),
             });
@@ -404,10 +403,7 @@ impl Interval for (Time, Time, JobId, u64, u64) {
 
 /// A job's size in thousandths of a GPU: its share if fractional, else 1000 per GPU.
 pub fn milli_of(j: &ordo_core::Job) -> u64 {
-    match j.gpu_milli {
-        Some(m) if j.gpus == 1 && (1..1000).contains(&m) => m as u64,
-        _ => j.gpus as u64 * 1000,
-    }
+    j.share_milli().map_or(j.gpus as u64 * 1000, u64::from)
 }
 
 /// Checks a run's output against the invariants in docs/ARCHITECTURE.md: every job that could

@@ -172,6 +172,12 @@ fn per_owner_mean(n: usize, records: &[JobRecord], owner: impl Fn(&JobRecord) ->
 }
 
 impl Metrics {
+    /// The utilisation headlines, reports and the tuner compare: over the arrival window, or
+    /// over the makespan when the window is empty (every job submitted at one instant).
+    pub fn headline_utilisation(&self) -> f64 {
+        self.utilization_window.unwrap_or(self.utilization_makespan)
+    }
+
     /// Computes the metrics of a finished run.
     pub fn compute(
         w: &Workload,

@@ -94,16 +94,9 @@ pub fn intended_order(
         let id = JobId(slurm_id.len() as u32);
         let start_ms = j.start.saturating_mul(1000).min(now_ms);
         let req = JobReq {
-            id,
-            submit: j.submit.saturating_mul(1000).min(start_ms),
-            gpus: j.gpus,
-            estimate: estimate(j),
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
-            priority: 0,
-            gpu_milli: None,
-            cpus: 0,
-            mem_mib: 0,
+            ..JobReq::new(id, j.submit.saturating_mul(1000).min(start_ms), j.gpus, estimate(j))
         };
         if let Err(e) = sched.submit(req, start_ms) {
             warnings.push(format!("running job {}: {e}; not counted", j.id));
@@ -160,16 +153,9 @@ pub fn intended_order(
         }
         let id = JobId(slurm_id.len() as u32);
         let req = JobReq {
-            id,
-            submit: j.submit.saturating_mul(1000),
-            gpus: j.gpus,
-            estimate: estimate(j),
             user: intern(&mut users, &j.user),
             group: intern(&mut groups, &j.account),
-            priority: 0,
-            gpu_milli: None,
-            cpus: 0,
-            mem_mib: 0,
+            ..JobReq::new(id, j.submit.saturating_mul(1000), j.gpus, estimate(j))
         };
         match sched.submit(req, now_ms) {
             Ok(()) => {

@@ -114,8 +114,8 @@ fn evaluate(
     Ok(Evaluated {
         policy: spec.to_string(),
         preemptive: spec.order.preemptive(),
+        utilisation: m.headline_utilisation(),
         estimates: m.estimates,
-        utilisation: m.utilization_window.unwrap_or(m.utilization_makespan),
         mean_jct_s: m.mean_jct_s,
         p99_wait_s: m.p99_wait_s,
         mean_wait_s: m.mean_wait_s,
