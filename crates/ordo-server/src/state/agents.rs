@@ -1,0 +1,377 @@
+//! What node agents say: registration, polls (heartbeat, reconciliation, work) and end reports;
+//! nodes that fall silent are declared down.
+
+use super::*;
+
+impl Core {
+    /// A node (re)registers: it is up from now with the GPUs it reports.
+    pub fn register(&mut self, who: &Principal, req: &RegisterRequest, now: i64) -> Result<RegisterResponse, ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("registering a node needs an agent or admin token".into()));
+        }
+        if !crate::auth::valid_name(&req.node) {
+            return Err(ApiError::BadRequest(format!("field `node`: `{}` is not a valid node name", req.node)));
+        }
+        if req.gpus == 0 || req.gpus > 1024 {
+            return Err(ApiError::BadRequest(format!("field `gpus`: {} is outside 1..=1024", req.gpus)));
+        }
+        if matches!(req.cpus, Some(c) if c == 0 || c > 65_536) {
+            return Err(ApiError::BadRequest(format!("field `cpus`: {:?} is outside 1..=65536", req.cpus)));
+        }
+        if req.mem_mib == Some(0) {
+            return Err(ApiError::BadRequest("field `mem_mib`: at least 1".into()));
+        }
+        let seq = match self.nodes.get(&req.node) {
+            Some(n) => n.seq,
+            None => self.nodes.values().map(|n| n.seq).max().unwrap_or(0) + 1,
+        };
+        let changed = self
+            .nodes
+            .get(&req.node)
+            .filter(|n| {
+                n.up && n.gpus == req.gpus
+                    && n.fake == req.fake
+                    && n.gpu_model == req.gpu_model
+                    && n.cpus == req.cpus
+                    && n.mem_mib == req.mem_mib
+                    && n.mem_limits == req.mem_limits
+            })
+            .is_none();
+        if changed {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            tx.execute(
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9)",
+                params![
+                    req.node,
+                    seq,
+                    req.gpus,
+                    req.fake as i64,
+                    req.gpu_model,
+                    now,
+                    req.cpus,
+                    req.mem_mib.map(|m| m as i64),
+                    req.mem_limits as i64
+                ],
+            )
+            .ctx("register node")?;
+            audit(
+                &tx,
+                now,
+                &format!("node:{}", req.node),
+                "node",
+                None,
+                &policy,
+                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model,
+                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits}),
+            )?;
+            tx.commit().ctx("commit registration")?;
+        }
+        self.nodes.insert(
+            req.node.clone(),
+            Node {
+                seq,
+                gpus: req.gpus,
+                fake: req.fake,
+                gpu_model: req.gpu_model.clone(),
+                up: true,
+                last_seen: now,
+                cpus: req.cpus,
+                mem_mib: req.mem_mib,
+                mem_limits: req.mem_limits,
+            },
+        );
+        if changed {
+            self.rebuild(now)?;
+        }
+        Ok(RegisterResponse { heartbeat_ms: self.cfg.heartbeat_ms, node_timeout_ms: self.cfg.node_timeout_ms })
+    }
+
+    /// A poll from an agent: heartbeat, then reconciliation of what it runs with what the
+    /// database says, then its work (jobs to start, jobs to kill).
+    pub fn poll(&mut self, who: &Principal, req: &PollRequest, now: i64) -> Result<PollResponse, ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("polling needs an agent or admin token".into()));
+        }
+        match self.nodes.get_mut(&req.node) {
+            Some(n) if n.up => n.last_seen = now,
+            _ => {
+                return Err(ApiError::Conflict(format!(
+                    "node {} is not registered or was marked down; register again",
+                    req.node
+                )))
+            }
+        }
+        let has: HashMap<JobNo, i64> = req.running.iter().map(|r| (r.job, r.started_at)).collect();
+        let mine: Vec<JobNo> =
+            self.active.values().filter(|j| j.node.as_deref() == Some(req.node.as_str())).map(|j| j.id).collect();
+        let mut confirm = Vec::new();
+        let mut lost = Vec::new();
+        let mut never_started = Vec::new();
+        let mut stopped = Vec::new();
+        for &id in &mine {
+            let j = &self.active[&id];
+            match (has.get(&id), j.state) {
+                (Some(&t), JobState::Starting) => confirm.push((id, t)),
+                (None, JobState::Running) => lost.push(id),
+                (None, JobState::Starting) if j.cancel_requested => never_started.push(id),
+                // Preempted before its process started, or its stop report is lost: it has
+                // stopped, so it goes back to the queue.
+                (None, JobState::Preempting) if !j.cancel_requested => stopped.push(id),
+                (None, JobState::Preempting) => never_started.push(id),
+                _ => {}
+            }
+        }
+        if !confirm.is_empty() {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            for &(id, t) in &confirm {
+                tx.execute("UPDATE jobs SET state='running', start=?2 WHERE id=?1", params![id as i64, t])
+                    .ctx("confirm start")?;
+                audit(
+                    &tx,
+                    now,
+                    &format!("node:{}", req.node),
+                    "running",
+                    Some(id),
+                    &policy,
+                    &json!({"started_at": t}),
+                )?;
+            }
+            tx.commit().ctx("commit confirmations")?;
+            for (id, t) in confirm {
+                if let Some(j) = self.active.get_mut(&id) {
+                    j.state = JobState::Running;
+                    j.start = Some(t);
+                }
+            }
+        }
+        if !lost.is_empty() {
+            self.requeue_jobs(
+                &lost,
+                now,
+                &format!("node:{}", req.node),
+                "the agent no longer runs it (it restarted?)",
+            )?;
+            self.rebuild(now)?;
+        }
+        if !stopped.is_empty() {
+            self.requeue(&stopped, now, "scheduler", "preempted (it was not running on its node)", true)?;
+        }
+        for id in never_started {
+            self.end_job(id, JobState::Cancelled, None, now, "cancelled before its process started".into(), &req.node)?;
+        }
+        let mut resp = PollResponse::default();
+        for r in &req.running {
+            match self.active.get(&r.job) {
+                Some(j) if j.node.as_deref() == Some(req.node.as_str()) => {
+                    if j.cancel_requested || j.state == JobState::Preempting {
+                        resp.kill.push(r.job);
+                    }
+                }
+                _ => resp.kill.push(r.job),
+            }
+        }
+        let mut starts: Vec<&JobInfo> = self
+            .active
+            .values()
+            .filter(|j| {
+                j.node.as_deref() == Some(req.node.as_str())
+                    && j.state == JobState::Starting
+                    && !j.cancel_requested
+                    && !has.contains_key(&j.id)
+            })
+            .collect();
+        starts.sort_by_key(|j| j.id);
+        resp.start = starts
+            .into_iter()
+            .map(|j| Assignment {
+                job: j.id,
+                user: j.user.clone(),
+                name: j.name.clone(),
+                command: j.command.clone(),
+                cwd: j.cwd.clone(),
+                gpu_ids: j.gpu_ids.clone(),
+                time_limit_ms: j.time_limit_ms,
+                attempt: j.attempts,
+                restarts: j.restarts,
+                cpus: j.cpus,
+                mem_mib: j.mem_mib,
+            })
+            .collect();
+        Ok(resp)
+    }
+
+    pub(super) fn end_job(
+        &mut self,
+        id: JobNo,
+        state: JobState,
+        exit_code: Option<i32>,
+        now: i64,
+        reason: String,
+        node: &str,
+    ) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.prepare_cached("UPDATE jobs SET state=?2, end_time=?3, exit_code=?4, end_reason=?5 WHERE id=?1")
+            .and_then(|mut s| s.execute(params![id as i64, state.as_str(), now, exit_code, reason]))
+            .ctx("record end")?;
+        audit(
+            &tx,
+            now,
+            &format!("node:{node}"),
+            "end",
+            Some(id),
+            &policy,
+            &json!({"state": state, "exit_code": exit_code, "why": reason}),
+        )?;
+        tx.commit().ctx("commit end")?;
+        self.active.remove(&id);
+        self.blocked.clear();
+        if self.hidden.remove(&id) {
+            // A `--no-preempt` job the scheduler did not see: give its node back whole.
+            return self.rebuild(now);
+        }
+        self.sched.finish(jid(id), now).map_err(|e| internal("finish job", e))?;
+        Ok(())
+    }
+
+    /// An agent reports that a job's process ended.
+    pub fn report(&mut self, who: &Principal, rep: &EndReport, now: i64) -> Result<(), ApiError> {
+        if who.role == Role::User {
+            return Err(ApiError::Forbidden("reporting needs an agent or admin token".into()));
+        }
+        if let Some(j) = self.pending.get(&rep.job) {
+            // Requeued because its node fell silent, but this very run ended after all (the
+            // report was held up): take its result rather than running the job again.
+            if rep.attempt != 0 && rep.attempt == j.attempts {
+                return self.end_late(rep, now);
+            }
+            return Ok(());
+        }
+        let Some(j) = self.active.get(&rep.job) else {
+            // Already ended or unknown: nothing to do (reports are retried).
+            return Ok(());
+        };
+        if rep.attempt != 0 && rep.attempt != j.attempts {
+            return Ok(());
+        }
+        if j.node.as_deref() != Some(rep.node.as_str()) {
+            return Ok(());
+        }
+        let (state, reason) = match (rep.outcome, rep.exit_code) {
+            (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
+            (Outcome::Exited, Some(c)) => (JobState::Failed, format!("exited with code {c}")),
+            (Outcome::Exited, None) => (
+                JobState::Failed,
+                format!("killed by signal {}", rep.signal.map(|s| s.to_string()).unwrap_or("?".into())),
+            ),
+            (Outcome::Timeout, _) => (JobState::Timeout, format!("killed at its time limit of {} ms", j.time_limit_ms)),
+            (Outcome::Killed, _) if j.cancel_requested => (JobState::Cancelled, "cancelled while running".to_string()),
+            (Outcome::Killed, _) if j.state == JobState::Preempting => {
+                let id = rep.job;
+                return self.requeue(&[id], now, &format!("node:{}", rep.node), "preempted; it stopped", true);
+            }
+            (Outcome::Killed, _) => (JobState::Failed, "killed by the agent".to_string()),
+            (Outcome::SpawnFailed, _) => {
+                (JobState::Failed, format!("could not start: {}", rep.message.clone().unwrap_or_default()))
+            }
+            (Outcome::OutOfMemory, _) => (
+                JobState::Failed,
+                format!("out of memory (limit {})", j.mem_mib.map(fmt_mib).unwrap_or_else(|| "?".into())),
+            ),
+            (Outcome::Refused, _) => {
+                let id = rep.job;
+                let why = format!("the agent refused it: {}", rep.message.clone().unwrap_or_default());
+                self.requeue_jobs(&[id], now, &format!("node:{}", rep.node), &why)?;
+                return self.rebuild(now);
+            }
+        };
+        self.end_job(rep.job, state, rep.exit_code, rep.ended_at.min(now).max(j.start.unwrap_or(0)), reason, &rep.node)
+    }
+
+    /// Records the end of a job that was requeued while its report was held up.
+    pub(super) fn end_late(&mut self, rep: &EndReport, now: i64) -> Result<(), ApiError> {
+        let (state, reason) = match (rep.outcome, rep.exit_code) {
+            (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0 (reported late)".to_string()),
+            (Outcome::Exited, c) => (JobState::Failed, format!("exited with {c:?} (reported late)")),
+            (Outcome::Timeout, _) => (JobState::Timeout, "killed at its time limit (reported late)".to_string()),
+            // A kill or failed start of a requeued run: the job simply runs again.
+            _ => return Ok(()),
+        };
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute(
+            "UPDATE jobs SET state=?2, start=?3, end_time=?4, exit_code=?5, end_reason=?6, node=?7 WHERE id=?1",
+            params![
+                rep.job as i64,
+                state.as_str(),
+                rep.started_at,
+                rep.ended_at.min(now),
+                rep.exit_code,
+                reason,
+                rep.node
+            ],
+        )
+        .ctx("record late end")?;
+        audit(
+            &tx,
+            now,
+            &format!("node:{}", rep.node),
+            "end",
+            Some(rep.job),
+            &policy,
+            &json!({"state": state, "exit_code": rep.exit_code, "why": reason}),
+        )?;
+        tx.commit().ctx("commit late end")?;
+        let j = self.pending.remove(&rep.job).expect("checked by caller");
+        if let Some(c) = self.pending_per_user.get_mut(&j.user) {
+            *c = c.saturating_sub(1);
+        }
+        self.last_reason.remove(&rep.job);
+        if !self.held.remove(&rep.job) {
+            self.rebuild(now)?;
+        }
+        Ok(())
+    }
+
+    /// Marks nodes silent for longer than the time-out as down and requeues (or fails) their jobs.
+    pub fn check_nodes(&mut self, now: i64) -> Result<(), ApiError> {
+        let late: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.up && now - n.last_seen > self.cfg.node_timeout_ms as i64)
+            .map(|(k, _)| k.clone())
+            .collect();
+        if late.is_empty() {
+            return Ok(());
+        }
+        for name in &late {
+            let policy = self.policy.to_string();
+            let tx = self.conn.transaction().ctx("begin")?;
+            tx.execute(
+                "UPDATE nodes SET state='down', last_seen=?2 WHERE name=?1",
+                params![name, self.nodes[name].last_seen],
+            )
+            .ctx("mark node down")?;
+            audit(
+                &tx,
+                now,
+                "scheduler",
+                "node",
+                None,
+                &policy,
+                &json!({"event": "down", "node": name, "silent_ms": now - self.nodes[name].last_seen}),
+            )?;
+            tx.commit().ctx("commit node down")?;
+            if let Some(n) = self.nodes.get_mut(name) {
+                n.up = false;
+            }
+            let jobs: Vec<JobNo> =
+                self.active.values().filter(|j| j.node.as_deref() == Some(name.as_str())).map(|j| j.id).collect();
+            self.requeue_jobs(&jobs, now, "scheduler", &format!("node {name} stopped sending heartbeats"))?;
+        }
+        self.rebuild(now)
+    }
+}

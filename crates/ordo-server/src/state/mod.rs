@@ -1,0 +1,593 @@
+//! The server's state machine: the database, the `ordo-core` scheduler over the nodes that are
+//! up, and every state change (submit, start, end, cancel, node up/down, policy) as one transaction.
+
+use crate::api::*;
+use crate::auth::{Principal, Role};
+use crate::config::{check_policy, ServerConfig};
+use crate::db::{self, audit, ids_text, Ctx, DbError};
+use ordo_core::scheduler::{CommitError, JobReq};
+use ordo_core::{Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use rusqlite::{params, Connection};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// An API error: the HTTP status it maps to and a message for people.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: malformed or invalid request.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 401: no valid token.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: valid token, not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: unknown job or node.
+    #[error("{0}")]
+    NotFound(String),
+    /// 409: conflicts with the current state.
+    #[error("{0}")]
+    Conflict(String),
+    /// 422: can never be satisfied (e.g. more GPUs than any node).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 500: the database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A known node.
+#[derive(Debug, Clone)]
+struct Node {
+    seq: i64,
+    gpus: u32,
+    fake: bool,
+    gpu_model: Option<String>,
+    up: bool,
+    last_seen: i64,
+    cpus: Option<u32>,
+    mem_mib: Option<u64>,
+    mem_limits: bool,
+}
+
+/// All the server's state; one lock guards it.
+#[derive(Debug)]
+pub struct Core {
+    conn: Connection,
+    cfg: ServerConfig,
+    policy: PolicySpec,
+    sched: Scheduler,
+    nodes: BTreeMap<String, Node>,
+    /// Scheduler node index -> node name (the nodes that were up at the last rebuild).
+    sched_nodes: Vec<String>,
+    /// Scheduler node index -> scheduler GPU index -> physical GPU index.
+    phys: Vec<Vec<u32>>,
+    /// Pending jobs no node that is up can hold (kept out of the scheduler until one can).
+    held: BTreeSet<JobNo>,
+    pending: HashMap<JobNo, JobInfo>,
+    active: HashMap<JobNo, JobInfo>,
+    /// Each waiting job's last audited reason, as (kind, blocking job): a `skip` record is
+    /// written when it changes, not when only free counts or reservation times move.
+    last_reason: HashMap<JobNo, (u8, u32)>,
+    pending_per_user: HashMap<String, usize>,
+    node_notify: HashMap<String, Arc<Notify>>,
+    /// Nodes that have new work since the caller last took this list.
+    to_wake: BTreeSet<String>,
+    /// When the last explained pass ran.
+    last_explain: i64,
+    /// Running `--no-preempt` jobs under a preemptive policy: kept out of the scheduler, whose
+    /// nodes are shrunk by their GPUs, so the policy can never choose to preempt them.
+    hidden: BTreeSet<JobNo>,
+    /// Waiting jobs the policy chose to start but the server could not yet: their GPUs are
+    /// still being freed by a preempted job, or the node lacks the CPUs or memory they ask.
+    blocked: HashMap<JobNo, String>,
+}
+
+fn jid(id: JobNo) -> JobId {
+    JobId(id as u32)
+}
+
+/// The scheduler's request for a job: its GPUs, CPUs and memory, the given estimate and its
+/// stored priority. This is the one place that turns a job into what `ordo-core` sees; with the
+/// nodes' CPUs and memory in the core's cluster (see `Core::cluster_spec`), the core places a
+/// job only on a node that has the GPUs, CPUs and memory it asks for.
+fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
+    let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
+    r.priority = j.priority;
+    r.cpus = j.cpus.unwrap_or(0);
+    r.mem_mib = j.mem_mib.unwrap_or(0);
+    // Policies that share between users (fair, priority, rr, qssf) compare user indices only
+    // for equality; a stable hash of the name serves as one (the server has no groups: a
+    // user is their own group).
+    r.user = user_index(&j.user);
+    r.group = r.user;
+    r
+}
+
+/// FNV-1a of a user name: the same index for the same name across restarts.
+fn user_index(name: &str) -> u32 {
+    name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+}
+
+/// What a job asks for, for people: `2 GPUs`, `1 GPU, 8 CPUs and 16G of memory`.
+fn ask_text(gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> String {
+    let mut parts = vec![format!("{gpus} GPU{}", if gpus == 1 { "" } else { "s" })];
+    if let Some(c) = cpus {
+        parts.push(format!("{c} CPUs"));
+    }
+    if let Some(m) = mem_mib {
+        parts.push(format!("{} of memory", fmt_mib(m)));
+    }
+    match parts.len() {
+        1 => parts.remove(0),
+        _ => {
+            let last = parts.pop().unwrap_or_default();
+            format!("{} and {last}", parts.join(", "))
+        }
+    }
+}
+
+/// Whether an empty `n` holds all that `j` asks for (a node that does not report CPUs or
+/// memory does not limit them).
+fn node_holds(n: &Node, j: &JobInfo) -> bool {
+    node_holds_ask(n, j.gpus, j.cpus, j.mem_mib)
+}
+
+/// Whether an empty `n` holds `gpus` GPUs with the CPUs and memory asked.
+fn node_holds_ask(n: &Node, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> bool {
+    n.gpus >= gpus
+        && !matches!((cpus, n.cpus), (Some(w), Some(h)) if w > h)
+        && !matches!((mem_mib, n.mem_mib), (Some(w), Some(h)) if w > h)
+}
+
+/// What placement must find for a job (the demand of its `job_req`).
+fn demand(j: &JobInfo) -> Demand {
+    Demand::new(j.gpus, None, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0))
+}
+
+/// A running job's allocation on `cap`: `j.gpus` GPUs on scheduler node `n`. On a detailed
+/// capacity (nodes that report CPUs or memory) it carries the detail `Scheduler::start` needs:
+/// the node's lowest free GPUs and the job's CPUs and memory there; count-only otherwise (and
+/// where the node lacks them, so that the start is refused and the job treated as a conflict).
+fn alloc_on(cap: &Capacity, n: u32, j: &JobInfo) -> Allocation {
+    let alloc = Allocation { parts: vec![(n, j.gpus)], detail: None };
+    if cap.is_detailed() {
+        cap.complete(&alloc, demand(j)).unwrap_or(alloc)
+    } else {
+        alloc
+    }
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::Db(DbError { what: format!("{what}: {e}"), source: rusqlite::Error::InvalidQuery })
+}
+
+/// What a reason says, without the numbers that move on every pass (free GPUs, times).
+fn reason_key(r: &Reason) -> (u8, u32) {
+    match r {
+        Reason::Resources { .. } => (0, 0),
+        Reason::Priority { behind } => (1, behind.0),
+        Reason::Reserved { for_job, .. } => (2, for_job.0),
+        Reason::Reservation { .. } => (3, 0),
+        _ => (4, 0),
+    }
+}
+
+/// `512M`, `16G`: a size in MiB for people.
+pub fn fmt_mib(m: u64) -> String {
+    if m >= 1024 && m.is_multiple_of(1024) {
+        format!("{}G", m / 1024)
+    } else {
+        format!("{m}M")
+    }
+}
+
+/// `+5m`, `+2h10m`: a relative time for people.
+pub fn fmt_rel(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+mod agents;
+mod jobs;
+mod pass;
+mod submit;
+mod views;
+
+impl Core {
+    /// Opens the state from the database (creating it), rebuilding the scheduler: running jobs
+    /// are committed on their recorded GPUs, waiting jobs resubmitted in submit order. Nodes get
+    /// one time-out from now to reconnect.
+    pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
+        let conn = db::open(&cfg.db)?;
+        let stored = db::meta_get(&conn, "policy")?;
+        let policy = match (&stored, cfg.policy_given) {
+            (Some(p), false) => p
+                .parse::<PolicySpec>()
+                .map_err(|e| ApiError::BadRequest(format!("policy stored in {}: {e}", cfg.db.display())))?,
+            _ => cfg.policy.clone(),
+        };
+        check_policy(&policy).map_err(ApiError::BadRequest)?;
+        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![policy.to_string()])
+            .ctx("store policy")?;
+        let sched = Scheduler::new(&ClusterSpec { nodes: vec![] }, Placement::Consolidated, policy.clone());
+        let mut core = Core {
+            conn,
+            cfg,
+            policy,
+            sched,
+            nodes: BTreeMap::new(),
+            sched_nodes: vec![],
+            phys: vec![],
+            held: BTreeSet::new(),
+            pending: HashMap::new(),
+            active: HashMap::new(),
+            last_reason: HashMap::new(),
+            pending_per_user: HashMap::new(),
+            node_notify: HashMap::new(),
+            to_wake: BTreeSet::new(),
+            last_explain: i64::MIN / 2,
+            hidden: BTreeSet::new(),
+            blocked: HashMap::new(),
+        };
+        core.load(now)?;
+        Ok(core)
+    }
+
+    fn load(&mut self, now: i64) -> Result<(), ApiError> {
+        self.nodes.clear();
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits FROM nodes ORDER BY seq",
+            )
+            .ctx("load nodes")?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    Node {
+                        seq: r.get(1)?,
+                        gpus: r.get(2)?,
+                        fake: r.get::<_, i64>(3)? != 0,
+                        gpu_model: r.get(4)?,
+                        up: r.get::<_, String>(5)? == "up",
+                        last_seen: now,
+                        cpus: r.get(6)?,
+                        mem_mib: r.get::<_, Option<i64>>(7)?.map(|m| m as u64),
+                        mem_limits: r.get::<_, i64>(8)? != 0,
+                    },
+                ))
+            })
+            .ctx("load nodes")?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("load nodes")?;
+        drop(st);
+        self.nodes = rows.into_iter().collect();
+        self.pending.clear();
+        self.active.clear();
+        self.pending_per_user.clear();
+        for j in db::load_jobs_in(&self.conn, &[JobState::Pending])? {
+            *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
+            self.pending.insert(j.id, j);
+        }
+        for j in db::load_jobs_in(&self.conn, &[JobState::Starting, JobState::Running, JobState::Preempting])? {
+            self.active.insert(j.id, j);
+        }
+        // Active jobs on nodes that are down or unknown (should not happen: a node goes down in
+        // the same transaction that requeues its jobs) go back to the queue.
+        let stray: Vec<JobNo> = self
+            .active
+            .values()
+            .filter(|j| !matches!(j.node.as_ref().and_then(|n| self.nodes.get(n)), Some(n) if n.up))
+            .map(|j| j.id)
+            .collect();
+        if !stray.is_empty() {
+            self.requeue_jobs(&stray, now, "scheduler", "its node is not up")?;
+        }
+        self.rebuild(now)
+    }
+
+    /// Whether a running job is kept out of the scheduler (see `Core::hidden`).
+    fn hides(&self, j: &JobInfo) -> bool {
+        j.no_preempt && self.policy.order.preemptive()
+    }
+
+    /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
+    /// CPUs and memory, each less the GPUs, CPUs and memory of its hidden (`--no-preempt`) jobs.
+    /// The one place that builds the core's `ClusterSpec` from registered nodes. A node that
+    /// reports CPUs or memory makes the core's capacity detailed: it then places every job by
+    /// GPUs, CPUs and memory together (see `job_req`).
+    fn cluster_spec(&self, up: &[(&String, &Node)]) -> ClusterSpec {
+        ClusterSpec {
+            nodes: up
+                .iter()
+                .map(|(name, n)| {
+                    let (mut gpus, mut cpus, mut mem) = (0u32, 0u32, 0u64);
+                    for j in self.active.values() {
+                        if self.hides(j) && j.node.as_deref() == Some(name.as_str()) {
+                            gpus += j.gpus;
+                            cpus += j.cpus.unwrap_or(0);
+                            mem += j.mem_mib.unwrap_or(0);
+                        }
+                    }
+                    NodeSpec {
+                        name: (*name).clone(),
+                        gpus: n.gpus.saturating_sub(gpus),
+                        cpus: n.cpus.map(|c| c.saturating_sub(cpus)),
+                        mem_mib: n.mem_mib.map(|m| m.saturating_sub(mem)),
+                        gpu_model: n.gpu_model.clone(),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Rebuilds the scheduler over the nodes that are up: jobs preempted earlier first (their
+    /// attained service replayed, see below), then running jobs (on their GPUs), then waiting
+    /// jobs in submit order.
+    fn rebuild(&mut self, now: i64) -> Result<(), ApiError> {
+        let up: Vec<(&String, &Node)> = {
+            let mut v: Vec<_> = self.nodes.iter().filter(|(_, n)| n.up).collect();
+            v.sort_by_key(|(_, n)| n.seq);
+            v
+        };
+        let spec = self.cluster_spec(&up);
+        let preemptive = self.policy.order.preemptive();
+        let max_up = spec.max_node_gpus();
+        let index: HashMap<String, u32> = up.iter().enumerate().map(|(i, (n, _))| ((*n).clone(), i as u32)).collect();
+        let node_gpus: Vec<u32> = spec.nodes.iter().map(|n| n.gpus).collect();
+        let phys_gpus: Vec<u32> = up.iter().map(|(_, n)| n.gpus).collect();
+        self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
+        let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
+        sched.set_min_run(self.cfg.min_run_ms);
+        let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
+        let mut used: Vec<Vec<bool>> = phys_gpus.iter().map(|&g| vec![false; g as usize]).collect();
+        let mut conflicts = Vec::new();
+        // Preemptive policies rank by attained service, which the core keeps per job: a job
+        // preempted earlier gets it back by replaying its history through the public API
+        // (submitted and started `executed` ago, preempted now), on an empty cluster.
+        let mut replayed = BTreeSet::new();
+        if preemptive {
+            let mut back: Vec<&JobInfo> =
+                self.pending.values().filter(|j| j.executed_ms > 0 && j.held_by.is_none()).collect();
+            back.sort_by_key(|j| (j.submit, j.id));
+            for j in back {
+                let t0 = now - j.executed_ms;
+                if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_err() {
+                    continue;
+                }
+                // Placed by all it asks (GPUs, CPUs, memory), as the core would place it.
+                let alloc = sched.capacity().place_for(demand(j));
+                let ok = alloc.is_some_and(|a| sched.start(jid(j.id), &a, t0).is_ok())
+                    && sched.preempt(jid(j.id), now).is_ok();
+                if !ok {
+                    return Err(internal("replay a preempted job's service", format!("job {}", j.id)));
+                }
+                replayed.insert(j.id);
+            }
+        }
+        let mut hidden = BTreeSet::new();
+        let mut act: Vec<&JobInfo> = self.active.values().collect();
+        act.sort_by_key(|j| (j.start.unwrap_or(0), j.id));
+        for j in act {
+            let Some(&n) = j.node.as_ref().and_then(|n| index.get(n)) else {
+                conflicts.push(j.id);
+                continue;
+            };
+            let ok = j.gpu_ids.len() == j.gpus as usize
+                && j.gpu_ids.iter().all(|&p| (p as usize) < used[n as usize].len() && !used[n as usize][p as usize]);
+            if !ok {
+                conflicts.push(j.id);
+                continue;
+            }
+            if self.hides(j) {
+                for &p in &j.gpu_ids {
+                    used[n as usize][p as usize] = true;
+                }
+                hidden.insert(j.id);
+                continue;
+            }
+            // Its GPUs on its node, with its CPUs and memory there where the capacity is detailed.
+            let alloc = alloc_on(sched.capacity(), n, j);
+            let committed = if preemptive {
+                // At its real start (and, when it ran before, after its earlier service), so
+                // attained service and the `min_run` protection count from the right time.
+                let s = j.start.unwrap_or(now).min(now);
+                let t0 = s - j.executed_ms;
+                let before = sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
+                    && (j.executed_ms == 0
+                        || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
+                if before {
+                    sched.start(jid(j.id), &alloc, s)
+                } else {
+                    Err(CommitError::NotWaiting(jid(j.id)))
+                }
+            } else {
+                let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
+                match sched.submit(job_req(j, j.id, j.submit, left), now) {
+                    Ok(()) => sched.start(jid(j.id), &alloc, now),
+                    Err(_) => Err(CommitError::NotWaiting(jid(j.id))),
+                }
+            }
+            .map(|ids| {
+                let mut phys = j.gpu_ids.clone();
+                phys.sort_unstable();
+                for (s, p) in ids[0].1.iter().zip(phys) {
+                    pairs[n as usize][*s as usize] = Some(p);
+                    used[n as usize][p as usize] = true;
+                }
+            })
+            .is_ok();
+            if !committed {
+                conflicts.push(j.id);
+            }
+        }
+        self.phys = pairs
+            .into_iter()
+            .zip(used)
+            .map(|(p, u)| {
+                let mut free = u.iter().enumerate().filter(|(_, &b)| !b).map(|(i, _)| i as u32);
+                p.into_iter().map(|x| x.unwrap_or_else(|| free.next().expect("as many free as unmapped"))).collect()
+            })
+            .collect();
+        self.held.clear();
+        self.hidden = hidden;
+        let mut pend: Vec<&JobInfo> = self.pending.values().filter(|j| !replayed.contains(&j.id)).collect();
+        pend.sort_by_key(|j| (j.submit, j.id));
+        // Jobs held by a user stay out of the scheduler (they neither start nor block others).
+        for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
+            if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), now).is_err() {
+                self.held.insert(j.id);
+            }
+        }
+        self.sched = sched;
+        self.last_reason.retain(|k, _| self.pending.contains_key(k));
+        self.blocked.retain(|k, _| self.pending.contains_key(k));
+        if !conflicts.is_empty() {
+            // A job recorded on GPUs that no longer exist or are taken twice: run it again.
+            self.requeue_jobs(&conflicts, now, "scheduler", "its recorded GPUs are no longer available")?;
+            return self.rebuild(now);
+        }
+        Ok(())
+    }
+
+    /// Puts active jobs back in the queue (or fails them, per job option) in one transaction.
+    /// A job that ran keeps the run time as attained service (`executed_ms`) and counts a
+    /// restart. With `preempted`, the scheduler takes the job back through its `preempt` (its
+    /// progress kept, no rebuild needed); otherwise the caller rebuilds the scheduler.
+    fn requeue_jobs(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str) -> Result<(), ApiError> {
+        self.requeue(ids, now, actor, why, false)
+    }
+
+    fn requeue(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str, preempted: bool) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        let mut moves = Vec::new();
+        for &id in ids {
+            let Some(j) = self.active.get(&id) else { continue };
+            let ran = match j.state {
+                JobState::Running | JobState::Preempting => {
+                    (now - self.sched.running_start(jid(id)).or(j.start).unwrap_or(now)).max(0)
+                }
+                _ => 0,
+            };
+            let fail = !preempted && (j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested);
+            let (state, reason) = if j.cancel_requested {
+                (JobState::Cancelled, format!("cancelled; {why}"))
+            } else if fail {
+                (JobState::Failed, format!("node failure: {why}"))
+            } else {
+                (JobState::Pending, String::new())
+            };
+            if state == JobState::Pending {
+                tx.execute(
+                    "UPDATE jobs SET state='pending', node=NULL, gpu_ids=NULL, start=NULL, restarts=restarts+1,
+                     executed_ms=executed_ms+?2 WHERE id=?1",
+                    params![id as i64, ran],
+                )
+                .ctx("requeue job")?;
+                audit(
+                    &tx,
+                    now,
+                    actor,
+                    "requeue",
+                    Some(id),
+                    &policy,
+                    &json!({"why": why, "node": j.node, "ran_ms": ran, "restarts": j.restarts + 1}),
+                )?;
+            } else {
+                tx.execute(
+                    "UPDATE jobs SET state=?2, end_time=?3, end_reason=?4 WHERE id=?1",
+                    params![id as i64, state.as_str(), now, reason],
+                )
+                .ctx("end job")?;
+                audit(&tx, now, actor, "end", Some(id), &policy, &json!({"state": state, "why": reason}))?;
+            }
+            moves.push((id, state, reason, ran));
+        }
+        tx.commit().ctx("commit requeue")?;
+        // GPUs, CPUs or memory were freed: blocked jobs are looked at again in the next pass.
+        self.blocked.clear();
+        for (id, state, reason, ran) in moves {
+            let Some(mut j) = self.active.remove(&id) else { continue };
+            if preempted && state == JobState::Pending && self.sched.preempt(jid(id), now).is_ok() {
+                // Back in the scheduler's queue with its progress.
+            } else {
+                let _ = self.sched.finish(jid(id), now);
+                if preempted {
+                    // The policy changed to a non-preemptive one meanwhile: resubmit.
+                    let _ = self.sched.submit(job_req(&j, id, j.submit, j.time_limit_ms), now);
+                }
+            }
+            j.state = state;
+            if state == JobState::Pending {
+                j.node = None;
+                j.gpu_ids.clear();
+                j.start = None;
+                j.restarts += 1;
+                j.executed_ms += ran;
+                *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
+                self.pending.insert(id, j);
+            } else {
+                j.end = Some(now);
+                j.end_reason = Some(reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &PolicySpec {
+        &self.policy
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    /// The database connection (for token checks).
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The wake-up signal of a node's long poll.
+    pub fn node_notify(&mut self, node: &str) -> Arc<Notify> {
+        self.node_notify.entry(node.to_string()).or_default().clone()
+    }
+
+    /// Nodes with new work since the last call.
+    pub fn take_wakes(&mut self) -> Vec<Arc<Notify>> {
+        let names: Vec<String> = std::mem::take(&mut self.to_wake).into_iter().collect();
+        names.iter().map(|n| self.node_notify(n)).collect()
+    }
+
+    /// Changes the policy (admins only); recorded with who did it.
+    pub fn set_policy(&mut self, who: &Principal, name: &str, now: i64) -> Result<String, ApiError> {
+        if who.role != Role::Admin {
+            return Err(ApiError::Forbidden("only admins may change the policy".into()));
+        }
+        let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
+        check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
+        let old = self.policy.to_string();
+        let tx = self.conn.transaction().ctx("begin")?;
+        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![p.to_string()])
+            .ctx("store policy")?;
+        audit(&tx, now, &who.user, "policy", None, &p.to_string(), &json!({"from": old, "to": p.to_string()}))?;
+        tx.commit().ctx("commit policy")?;
+        self.policy = p;
+        self.last_reason.clear();
+        self.rebuild(now)?;
+        Ok(self.policy.to_string())
+    }
+}

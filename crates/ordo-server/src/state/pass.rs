@@ -1,0 +1,289 @@
+//! The scheduling pass: the policy's plan committed (starts, preemptions, changed reasons), with
+//! the safety net that checks CPUs and memory on each node.
+
+use super::*;
+
+impl Core {
+    /// One scheduling pass: asks the policy what to start and, under preemptive policies, what
+    /// to stop; commits both (one transaction, with audit records of every start, preemption
+    /// and changed skip reason). A preempted job is marked `preempting` and its agent told to
+    /// stop it; its GPUs go to others only once it has stopped (see [`Core::report`]).
+    /// Returns when the policy wants to be asked again even if nothing happens.
+    pub fn pass(&mut self, now: i64) -> Result<Option<i64>, ApiError> {
+        if self.sched.waiting_len() == 0 {
+            return Ok(None);
+        }
+        self.sched.advance(now);
+        // The fast plan decides; the explained one (same starts, plus every waiting job's
+        // reason, for the audit log) runs when something starts, and otherwise at most every
+        // 200 ms, so a long queue does not slow every submission down.
+        let fast = self.sched.schedule(now, false);
+        let new_preempt = fast.preempt.iter().any(|j| self.preemptable(j.0 as JobNo));
+        // Jobs already known to be blocked (CPUs, memory, GPUs being freed) are re-examined at
+        // the throttled rate, not on every change.
+        let fresh_starts = fast.starts.iter().any(|s| !self.blocked.contains_key(&(s.job.0 as JobNo)));
+        if !fresh_starts && !new_preempt && now - self.last_explain < 200 {
+            return Ok(fast.wake_at.map(|w| w.min(self.last_explain + 200)).or(Some(self.last_explain + 200)));
+        }
+        self.last_explain = now;
+        let plan = self.sched.schedule(now, true);
+        let preempts: Vec<JobNo> = plan.preempt.iter().map(|j| j.0 as JobNo).filter(|&j| self.preemptable(j)).collect();
+        let changed: Vec<&(JobId, Reason)> = plan
+            .waiting
+            .iter()
+            .filter(|(j, r)| self.last_reason.get(&(j.0 as JobNo)) != Some(&reason_key(r)))
+            .collect();
+        if plan.starts.is_empty() && changed.is_empty() && preempts.is_empty() {
+            return Ok(plan.wake_at);
+        }
+        let policy = self.policy.to_string();
+        let head = plan.waiting.first().map(|(j, _)| *j);
+        let pos: HashMap<JobId, usize> = if plan.starts.is_empty() {
+            HashMap::new()
+        } else {
+            self.sched.waiting_ids_in_order().enumerate().map(|(i, j)| (j, i)).collect()
+        };
+        let head_pos = head.and_then(|h| pos.get(&h).copied());
+        // Who each preemption is for: the first planned start on the preempted job's node.
+        let mut preempt_rec = Vec::new();
+        for &p in &preempts {
+            let node = self.active[&p].node.clone();
+            let for_job = plan
+                .starts
+                .iter()
+                .find(|s| s.alloc.parts.iter().any(|(n, _)| self.sched_nodes.get(*n as usize) == node.as_ref()))
+                .or(plan.starts.first())
+                .map(|s| s.job.0 as JobNo);
+            let why = self.preempt_reason(p, for_job, now);
+            preempt_rec.push((p, for_job, why));
+        }
+        let mut started = Vec::new();
+        let mut blocked = HashMap::new();
+        let mut used = self.node_use();
+        for s in &plan.starts {
+            let id = s.job.0 as JobNo;
+            let Some(j) = self.pending.get(&id) else { continue };
+            let (n, _) = s.alloc.parts[0];
+            let name = self.sched_nodes[n as usize].clone();
+            // A safety net: the core placed the job by its CPUs and memory too, so this should
+            // never find the node short; if it does, the start waits rather than overcommits.
+            if let Some(why) = self.lacks(&name, j, &used) {
+                eprintln!(
+                    "ordo server: debug: job {id} placed by the core on {name}, which the server finds short: {why}"
+                );
+                blocked.insert(id, why);
+                continue;
+            }
+            let ids = match self.sched.start(s.job, &s.alloc, now) {
+                Ok(ids) => ids,
+                Err(CommitError::BadAllocation(_)) => {
+                    // Planned on GPUs (or CPUs, memory) a preempted job still holds: it starts once
+                    // those are free.
+                    let on: Vec<String> = self
+                        .active
+                        .values()
+                        .filter(|a| a.state == JobState::Preempting && a.node.as_deref() == Some(name.as_str()))
+                        .map(|a| a.id.to_string())
+                        .collect();
+                    blocked.insert(
+                        id,
+                        format!(
+                            "its GPUs, CPUs or memory on {name} are being freed: job {} is being preempted",
+                            on.join(", ")
+                        ),
+                    );
+                    continue;
+                }
+                Err(e) => return Err(internal("commit a planned start", e)),
+            };
+            let e = used.entry(name.clone()).or_default();
+            e.0 += j.cpus.unwrap_or(0);
+            e.1 += j.mem_mib.unwrap_or(0);
+            let (n, sids) = &ids[0];
+            let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
+            phys.sort_unstable();
+            let backfill = matches!((pos.get(&s.job), head_pos), (Some(p), Some(h)) if *p > h);
+            started.push((id, name, phys, backfill));
+        }
+        // Jobs chosen but not started get a `skip` record when their reason is new.
+        let newly_blocked: Vec<(JobNo, String)> = blocked
+            .iter()
+            .filter(|(id, _)| self.last_reason.get(id) != Some(&(5, 0)))
+            .map(|(id, why)| (*id, why.clone()))
+            .collect();
+        if started.is_empty() && changed.is_empty() && preempt_rec.is_empty() && newly_blocked.is_empty() {
+            self.blocked = blocked;
+            return Ok(plan.wake_at.map_or(Some(now + 200), |w| Some(w.min(now + 200))));
+        }
+        let changed_shown: Vec<(JobNo, serde_json::Value)> = changed
+            .iter()
+            .map(|(j, r)| (j.0 as JobNo, serde_json::to_value(self.shown(r)).unwrap_or_default()))
+            .collect();
+        let res = (|| -> Result<(), DbError> {
+            let tx = self.conn.transaction().ctx("begin")?;
+            for (id, why) in &newly_blocked {
+                audit(
+                    &tx,
+                    now,
+                    "scheduler",
+                    "skip",
+                    Some(*id),
+                    &policy,
+                    &json!({"reason": "node_resources", "why": why}),
+                )?;
+            }
+            for (id, for_job, why) in &preempt_rec {
+                tx.prepare_cached("UPDATE jobs SET state='preempting' WHERE id=?1")
+                    .and_then(|mut s| s.execute(params![*id as i64]))
+                    .ctx("record preemption")?;
+                let text = match for_job {
+                    Some(k) => format!("preempted {id} for {k}: policy {policy}, {why}"),
+                    None => format!("preempted {id}: policy {policy}, {why}"),
+                };
+                audit(&tx, now, "scheduler", "preempt", Some(*id), &policy, &json!({"for": for_job, "why": text}))?;
+            }
+            for (id, node, phys, backfill) in &started {
+                tx.prepare_cached(
+                    "UPDATE jobs SET state='starting', start=?2, node=?3, gpu_ids=?4, attempts=attempts+1 WHERE id=?1",
+                )
+                .and_then(|mut s| s.execute(params![*id as i64, now, node, ids_text(phys)]))
+                .ctx("record start")?;
+                let mut d = json!({"node": node, "gpu_ids": phys});
+                if *backfill {
+                    d["backfill"] = json!({"ahead_of": head.map(|h| h.0)});
+                }
+                audit(&tx, now, "scheduler", "start", Some(*id), &policy, &d)?;
+            }
+            for (j, r) in &changed_shown {
+                audit(&tx, now, "scheduler", "skip", Some(*j), &policy, r)?;
+            }
+            tx.commit().ctx("commit starts")
+        })();
+        if let Err(e) = res {
+            // Memory ran ahead of the database: rebuild from what is committed.
+            self.load(now)?;
+            return Err(e.into());
+        }
+        for (j, r) in changed.into_iter().cloned() {
+            self.last_reason.insert(j.0 as JobNo, reason_key(&r));
+        }
+        for (id, _) in newly_blocked {
+            self.last_reason.insert(id, (5, 0));
+        }
+        for (id, _, _) in preempt_rec {
+            if let Some(j) = self.active.get_mut(&id) {
+                j.state = JobState::Preempting;
+                if let Some(n) = j.node.clone() {
+                    self.to_wake.insert(n);
+                }
+            }
+        }
+        self.blocked = blocked;
+        let mut hide = false;
+        for (id, node, phys, _) in started {
+            self.last_reason.remove(&id);
+            if let Some(mut j) = self.pending.remove(&id) {
+                if let Some(c) = self.pending_per_user.get_mut(&j.user) {
+                    *c = c.saturating_sub(1);
+                }
+                j.state = JobState::Starting;
+                j.start = Some(now);
+                j.node = Some(node.clone());
+                j.gpu_ids = phys;
+                j.attempts += 1;
+                hide |= self.hides(&j);
+                self.active.insert(id, j);
+            }
+            self.to_wake.insert(node);
+        }
+        if hide {
+            // A `--no-preempt` job started: take it (and its GPUs) out of the policy's reach.
+            self.rebuild(now)?;
+        }
+        // While a preempted job stops, ask again soon (its end report also wakes the loop).
+        let soon = (!self.blocked.is_empty()).then_some(now + 200);
+        Ok(match (plan.wake_at, soon) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
+    }
+
+    /// Whether the policy may now preempt this job: it runs (not already stopping, not being
+    /// cancelled) and is not `--no-preempt` (those are hidden from the scheduler anyway).
+    pub(super) fn preemptable(&self, id: JobNo) -> bool {
+        self.active.get(&id).is_some_and(|j| {
+            matches!(j.state, JobState::Running | JobState::Starting) && !j.cancel_requested && !j.no_preempt
+        })
+    }
+
+    /// Why the policy preempts `id` (for `for_job`), in words, for the audit log.
+    pub(super) fn preempt_reason(&self, id: JobNo, for_job: Option<JobNo>, now: i64) -> String {
+        let attained = |k: JobNo| -> i64 {
+            let p = self.sched.progress(jid(k)).unwrap_or_default();
+            let run = self.sched.running_start(jid(k)).map_or(0, |s| now - s);
+            let g = self.active.get(&k).or_else(|| self.pending.get(&k)).map_or(0, |j| j.gpus as i64);
+            p.attained + g * run
+        };
+        let secs = |ms: i64| format!("{:.1}", ms as f64 / 1000.0);
+        let ran = self.sched.running_start(jid(id)).map_or(0, |s| now - s);
+        let other = for_job.map(|k| format!("job {k}")).unwrap_or_else(|| "a waiting job".into());
+        let base = match &self.policy.order {
+            ordo_core::policy::Order::Las(_) => format!(
+                "least attained service: job {id} has {} GPU-s, {other} has {} GPU-s",
+                secs(attained(id)),
+                for_job.map_or("less".into(), |k| secs(attained(k)))
+            ),
+            ordo_core::policy::Order::Rr { quantum: Some(q) } => {
+                format!("round robin: job {id} used its quantum of {} while {other} waits", fmt_rel(*q))
+            }
+            ordo_core::policy::Order::Srtf => {
+                format!("shortest remaining time: {other} has less time left (by time limits) than job {id}")
+            }
+            ordo_core::policy::Order::Gittins(_) => {
+                format!("{other} has a higher Gittins index than job {id} ({} GPU-s attained)", secs(attained(id)))
+            }
+            _ => format!("{other} ranks ahead of job {id}"),
+        };
+        format!("{base}; job {id} ran {}s this time (min_run {})", secs(ran), fmt_rel(self.cfg.min_run_ms))
+    }
+
+    /// CPUs and memory asked by the active jobs of each node.
+    pub(super) fn node_use(&self) -> HashMap<String, (u32, u64)> {
+        let mut m: HashMap<String, (u32, u64)> = HashMap::new();
+        for j in self.active.values() {
+            if let Some(n) = &j.node {
+                let e = m.entry(n.clone()).or_default();
+                e.0 += j.cpus.unwrap_or(0);
+                e.1 += j.mem_mib.unwrap_or(0);
+            }
+        }
+        m
+    }
+
+    /// Why a job the core placed on `node` cannot start there now: the CPUs or memory it asks
+    /// for are taken by the node's active jobs. The core places by CPUs and memory as well (see
+    /// `job_req`), so this is a safety net that should never find a node short.
+    pub(super) fn lacks(&self, node: &str, j: &JobInfo, used: &HashMap<String, (u32, u64)>) -> Option<String> {
+        let n = self.nodes.get(node)?;
+        let (uc, um) = used.get(node).copied().unwrap_or_default();
+        if let (Some(want), Some(have)) = (j.cpus, n.cpus) {
+            if uc + want > have {
+                return Some(format!(
+                    "{node} has the GPUs but not the CPUs: it needs {want} cores, {} of {have} are free there",
+                    have.saturating_sub(uc)
+                ));
+            }
+        }
+        if let (Some(want), Some(have)) = (j.mem_mib, n.mem_mib) {
+            if um + want > have {
+                return Some(format!(
+                    "{node} has the GPUs but not the memory: it needs {}, {} of {} are free there",
+                    fmt_mib(want),
+                    fmt_mib(have.saturating_sub(um)),
+                    fmt_mib(have)
+                ));
+            }
+        }
+        None
+    }
+}

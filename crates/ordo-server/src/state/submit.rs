@@ -1,0 +1,257 @@
+//! Submissions: checks of what a client asks for, and the group commit of many submissions in
+//! one transaction.
+
+use super::*;
+
+impl Core {
+    /// Adds a job; returns once it is committed.
+    pub fn submit(&mut self, who: &Principal, req: SubmitRequest, now: i64) -> Result<JobNo, ApiError> {
+        self.submit_batch(vec![(who.clone(), req)], now).pop().expect("one result per submission")
+    }
+
+    /// Adds several jobs in one transaction (group commit: concurrent submissions share one
+    /// disk sync). Each result comes only after the commit; an invalid submission is refused
+    /// alone, a failed commit refuses all.
+    pub fn submit_batch(&mut self, items: Vec<(Principal, SubmitRequest)>, now: i64) -> Vec<Result<JobNo, ApiError>> {
+        let mut extra: HashMap<String, usize> = HashMap::new();
+        let checked: Vec<Result<(Principal, JobInfo), ApiError>> = items
+            .into_iter()
+            .map(|(who, req)| {
+                let n = extra.get(&who.user).copied().unwrap_or(0);
+                let r = self.check_submission(&who, req, now, n);
+                if r.is_ok() {
+                    *extra.entry(who.user.clone()).or_default() += 1;
+                }
+                r.map(|j| (who, j))
+            })
+            .collect();
+        let policy = self.policy.to_string();
+        let committed = (|| -> Result<Vec<JobNo>, ApiError> {
+            let tx = self.conn.transaction().ctx("begin")?;
+            let mut ids = Vec::new();
+            for (who, j) in checked.iter().flatten() {
+                let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
+                tx.prepare_cached(
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        who.user,
+                        j.name,
+                        command,
+                        j.cwd,
+                        j.gpus,
+                        j.cpus,
+                        j.mem_mib.map(|m| m as i64),
+                        j.time_limit_ms,
+                        j.priority,
+                        if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
+                        now,
+                        j.no_preempt as i64
+                    ])
+                })
+                .ctx("insert job")?;
+                let id = tx.last_insert_rowid() as JobNo;
+                if id > u32::MAX as u64 {
+                    return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
+                }
+                audit(
+                    &tx,
+                    now,
+                    &who.user,
+                    "submit",
+                    Some(id),
+                    &policy,
+                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt}),
+                )?;
+                ids.push(id);
+            }
+            tx.commit().ctx("commit submissions")?;
+            Ok(ids)
+        })();
+        let mut ids = match committed {
+            Ok(ids) => ids.into_iter(),
+            Err(e) => {
+                let msg = e.to_string();
+                return checked
+                    .into_iter()
+                    .map(|r| r.and_then(|_| Err(internal("submission not stored", &msg))))
+                    .collect();
+            }
+        };
+        let max_up = self.nodes.values().filter(|n| n.up).map(|n| n.gpus).max().unwrap_or(0);
+        checked
+            .into_iter()
+            .map(|r| {
+                let (who, mut info) = r?;
+                let id = ids.next().expect("one id per valid submission");
+                info.id = id;
+                if info.gpus > max_up || self.sched.submit(job_req(&info, id, now, info.time_limit_ms), now).is_err() {
+                    self.held.insert(id);
+                }
+                *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
+                self.pending.insert(id, info);
+                Ok(id)
+            })
+            .collect()
+    }
+
+    pub(super) fn check_submission(
+        &self,
+        who: &Principal,
+        req: SubmitRequest,
+        now: i64,
+        queued: usize,
+    ) -> Result<JobInfo, ApiError> {
+        if who.role == Role::Agent {
+            return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
+        }
+        if req.command.is_empty() || req.command[0].is_empty() {
+            return Err(ApiError::BadRequest("field `command`: give the program to run (a non-empty list)".into()));
+        }
+        let bytes: usize = req.command.iter().map(|a| a.len() + 1).sum();
+        if bytes > self.cfg.max_command_bytes {
+            return Err(ApiError::BadRequest(format!(
+                "field `command`: {bytes} bytes, more than the limit of {}",
+                self.cfg.max_command_bytes
+            )));
+        }
+        if req.command.iter().any(|a| a.contains('\0')) {
+            return Err(ApiError::BadRequest("field `command`: arguments may not contain NUL".into()));
+        }
+        if req.gpus == 0 {
+            return Err(ApiError::BadRequest("field `gpus`: at least 1 (the server schedules GPU jobs)".into()));
+        }
+        let limit = req.time_limit_ms.unwrap_or(self.cfg.default_time_limit_ms);
+        if limit <= 0 || limit > self.cfg.max_time_limit_ms {
+            return Err(ApiError::BadRequest(format!(
+                "field `time_limit_ms`: {limit} is outside 1..={} ms",
+                self.cfg.max_time_limit_ms
+            )));
+        }
+        let name = req.name.clone().unwrap_or_else(|| {
+            std::path::Path::new(&req.command[0])
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        if name.len() > 200 {
+            return Err(ApiError::BadRequest("field `name`: at most 200 bytes".into()));
+        }
+        let max_node = self.nodes.values().map(|n| n.gpus).max();
+        match max_node {
+            None => {
+                return Err(ApiError::Unprocessable(
+                    "no node has registered yet, so no job can be placed; start `ordo agent` on a GPU machine first"
+                        .into(),
+                ))
+            }
+            Some(m) if req.gpus > m => {
+                return Err(ApiError::Unprocessable(format!(
+                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node",
+                req.gpus,
+                self.nodes.len(),
+                self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()
+            )))
+            }
+            _ => {}
+        }
+        self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
+        let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
+        if mine >= self.cfg.max_pending_per_user {
+            return Err(ApiError::Conflict(format!(
+                "user {} already has {mine} pending jobs (limit {})",
+                who.user, self.cfg.max_pending_per_user
+            )));
+        }
+        let onf = req.on_node_failure.unwrap_or_default();
+        Ok(JobInfo {
+            id: 0,
+            user: who.user.clone(),
+            name,
+            command: req.command,
+            cwd: req.cwd,
+            gpus: req.gpus,
+            cpus: req.cpus,
+            mem_mib: req.mem_mib,
+            time_limit_ms: limit,
+            priority: req.priority.unwrap_or(0),
+            on_node_failure: onf,
+            state: JobState::Pending,
+            submit: now,
+            start: None,
+            end: None,
+            node: None,
+            gpu_ids: vec![],
+            exit_code: None,
+            end_reason: None,
+            attempts: 0,
+            cancel_requested: false,
+            held_by: None,
+            no_preempt: req.no_preempt.unwrap_or(false),
+            restarts: 0,
+            executed_ms: 0,
+            wait: None,
+        })
+    }
+
+    /// Refuses CPUs or memory that no registered node offers (or more than the configured
+    /// per-job limits), alone or together with the GPUs asked. Nodes that did not report CPUs
+    /// or memory do not limit them.
+    pub(super) fn check_cpus_mem(&self, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> Result<(), ApiError> {
+        if cpus == Some(0) {
+            return Err(ApiError::BadRequest("field `cpus`: at least 1 when given".into()));
+        }
+        if mem_mib == Some(0) {
+            return Err(ApiError::BadRequest("field `mem_mib`: at least 1 when given".into()));
+        }
+        if let (Some(c), Some(limit)) = (cpus, self.cfg.max_job_cpus) {
+            if c > limit {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {c} CPU cores but the server's limit (max_job_cpus) is {limit}"
+                )));
+            }
+        }
+        if let (Some(m), Some(limit)) = (mem_mib, self.cfg.max_job_mem_mib) {
+            if m > limit {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {} of memory but the server's limit (max_job_mem) is {}",
+                    fmt_mib(m),
+                    fmt_mib(limit)
+                )));
+            }
+        }
+        let known = |f: fn(&Node) -> Option<u64>| -> Option<u64> {
+            if self.nodes.values().any(|n| f(n).is_none()) {
+                None
+            } else {
+                self.nodes.values().filter_map(f).max()
+            }
+        };
+        if let (Some(c), Some(most)) = (cpus, known(|n| n.cpus.map(u64::from))) {
+            if c as u64 > most {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {c} CPU cores but the largest node offers {most}; a job runs on one node"
+                )));
+            }
+        }
+        if let (Some(m), Some(most)) = (mem_mib, known(|n| n.mem_mib)) {
+            if m > most {
+                return Err(ApiError::Unprocessable(format!(
+                    "the job asks for {} of memory but the largest node offers {}; a job runs on one node",
+                    fmt_mib(m),
+                    fmt_mib(most)
+                )));
+            }
+        }
+        if (cpus.is_some() || mem_mib.is_some()) && !self.nodes.values().any(|n| node_holds_ask(n, gpus, cpus, mem_mib))
+        {
+            let ask = ask_text(gpus, cpus, mem_mib);
+            return Err(ApiError::Unprocessable(format!(
+                "no registered node offers {ask} together; a job runs on one node"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,278 @@
+//! Read-only views: the queue in policy order with each job's reason and expected start, one
+//! job, history, nodes and the audit log.
+
+use super::*;
+
+impl Core {
+    /// A waiting job's reason as the API and the audit log show it. On a detailed capacity
+    /// (nodes that report CPUs or memory) the core gives `node_fit` for every job that does not
+    /// fit; where no node has the GPUs free at all, whatever the CPUs and memory, that is a
+    /// plain shortage of GPUs, shown as `resources` as on a count-only cluster.
+    pub(super) fn shown(&self, r: &Reason) -> Reason {
+        let cap = self.sched.capacity();
+        match r {
+            Reason::NodeFit { need, .. } if !cap.fits(*need) => {
+                Reason::Resources { need: *need, free: cap.total_free() }
+            }
+            _ => r.clone(),
+        }
+    }
+
+    pub(super) fn wait_info(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
+        let mut w = self.wait_info_now(id, reason, ahead, now);
+        let j = &self.pending[&id];
+        if j.restarts > 0 {
+            let times = if j.restarts == 1 { "1 time".to_string() } else { format!("{} times", j.restarts) };
+            let resume = if j.no_preempt || !self.policy.order.preemptive() {
+                "it restarts when it gets GPUs again".to_string()
+            } else {
+                format!(
+                    "it resumes when the policy ranks it ahead of running jobs again ({} GPU-s attained so far)",
+                    j.executed_ms * j.gpus as i64 / 1000
+                )
+            };
+            w.text = format!("preempted or requeued {times}; {resume}; now: {}", w.text);
+        }
+        w
+    }
+
+    pub(super) fn wait_info_now(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
+        let at = |t: i64| format!("in {}", fmt_rel(t - now));
+        if let Some(b) = self.blocked.get(&id) {
+            return WaitInfo {
+                text: format!("chosen by the policy, but {b}"),
+                detail: None,
+                ahead,
+                expected_start: None,
+            };
+        }
+        let Some(r) = reason else {
+            let j = &self.pending[&id];
+            let text = if let Some(by) = &j.held_by {
+                format!("held by {by} (it starts only after `ordo release {id}`)")
+            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && node_holds(n, j)) {
+                let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
+                format!(
+                    "needs {} on one node, but --no-preempt jobs ({}) hold GPUs, CPUs or memory on every node large enough; it waits until they end",
+                    ask_text(j.gpus, j.cpus, j.mem_mib),
+                    np.join(", ")
+                )
+            } else if self.held.contains(&id) {
+                format!("no node that is up can hold {} (on one node)", ask_text(j.gpus, j.cpus, j.mem_mib))
+            } else {
+                "starts at the next scheduling pass".to_string()
+            };
+            return WaitInfo { text, detail: None, ahead, expected_start: None };
+        };
+        let r = &self.shown(r);
+        let (text, expected) = match r {
+            Reason::Resources { need, free } => {
+                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                (
+                    format!(
+                        "not enough free GPUs: needs {need} on one node, {free} free in the cluster{}",
+                        e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
+                    ),
+                    e,
+                )
+            }
+            Reason::NodeFit { why, .. } => {
+                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                (
+                    format!(
+                        "no node can hold it now: {why}{}",
+                        e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
+                    ),
+                    e,
+                )
+            }
+            Reason::Priority { behind } => {
+                (format!("waits behind job {behind} ({} keeps strict order)", self.policy), None)
+            }
+            Reason::Reserved { for_job, until } => (
+                format!(
+                    "it fits now, but the GPUs are reserved for job {for_job}, which starts {} at the latest",
+                    at(*until)
+                ),
+                None,
+            ),
+            Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
+            Reason::Outranked { need } => (
+                format!(
+                    "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} on one node); it starts when they end or fall behind it",
+                    self.policy
+                ),
+                None,
+            ),
+        };
+        WaitInfo { text, detail: Some(r.clone()), ahead, expected_start: expected }
+    }
+
+    /// The earliest time (by running jobs' time limits) at which a job asking `d` fits: the
+    /// jobs the core holds are taken on an empty copy of its cluster (GPUs, and on a detailed
+    /// capacity CPUs and memory), then given back in the order of their time limits.
+    pub(super) fn earliest_fit(&self, d: Demand, now: i64) -> Option<i64> {
+        let cap = self.sched.capacity();
+        if cap.fits_for(d) {
+            return Some(now);
+        }
+        let idx: HashMap<&str, u32> =
+            self.sched_nodes.iter().enumerate().map(|(i, n)| (n.as_str(), i as u32)).collect();
+        let mut what_if = cap.empty_like();
+        let mut ends: Vec<(i64, JobNo, Allocation)> = Vec::new();
+        // Hidden (`--no-preempt`) jobs are not in the core: their nodes are shrunk instead.
+        for j in self.active.values().filter(|j| !self.hidden.contains(&j.id)) {
+            let Some(&n) = j.node.as_deref().and_then(|n| idx.get(n)) else { continue };
+            let a = alloc_on(&what_if, n, j);
+            if what_if.take_what_if(&a) {
+                ends.push(((j.start.unwrap_or(now) + j.time_limit_ms).max(now + 1), j.id, a));
+            }
+        }
+        ends.sort_unstable_by_key(|(t, id, _)| (*t, *id));
+        for (t, _, a) in ends {
+            what_if.give(&a);
+            if what_if.fits_for(d) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// The queue: active jobs, then pending jobs in the policy's order with reasons.
+    pub fn queue(&self, now: i64) -> QueueResponse {
+        let plan = self.sched.schedule(now, true);
+        let reasons: HashMap<JobId, &Reason> = plan.waiting.iter().map(|(j, r)| (*j, r)).collect();
+        let mut jobs: Vec<JobInfo> = self.active.values().cloned().collect();
+        jobs.sort_by_key(|j| j.id);
+        for (i, id) in Self::policy_order(&self.sched, &plan).into_iter().enumerate() {
+            let no = id.0 as JobNo;
+            if let Some(j) = self.pending.get(&no) {
+                let mut j = j.clone();
+                j.wait = Some(self.wait_info(no, reasons.get(&id).copied(), i, now));
+                jobs.push(j);
+            }
+        }
+        let n = self.sched.waiting_len();
+        for (k, &id) in self.held.iter().enumerate() {
+            if let Some(j) = self.pending.get(&id) {
+                let mut j = j.clone();
+                j.wait = Some(self.wait_info(id, None, n + k, now));
+                jobs.push(j);
+            }
+        }
+        let mut on_hold: Vec<&JobInfo> = self.pending.values().filter(|j| j.held_by.is_some()).collect();
+        on_hold.sort_by_key(|j| (j.submit, j.id));
+        let n = n + self.held.len();
+        for (k, j) in on_hold.into_iter().enumerate() {
+            let mut j = j.clone();
+            j.wait = Some(self.wait_info(j.id, None, n + k, now));
+            jobs.push(j);
+        }
+        QueueResponse { policy: self.policy.to_string(), jobs }
+    }
+
+    /// The waiting jobs in the order the policy runs them: those it starts now, then those it
+    /// leaves waiting (in its order, which for dynamic orders such as `las` is the order at
+    /// this instant), then any others in queue order.
+    pub(super) fn policy_order(sched: &Scheduler, plan: &ordo_core::Plan) -> Vec<JobId> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(sched.waiting_len());
+        let first = plan.starts.iter().map(|s| s.job).chain(plan.waiting.iter().map(|(j, _)| *j));
+        for id in first.chain(sched.waiting_ids_in_order()) {
+            if seen.insert(id) {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    /// One job, with why it waits when it does.
+    pub fn job(&self, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
+        if let Some(j) = self.active.get(&id) {
+            return Ok(j.clone());
+        }
+        if let Some(j) = self.pending.get(&id) {
+            let mut j = j.clone();
+            let plan = self.sched.schedule(now, true);
+            let reason = plan.waiting.iter().find(|(k, _)| k.0 as JobNo == id).map(|(_, r)| r);
+            let ahead = if j.held_by.is_some() {
+                self.sched.waiting_len() + self.held.len()
+            } else if self.held.contains(&id) {
+                self.sched.waiting_len()
+            } else {
+                Self::policy_order(&self.sched, &plan).iter().position(|k| k.0 as JobNo == id).unwrap_or(0)
+            };
+            j.wait = Some(self.wait_info(id, reason, ahead, now));
+            return Ok(j);
+        }
+        db::load_job(&self.conn, id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))
+    }
+
+    /// Finished jobs, most recent first.
+    pub fn history(&self, user: Option<&str>, limit: usize) -> Result<Vec<JobInfo>, ApiError> {
+        let mut st = self
+            .conn
+            .prepare(&format!(
+                "SELECT {} FROM jobs WHERE state IN ('completed','failed','cancelled','timeout') AND (?1 IS NULL OR user = ?1)
+                 ORDER BY end_time DESC, id DESC LIMIT ?2",
+                db::JOB_COLS
+            ))
+            .ctx("history")?;
+        let rows = st.query_map(params![user, limit as i64], db::job_from_row).ctx("history")?;
+        Ok(rows.collect::<Result<Vec<_>, _>>().ctx("history")?)
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> Vec<NodeInfo> {
+        let mut v: Vec<(&String, &Node)> = self.nodes.iter().collect();
+        v.sort_by_key(|(_, n)| n.seq);
+        v.into_iter()
+            .map(|(name, n)| {
+                let mut jobs: Vec<&JobInfo> = self.active.values().filter(|j| j.node.as_ref() == Some(name)).collect();
+                jobs.sort_by_key(|j| j.id);
+                let used: u32 = jobs.iter().map(|j| j.gpus).sum();
+                NodeInfo {
+                    name: name.clone(),
+                    gpus: n.gpus,
+                    fake: n.fake,
+                    gpu_model: n.gpu_model.clone(),
+                    state: if n.up { "up" } else { "down" }.into(),
+                    last_seen: n.last_seen,
+                    free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
+                    jobs: jobs.iter().map(|j| j.id).collect(),
+                    cpus: n.cpus,
+                    mem_mib: n.mem_mib,
+                    used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),
+                    used_mem_mib: jobs.iter().map(|j| j.mem_mib.unwrap_or(0)).sum(),
+                    mem_limits: n.mem_limits,
+                }
+            })
+            .collect()
+    }
+
+    /// Audit records, oldest first.
+    pub fn audit(&self, job: Option<JobNo>, since: Option<i64>, limit: usize) -> Result<Vec<AuditRecord>, ApiError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, time, actor, kind, job, policy, detail FROM audit
+                 WHERE (?1 IS NULL OR job = ?1) AND (?2 IS NULL OR time >= ?2) ORDER BY id LIMIT ?3",
+            )
+            .ctx("audit")?;
+        let rows = st
+            .query_map(params![job.map(|j| j as i64), since, limit as i64], |r| {
+                let d: String = r.get(6)?;
+                Ok(AuditRecord {
+                    id: r.get(0)?,
+                    time: r.get(1)?,
+                    actor: r.get(2)?,
+                    kind: r.get(3)?,
+                    job: r.get::<_, Option<i64>>(4)?.map(|j| j as JobNo),
+                    policy: r.get(5)?,
+                    detail: serde_json::from_str(&d).unwrap_or(serde_json::Value::String(d)),
+                })
+            })
+            .ctx("audit")?;
+        Ok(rows.collect::<Result<Vec<_>, _>>().ctx("audit")?)
+    }
+}
