@@ -342,7 +342,15 @@ impl FromStr for PolicySpec {
                 let mut quantum = None;
                 for (k, v) in kv {
                     match k {
-                        "quantum" => quantum = Some(dur(k, v)?.max(1)),
+                        "quantum" => {
+                            let q = dur(k, v)?;
+                            if q < 1 {
+                                return Err(err(format!(
+                                    "`quantum={v}`: a round-robin quantum must be at least 1ms (omit it for plain round robin)"
+                                )));
+                            }
+                            quantum = Some(q)
+                        }
                         _ => return Err(err(format!("rr has no parameter `{k}` (quantum)"))),
                     }
                 }

@@ -44,7 +44,7 @@ fn throughput(dir: &Path) {
     let url = start_server(dir);
     let db = dir.join("ordo.db");
     let user = create_token(&db, "bench", Role::User).expect("token");
-    let node = create_token(&db, "node", Role::Agent).expect("token");
+    let node = create_token(&db, "n1", Role::Agent).expect("token");
     let c = Client::new(&url, Some(node), Duration::from_secs(30));
     c.post::<_, RegisterResponse>(
         "/v1/agent/register",
@@ -56,6 +56,7 @@ fn throughput(dir: &Path) {
             cpus: None,
             mem_mib: None,
             mem_limits: false,
+            clock: None,
         },
     )
     .expect("register");
@@ -84,6 +85,7 @@ fn throughput(dir: &Path) {
                                 priority: None,
                                 on_node_failure: None,
                                 no_preempt: None,
+                                umask: None,
                             },
                         )
                         .expect("submit");
@@ -104,7 +106,7 @@ fn latency(dir: &Path, samples: usize) {
     let url = start_server(dir);
     let db = dir.join("ordo.db");
     let user = create_token(&db, "bench", Role::User).expect("token");
-    let node = create_token(&db, "node", Role::Agent).expect("token");
+    let node = create_token(&db, "n1", Role::Agent).expect("token");
     let exe = std::env::current_exe().expect("exe").to_string_lossy().into_owned();
     let acfg = AgentConfig {
         server: url.clone(),
@@ -116,6 +118,9 @@ fn latency(dir: &Path, samples: usize) {
         supervisor: vec![exe, "__supervise".into()],
         cpus: None,
         mem_mib: None,
+        run_as: ordo_server::runas::RunAs::Agent,
+        pass_env: vec!["PATH".into()],
+        ca_pem: None,
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -141,6 +146,7 @@ fn latency(dir: &Path, samples: usize) {
                     priority: None,
                     on_node_failure: None,
                     no_preempt: None,
+                    umask: None,
                 },
             )
             .expect("submit");
@@ -175,6 +181,9 @@ fn main() {
             status: PathBuf::new(),
             cpu_list: None,
             mem: None,
+            umask: 0o077,
+            run_as: None,
+            exec_helper: vec![],
         };
         let mut i = 2;
         while i < args.len() {
@@ -183,6 +192,7 @@ fn main() {
                 "--grace-ms" => a.grace_ms = args[i + 1].parse().expect("ms"),
                 "--status" => a.status = PathBuf::from(&args[i + 1]),
                 "--cpu-list" => a.cpu_list = ordo_server::agent::parse_cpu_list(&args[i + 1]),
+                "--umask" => a.umask = u32::from_str_radix(&args[i + 1], 8).expect("octal umask"),
                 "--" => {
                     a.command = args[i + 1..].to_vec();
                     break;

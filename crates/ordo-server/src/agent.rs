@@ -3,6 +3,7 @@
 
 use crate::api::*;
 use crate::client::{Client, ClientError};
+use crate::runas::{job_env, JobUser, RunAs};
 use crate::supervise::Status;
 use std::collections::HashMap;
 use std::io::Write;
@@ -10,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The umask of a job whose submitter sent none: output readable by its owner only.
+pub const DEFAULT_UMASK: u32 = 0o077;
 
 /// Which GPUs the node offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +82,12 @@ pub struct AgentConfig {
     pub cpus: Option<u32>,
     /// Memory to offer, MiB (`--mem`); `None`: the machine's (MemTotal).
     pub mem_mib: Option<u64>,
+    /// Which Unix account each job runs as.
+    pub run_as: RunAs,
+    /// Variables of the agent's environment that jobs get (see [`crate::runas::job_env`]).
+    pub pass_env: Vec<String>,
+    /// PEM certificates of the CA that signed an `https://` server's certificate.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// The CPU cores this process may run on (`Cpus_allowed_list` of /proc/self/status, else
@@ -312,10 +322,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Runs the agent until the process ends (or the server refuses it for good).
-pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
+pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
     let gpus = detect_gpus(cfg.gpus)?;
     std::fs::create_dir_all(&cfg.work_dir)
         .map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
+    // Everything the agent and its supervisors write is named by an absolute path: a job runs
+    // in its submitter's directory, not in the agent's.
+    cfg.work_dir =
+        cfg.work_dir.canonicalize().map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
+    // Users may reach their own output files (0600, theirs) but not list other jobs'.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&cfg.work_dir, std::fs::Permissions::from_mode(0o711))
+            .map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
+    }
+    eprintln!("ordo agent {}: {}; output in {}", cfg.name, cfg.run_as.describe(), cfg.work_dir.display());
     let mut cores = allowed_cpus();
     if let Some(n) = cfg.cpus {
         if n == 0 || n as usize > cores.len() {
@@ -341,7 +362,11 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
     };
     let node = Node { cores: Arc::new(Mutex::new(Cores { owner: vec![None; cores.len()], ids: cores })), cgroup };
     let table: Table = Arc::default();
-    let short = Client::new(&cfg.server, Some(cfg.token.clone()), Duration::from_secs(10));
+    let client = |timeout: Duration| {
+        Client::with_ca(&cfg.server, Some(cfg.token.clone()), timeout, cfg.ca_pem.as_deref())
+            .map_err(AgentError::Refused)
+    };
+    let short = client(Duration::from_secs(10))?;
     let reg = RegisterRequest {
         node: cfg.name.clone(),
         gpus: gpus.count,
@@ -350,10 +375,10 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
         cpus: Some(lock(&node.cores).ids.len() as u32),
         mem_mib,
         mem_limits: node.cgroup.is_some(),
+        clock: None,
     };
     let mut timing = register(&short, &reg, &cfg, &gpus)?;
-    let mut long =
-        Client::new(&cfg.server, Some(cfg.token.clone()), Duration::from_millis(timing.heartbeat_ms + 10_000));
+    let mut long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
     loop {
         let running: Vec<RunningJob> =
             lock(&table).iter().map(|(&job, r)| RunningJob { job, started_at: r.started_at }).collect();
@@ -376,11 +401,7 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
             Err(e) if e.status() == Some(409) => {
                 eprintln!("ordo agent {}: {e}; registering again", cfg.name);
                 timing = register(&short, &reg, &cfg, &gpus)?;
-                long = Client::new(
-                    &cfg.server,
-                    Some(cfg.token.clone()),
-                    Duration::from_millis(timing.heartbeat_ms + 10_000),
-                );
+                long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
             }
             Err(e) if matches!(e.status(), Some(401 | 403)) => return Err(AgentError::Refused(e)),
             Err(e) => {
@@ -393,7 +414,8 @@ pub fn run(cfg: AgentConfig) -> Result<(), AgentError> {
 
 fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -> Result<RegisterResponse, AgentError> {
     loop {
-        match c.post::<_, RegisterResponse>("/v1/agent/register", reg) {
+        let reg = RegisterRequest { clock: Some(now_ms()), ..reg.clone() };
+        match c.post::<_, RegisterResponse>("/v1/agent/register", &reg) {
             Ok(t) => {
                 let kind = if gpus.fake {
                     "FAKE GPUs (--gpus N: no NVML; CUDA_VISIBLE_DEVICES is set but there is no GPU behind it)"
@@ -420,8 +442,58 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
     }
 }
 
+/// Sends, on its own thread, the report of a job the agent did not start.
+fn report_unstarted(cfg: &AgentConfig, client: &Client, a: &Assignment, outcome: Outcome, msg: String) {
+    eprintln!("ordo agent {}: job {}: not started: {msg}", cfg.name, a.job);
+    let rep = EndReport {
+        node: cfg.name.clone(),
+        job: a.job,
+        attempt: a.attempt,
+        outcome,
+        exit_code: None,
+        signal: None,
+        started_at: now_ms(),
+        ended_at: now_ms(),
+        message: Some(truncate_message(msg)),
+    };
+    let client = client.clone();
+    std::thread::spawn(move || send_report(&client, &rep));
+}
+
+/// Words for the server, cut to what it accepts.
+fn truncate_message(mut m: String) -> String {
+    if m.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES - 3;
+        while !m.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        m.truncate(cut);
+        m.push_str("...");
+    }
+    m
+}
+
+/// Creates (or empties) a job's output file with the submitter's umask, owned by the account
+/// the job runs as.
+fn output_file(path: &Path, mode: u32, owner: Option<&JobUser>) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    if let Some(u) = owner {
+        nix::unistd::fchown(&f, Some(nix::unistd::Uid::from_raw(u.uid)), Some(nix::unistd::Gid::from_raw(u.gid)))
+            .map_err(std::io::Error::from)?;
+    }
+    Ok(f)
+}
+
 fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: Assignment) {
     let dir = &cfg.work_dir;
+    // The Unix account first: a job whose submitter has no account here is refused, not run as
+    // anyone else.
+    let user = match cfg.run_as.resolve(&a.user) {
+        Ok(u) => u,
+        Err(msg) => return report_unstarted(cfg, client, &a, Outcome::SpawnFailed, msg),
+    };
     // CPU cores: `--cpus N` reserves N of the node's cores for the job alone; a job that asks
     // none shares the cores no job has reserved.
     let cores = match a.cpus {
@@ -433,21 +505,7 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
                     let msg =
                         format!("it asks for {n} CPU cores, {} of {} are free on this node", c.free(), c.ids.len());
                     drop(c);
-                    eprintln!("ordo agent {}: job {}: refused: {msg}", cfg.name, a.job);
-                    let rep = EndReport {
-                        node: cfg.name.clone(),
-                        job: a.job,
-                        attempt: a.attempt,
-                        outcome: Outcome::Refused,
-                        exit_code: None,
-                        signal: None,
-                        started_at: now_ms(),
-                        ended_at: now_ms(),
-                        message: Some(msg),
-                    };
-                    let client = client.clone();
-                    std::thread::spawn(move || send_report(&client, &rep));
-                    return;
+                    return report_unstarted(cfg, client, &a, Outcome::Refused, msg);
                 }
             }
         }
@@ -467,13 +525,48 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             extra.push("--cgroup-v2".into());
         }
     }
+    let umask = a.umask.unwrap_or(DEFAULT_UMASK) & 0o777;
+    extra.extend(["--umask".into(), format!("{umask:o}")]);
+    if let Some(u) = &user {
+        extra.extend([
+            "--run-uid".into(),
+            u.uid.to_string(),
+            "--run-gid".into(),
+            u.gid.to_string(),
+            "--run-groups".into(),
+            u.groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(","),
+        ]);
+    }
     let status_path = dir.join(format!("job-{}.status", a.job));
     let _ = std::fs::remove_file(&status_path);
-    let cwd = a.cwd.as_deref().map(Path::new).filter(|p| p.is_dir()).unwrap_or(dir).to_path_buf();
+    // The submitter's directory when it exists here; else the work directory (jobs that run as
+    // the agent's own account) or the account's home (jobs that run as their submitter).
+    let fallback = match &user {
+        Some(u) if u.home.is_dir() => u.home.clone(),
+        Some(_) => PathBuf::from("/tmp"),
+        None => dir.clone(),
+    };
+    let cwd = a.cwd.as_deref().map(Path::new).filter(|p| p.is_absolute() && p.is_dir()).map(Path::to_path_buf);
+    let cwd = cwd.unwrap_or(fallback);
     let devices: Vec<String> = a.gpu_ids.iter().map(|i| i.to_string()).collect();
+    let who = user.clone().unwrap_or_else(crate::runas::current_user);
+    let env = job_env(
+        std::env::vars(),
+        &cfg.pass_env,
+        &who,
+        &[
+            ("CUDA_VISIBLE_DEVICES", devices.join(",")),
+            ("ORDO_JOB_ID", a.job.to_string()),
+            ("ORDO_NODE", cfg.name.clone()),
+            ("ORDO_GPUS", a.gpu_ids.len().to_string()),
+            ("ORDO_RESTARTS", a.restarts.to_string()),
+            ("ORDO_CPUS", cpu_list_text(&cores)),
+        ],
+    );
     let started_at = now_ms();
-    let files = std::fs::File::create(dir.join(format!("job-{}.out", a.job)))
-        .and_then(|o| Ok((o, std::fs::File::create(dir.join(format!("job-{}.err", a.job)))?)));
+    let mode = 0o666 & !umask;
+    let files = output_file(&dir.join(format!("job-{}.out", a.job)), mode, user.as_ref())
+        .and_then(|o| Ok((o, output_file(&dir.join(format!("job-{}.err", a.job)), mode, user.as_ref())?)));
     let spawned = files.and_then(|(out, err)| {
         let (prog, pre) = cfg.supervisor.split_first().expect("supervisor command is not empty");
         Command::new(prog)
@@ -488,12 +581,8 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             .arg("--")
             .args(&a.command)
             .current_dir(&cwd)
-            .env("CUDA_VISIBLE_DEVICES", devices.join(","))
-            .env("ORDO_JOB_ID", a.job.to_string())
-            .env("ORDO_NODE", &cfg.name)
-            .env("ORDO_GPUS", a.gpu_ids.len().to_string())
-            .env("ORDO_RESTARTS", a.restarts.to_string())
-            .env("ORDO_CPUS", cpu_list_text(&cores))
+            .env_clear()
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(out)
             .stderr(err)

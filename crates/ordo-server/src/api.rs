@@ -51,6 +51,10 @@ pub struct SubmitRequest {
     /// Never preempt this job (under preemptive policies it keeps its GPUs until it ends).
     #[serde(default)]
     pub no_preempt: Option<bool>,
+    /// The submitter's umask (`ordo submit` sends its own): the job runs under it and its
+    /// output files get `0666 & !umask`. Absent: 077 (output readable by its owner only).
+    #[serde(default)]
+    pub umask: Option<u32>,
 }
 
 /// Answer to a submission, sent only once the job is durable.
@@ -192,6 +196,9 @@ pub struct JobInfo {
     /// kept across preemptions and server restarts.
     #[serde(default)]
     pub executed_ms: i64,
+    /// The submitter's umask, when it sent one.
+    #[serde(default)]
+    pub umask: Option<u32>,
     /// For a pending job in a queue listing or explain: why it waits.
     pub wait: Option<WaitInfo>,
 }
@@ -300,6 +307,11 @@ pub struct RegisterRequest {
     /// Whether the agent can enforce memory limits (it found a writable cgroup).
     #[serde(default)]
     pub mem_limits: bool,
+    /// The agent's clock when it sent this (ms since the epoch): the server refuses an agent
+    /// whose clock is further off its own than `max_clock_skew`, since it checks every time an
+    /// agent reports against its own clock.
+    #[serde(default)]
+    pub clock: Option<i64>,
 }
 
 /// Answer to a registration.
@@ -361,6 +373,9 @@ pub struct Assignment {
     /// Memory asked for, MiB (the agent's memory limit, where it can enforce one).
     #[serde(default)]
     pub mem_mib: Option<u64>,
+    /// The submitter's umask (the job runs under it; its output files get `0666 & !umask`).
+    #[serde(default)]
+    pub umask: Option<u32>,
 }
 
 /// Answer to a poll.
@@ -423,6 +438,36 @@ pub struct EndReport {
 pub struct ErrorBody {
     /// What went wrong.
     pub error: String,
+}
+
+/// Most bytes of a job's name.
+pub const MAX_NAME_BYTES: usize = 200;
+/// Most bytes of a job's working directory (Linux's `PATH_MAX`).
+pub const MAX_CWD_BYTES: usize = 4096;
+/// Most bytes of a GPU model name.
+pub const MAX_GPU_MODEL_BYTES: usize = 128;
+/// Most bytes of the words an agent sends with an end report.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// Most jobs one poll may list as running on its node.
+pub const MAX_POLL_JOBS: usize = 65_536;
+/// Most bytes of a policy name.
+pub const MAX_POLICY_BYTES: usize = 1024;
+/// Most bytes of a request body (a submission's command is at most `max_command_bytes`, 64 KiB
+/// by default; the rest of every request is small).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// Refuses a string field longer than `max` bytes or holding a NUL, naming the field.
+pub fn bounded(field: &str, v: &str, max: usize) -> Result<(), crate::state::ApiError> {
+    if v.len() > max {
+        return Err(crate::state::ApiError::BadRequest(format!(
+            "field `{field}`: {} bytes, more than the limit of {max}",
+            v.len()
+        )));
+    }
+    if v.contains('\0') {
+        return Err(crate::state::ApiError::BadRequest(format!("field `{field}`: may not contain NUL")));
+    }
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch, now.

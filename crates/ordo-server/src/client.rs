@@ -24,6 +24,12 @@ pub enum ClientError {
         /// Cause.
         message: String,
     },
+    /// The TLS settings could not be used (a bad CA file).
+    #[error("TLS: {message}")]
+    Tls {
+        /// What is wrong.
+        message: String,
+    },
     /// The answer was not what the API documents.
     #[error("unexpected answer from {url}: {message}")]
     Decode {
@@ -54,9 +60,38 @@ pub struct Client {
 
 impl Client {
     /// A client for `base` (e.g. `http://127.0.0.1:7700`) with requests timing out after `timeout`.
+    /// An `https://` base is verified against the system's root certificates.
     pub fn new(base: &str, token: Option<String>, timeout: Duration) -> Client {
         let config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build();
         Client { base: base.trim_end_matches('/').to_string(), token, agent: config.into() }
+    }
+
+    /// Like [`Client::new`], but an `https://` server must present a certificate signed by one
+    /// of the PEM certificates in `ca_pem` (a private CA, as `ordo server --tls-cert` uses).
+    pub fn with_ca(
+        base: &str,
+        token: Option<String>,
+        timeout: Duration,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Client, ClientError> {
+        let Some(pem) = ca_pem else { return Ok(Client::new(base, token, timeout)) };
+        let bad = |message: String| ClientError::Tls { message };
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(pem) {
+            if let ureq::tls::PemItem::Certificate(c) = item.map_err(|e| bad(format!("CA file: {e}")))? {
+                certs.push(c);
+            }
+        }
+        if certs.is_empty() {
+            return Err(bad("CA file: no PEM certificate (-----BEGIN CERTIFICATE-----) in it".into()));
+        }
+        let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(timeout))
+            .tls_config(tls)
+            .build();
+        Ok(Client { base: base.trim_end_matches('/').to_string(), token, agent: config.into() })
     }
 
     /// The server's base URL.

@@ -54,6 +54,7 @@ struct RawConfig {
     min_run: Option<String>,
     max_job_cpus: Option<u32>,
     max_job_mem: Option<String>,
+    max_clock_skew: Option<String>,
 }
 
 /// The server's settings.
@@ -87,6 +88,10 @@ pub struct ServerConfig {
     pub max_job_cpus: Option<u32>,
     /// Most memory one job may ask for, MiB (besides the largest node's), if limited.
     pub max_job_mem_mib: Option<u64>,
+    /// How far an agent's clock may be from the server's, ms: an agent further off is refused
+    /// at registration, and times an agent reports are checked against the server's clock
+    /// with this much slack.
+    pub max_clock_skew_ms: i64,
 }
 
 impl Default for ServerConfig {
@@ -106,6 +111,7 @@ impl Default for ServerConfig {
             min_run_ms: 60_000,
             max_job_cpus: None,
             max_job_mem_mib: None,
+            max_clock_skew_ms: 300_000,
         }
     }
 }
@@ -151,10 +157,27 @@ impl ServerConfig {
             c.max_time_limit_ms = dur(&w, "max_time_limit", &v)?;
         }
         if let Some(v) = raw.max_pending_per_user {
+            if v == 0 {
+                return Err(ConfigError::Field {
+                    where_: w,
+                    field: "max_pending_per_user",
+                    why: "must be at least 1 (0 would refuse every submission)".into(),
+                });
+            }
             c.max_pending_per_user = v;
         }
         if let Some(v) = raw.max_command_bytes {
+            if !(1..=crate::api::MAX_BODY_BYTES / 2).contains(&v) {
+                return Err(ConfigError::Field {
+                    where_: w,
+                    field: "max_command_bytes",
+                    why: format!("{v} is outside 1..={}", crate::api::MAX_BODY_BYTES / 2),
+                });
+            }
             c.max_command_bytes = v;
+        }
+        if let Some(v) = raw.max_clock_skew {
+            c.max_clock_skew_ms = dur(&w, "max_clock_skew", &v)?;
         }
         if let Some(v) = raw.allow_non_loopback {
             c.allow_non_loopback = v;

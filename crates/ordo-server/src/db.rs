@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS jobs(
   on_node_failure TEXT NOT NULL, state TEXT NOT NULL, submit INTEGER NOT NULL, start INTEGER, end_time INTEGER,
   node TEXT, gpu_ids TEXT, exit_code INTEGER, end_reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
   cancel_requested INTEGER NOT NULL DEFAULT 0, held_by TEXT, no_preempt INTEGER NOT NULL DEFAULT 0,
-  restarts INTEGER NOT NULL DEFAULT 0, executed_ms INTEGER NOT NULL DEFAULT 0);
+  restarts INTEGER NOT NULL DEFAULT 0, executed_ms INTEGER NOT NULL DEFAULT 0, umask INTEGER);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS audit(
   id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, job INTEGER,
@@ -71,6 +71,7 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("jobs", "no_preempt", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "restarts", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "executed_ms", "INTEGER NOT NULL DEFAULT 0"),
+        ("jobs", "umask", "INTEGER"),
         ("nodes", "cpus", "INTEGER"),
         ("nodes", "mem_mib", "INTEGER"),
         ("nodes", "mem_limits", "INTEGER NOT NULL DEFAULT 0"),
@@ -100,7 +101,7 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms";
+     no_preempt, restarts, executed_ms, umask";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -134,6 +135,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         no_preempt: r.get::<_, i64>(22)? != 0,
         restarts: r.get(23)?,
         executed_ms: r.get(24)?,
+        umask: r.get(25)?,
         wait: None,
     })
 }

@@ -327,13 +327,41 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
     ]
 }
 
-/// The router over a state.
+/// The router over a state. Bodies are limited to [`MAX_BODY_BYTES`]; every error answer,
+/// including those axum gives itself (a bad query string, a body too large, a wrong method), is
+/// the API's `{"error": ...}`.
 pub fn router(state: AppState) -> Router {
     let mut r: Router<AppState> = Router::new();
     for (_, path, mr) in routes() {
         r = r.route(path, mr);
     }
-    r.fallback(|| async { ApiError::NotFound("no such route; see docs/openapi.yaml".into()) }).with_state(state)
+    r.fallback(|| async { ApiError::NotFound("no such route; see docs/openapi.yaml".into()) })
+        .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Turns an error answer that is not JSON (axum's own rejections are plain text) into
+/// `{"error": TEXT}` with the same status.
+async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let text = match axum::body::to_bytes(resp.into_body(), 64 * 1024).await {
+        Ok(b) if !b.is_empty() => String::from_utf8_lossy(&b).into_owned(),
+        _ => status.canonical_reason().unwrap_or("error").to_string(),
+    };
+    let text = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => format!("request body larger than {MAX_BODY_BYTES} bytes: {text}"),
+        _ => text,
+    };
+    (status, Json(ErrorBody { error: text })).into_response()
 }
 
 /// A bound server, ready to run.

@@ -8,6 +8,7 @@ pub mod client;
 pub mod config;
 pub mod db;
 pub mod http;
+pub mod runas;
 pub mod state;
 pub mod supervise;
 

@@ -31,6 +31,47 @@ pub struct SuperviseArgs {
     pub cpu_list: Option<Vec<u32>>,
     /// A memory limit to enforce through a cgroup.
     pub mem: Option<MemLimit>,
+    /// The umask the job runs under.
+    pub umask: u32,
+    /// The Unix account the job runs as, when not the supervisor's own (the supervisor stays
+    /// root, so the job can neither kill it nor escape its time limit).
+    pub run_as: Option<RunAsIds>,
+    /// The program (and arguments) that becomes [`SuperviseArgs::run_as`] and then executes
+    /// the job: `ordo agent-exec` (see [`exec_as`]).
+    pub exec_helper: Vec<String>,
+}
+
+/// A Unix account by its numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAsIds {
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+    /// All its groups.
+    pub groups: Vec<u32>,
+}
+
+/// `ordo agent-exec`: becomes `ids` and executes `command` in place (same process, so the same
+/// process group the supervisor watches). Returns only when it could not: 126 when the account
+/// could not be taken or the program is not executable, 127 when it was not found, as shells do.
+pub fn exec_as(ids: &RunAsIds, command: &[String]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    if let Err(e) = crate::runas::become_user(ids.uid, ids.gid, &ids.groups) {
+        eprintln!("ordo: cannot run the job as uid {}: {e}", ids.uid);
+        return 126;
+    }
+    let Some((prog, args)) = command.split_first() else {
+        eprintln!("ordo: empty command");
+        return 127;
+    };
+    let e = Command::new(prog).args(args).exec();
+    eprintln!("ordo: cannot start `{prog}`: {e}");
+    if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
 }
 
 /// A memory limit through a cgroup: the supervisor creates `group`, sets the limit, moves itself
@@ -157,8 +198,9 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
         ended_at: now_ms(),
         message: Some(message),
     };
-    // Affinity and cgroup are the supervisor's own, set before the job exists: the job and
-    // every process it starts inherit them.
+    // Affinity, cgroup and umask are the supervisor's own, set before the job exists: the job
+    // and every process it starts inherit them.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(a.umask & 0o777));
     if let Some(c) = &a.cpu_list {
         if let Err(m) = pin(c) {
             return write(&fail(m));
@@ -170,7 +212,26 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
             return write(&fail(msg));
         }
     }
-    let mut child = match Command::new(prog).args(args).stdin(Stdio::null()).process_group(0).spawn() {
+    let mut cmd = match (&a.run_as, a.exec_helper.split_first()) {
+        (Some(ids), Some((helper, pre))) => {
+            let mut c = Command::new(helper);
+            c.args(pre)
+                .args(["--uid", &ids.uid.to_string(), "--gid", &ids.gid.to_string()])
+                .arg("--groups")
+                .arg(ids.groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(","))
+                .arg("--")
+                .arg(prog)
+                .args(args);
+            c
+        }
+        (Some(_), None) => return write(&fail("no helper to change the job's account".into())),
+        (None, _) => {
+            let mut c = Command::new(prog);
+            c.args(args);
+            c
+        }
+    };
+    let mut child = match cmd.stdin(Stdio::null()).process_group(0).spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ordo: cannot start `{prog}`: {e}");

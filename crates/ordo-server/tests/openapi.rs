@@ -109,6 +109,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         no_preempt: false,
         restarts: 0,
         executed_ms: 0,
+        umask: None,
         wait: None,
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
@@ -136,6 +137,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         cpus: None,
         mem_mib: None,
         mem_limits: false,
+        clock: None,
     };
     assert_eq!(keys(serde_json::to_value(&reg).expect("json")), schema_props("RegisterRequest", None));
     let sub: SubmitRequest = serde_json::from_str(r#"{"command": ["true"], "gpus": 1}"#).expect("minimal submission");
@@ -152,6 +154,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         restarts: 0,
         cpus: None,
         mem_mib: None,
+        umask: None,
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
     let states = enum_values("JobState");

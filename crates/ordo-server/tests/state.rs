@@ -26,8 +26,8 @@ fn user(name: &str) -> Principal {
     Principal { user: name.into(), role: Role::User }
 }
 
-fn agent() -> Principal {
-    Principal { user: "nodes".into(), role: Role::Agent }
+fn agent(node: &str) -> Principal {
+    Principal { user: node.into(), role: Role::Agent }
 }
 
 fn job(gpus: u32) -> SubmitRequest {
@@ -42,6 +42,7 @@ fn job(gpus: u32) -> SubmitRequest {
         priority: None,
         on_node_failure: None,
         no_preempt: None,
+        umask: None,
     }
 }
 
@@ -54,6 +55,7 @@ fn reg(node: &str, gpus: u32) -> RegisterRequest {
         cpus: None,
         mem_mib: None,
         mem_limits: false,
+        clock: None,
     }
 }
 
@@ -85,8 +87,8 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     let dir = tempdir("restart");
     let t0 = 1_000_000;
     let mut c = Core::open(cfg(&dir, "fifo"), t0).expect("open");
-    c.register(&agent(), &reg("n1", 4), t0).expect("register");
-    c.register(&agent(), &reg("n2", 2), t0).expect("register");
+    c.register(&agent("n1"), &reg("n1", 4), t0).expect("register");
+    c.register(&agent("n2"), &reg("n2", 2), t0).expect("register");
     let ids: Vec<u64> =
         [1, 2, 1, 4, 2, 1].iter().map(|&g| c.submit(&user("alice"), job(g), t0).expect("submit")).collect();
     c.pass(t0).expect("pass");
@@ -96,7 +98,7 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     // n1's agent confirms its jobs.
     let on_n1: Vec<RunningJob> =
         before.iter().filter(|(_, (n, _))| n == "n1").map(|(&job, _)| RunningJob { job, started_at: t0 }).collect();
-    c.poll(&agent(), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0 }, t0 + 1).expect("poll");
+    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0 }, t0 + 1).expect("poll");
     let waiting = pending_order(&c, t0);
     drop(c);
 
@@ -107,7 +109,7 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     // The end of a job frees exactly its GPUs; the next start gets free ones only.
     let (first, (node, _)) = before.iter().next().map(|(k, v)| (*k, v.clone())).expect("one running");
     c.report(
-        &agent(),
+        &agent(&node),
         &EndReport {
             node: node.clone(),
             job: first,
@@ -130,7 +132,7 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
 
     // n2 falls silent: its jobs go back to the queue, in their place.
     let t2 = t1 + c.config().node_timeout_ms as i64 + 1;
-    c.poll(&agent(), &PollRequest { node: "n1".into(), running: on_n1, wait_ms: 0 }, t2 - 10).expect("poll");
+    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1, wait_ms: 0 }, t2 - 10).expect("poll");
     c.check_nodes(t2).expect("check");
     let nodes = c.nodes();
     assert_eq!(nodes.iter().find(|n| n.name == "n2").expect("n2").state, "down");
@@ -151,12 +153,12 @@ fn bad_requests_store_nothing() {
     let t0 = 1_000_000;
     let mut c = Core::open(cfg(&dir, "fifo+easy"), t0).expect("open");
     assert!(c.submit(&user("a"), job(1), t0).unwrap_err().to_string().contains("no node has registered"));
-    c.register(&agent(), &reg("n1", 4), t0).expect("register");
+    c.register(&agent("n1"), &reg("n1", 4), t0).expect("register");
     let e = c.submit(&user("a"), job(5), t0).unwrap_err().to_string();
     assert!(e.contains("needs 5 GPUs but the largest node has 4"), "{e}");
     assert!(c.submit(&user("a"), job(0), t0).is_err());
     assert!(c.submit(&user("a"), SubmitRequest { command: vec![], ..job(1) }, t0).is_err());
-    assert!(c.submit(&agent(), job(1), t0).is_err(), "agents do not submit");
+    assert!(c.submit(&agent("x"), job(1), t0).is_err(), "agents do not submit");
     assert!(c.register(&user("a"), &reg("x", 1), t0).is_err(), "users do not register nodes");
     assert!(c.set_policy(&user("a"), "sjf", t0).is_err(), "users do not set the policy");
     assert!(c.set_policy(&Principal { user: "root".into(), role: Role::Admin }, "lifo", t0).is_err());
@@ -211,12 +213,12 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
     let dir = tempdir("late");
     let t0 = 1_000_000;
     let mut c = Core::open(cfg(&dir, "fifo"), t0).expect("open");
-    c.register(&agent(), &reg("n1", 2), t0).expect("register");
+    c.register(&agent("n1"), &reg("n1", 2), t0).expect("register");
     let a = c.submit(&user("alice"), job(2), t0).expect("submit");
     let b = c.submit(&user("alice"), job(2), t0).expect("submit");
     c.pass(t0).expect("pass");
     c.poll(
-        &agent(),
+        &agent("n1"),
         &PollRequest { node: "n1".into(), running: vec![RunningJob { job: a, started_at: t0 }], wait_ms: 0 },
         t0,
     )
@@ -237,12 +239,12 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
         ended_at: t0 + 10,
         message: None,
     };
-    c.report(&agent(), &rep, t1 + 5).expect("report");
+    c.report(&agent("n1"), &rep, t1 + 5).expect("report");
     let j = c.job(a, t1 + 5).expect("job");
     assert_eq!(j.state, JobState::Completed, "{j:?}");
     assert_eq!(pending_order(&c, t1 + 5), vec![b]);
     // A report of an older run of a job does not end a newer one.
-    c.report(&agent(), &EndReport { job: b, attempt: 7, ..rep }, t1 + 6).expect("report");
+    c.report(&agent("n1"), &EndReport { job: b, attempt: 7, ..rep }, t1 + 6).expect("report");
     assert_eq!(c.job(b, t1 + 6).expect("job").state, JobState::Pending);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -256,11 +258,15 @@ fn a_held_job_stays_out_of_the_queue_across_a_restart_and_priority_changes_follo
     let dir = tempdir("hold");
     let t0 = 1_000_000;
     let mut c = Core::open(cfg(&dir, "fifo"), t0).expect("open");
-    c.register(&agent(), &reg("n1", 1), t0).expect("register");
-    let a = c.submit(&user("alice"), SubmitRequest { priority: Some(5), ..job(1) }, t0).expect("submit");
+    c.register(&agent("n1"), &reg("n1", 1), t0).expect("register");
+    // Users may not submit above the default priority; an admin may give one.
+    let above = c.submit(&user("alice"), SubmitRequest { priority: Some(5), ..job(1) }, t0);
+    assert!(matches!(&above, Err(ApiError::Forbidden(m)) if m.contains("only admins may raise")), "{above:?}");
+    let a = c.submit(&user("alice"), SubmitRequest { priority: Some(-1), ..job(1) }, t0).expect("lower is fine");
+    c.set_priority(&admin(), a, 5, t0).expect("an admin raises it");
     let b = c.submit(&user("alice"), job(1), t0).expect("submit");
     assert!(matches!(c.hold(&user("bob"), a, t0), Err(ApiError::Forbidden(_))));
-    assert!(matches!(c.hold(&agent(), a, t0), Err(ApiError::Forbidden(_))));
+    assert!(matches!(c.hold(&agent("n1"), a, t0), Err(ApiError::Forbidden(_))));
     assert_eq!(c.hold(&user("alice"), a, t0).expect("hold").held_by.as_deref(), Some("alice"));
     assert!(matches!(c.set_priority(&user("alice"), a, 6, t0), Err(ApiError::Forbidden(_))));
     assert_eq!(c.set_priority(&user("alice"), a, 5, t0).expect("same value").priority, 5);
@@ -278,7 +284,7 @@ fn a_held_job_stays_out_of_the_queue_across_a_restart_and_priority_changes_follo
     assert!(matches!(c.hold(&admin(), b, t0 + 1), Err(ApiError::Conflict(_))));
     assert_eq!(c.set_priority(&admin(), b, 9, t0 + 1).expect("raise").priority, 9);
     c.report(
-        &agent(),
+        &agent("n1"),
         &EndReport {
             node: "n1".into(),
             job: b,
@@ -333,18 +339,18 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     let mut conf = cfg(&dir, "las:thresholds=2s");
     conf.min_run_ms = 500;
     let mut c = Core::open(conf.clone(), t0).expect("open");
-    c.register(&agent(), &reg("n1", 1), t0).expect("register");
+    c.register(&agent("n1"), &reg("n1", 1), t0).expect("register");
     let long = c.submit(&user("alice"), job(1), t0).expect("submit");
     c.pass(t0).expect("pass");
     let run = |job, t| PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t }], wait_ms: 0 };
-    c.poll(&agent(), &run(long, t0), t0).expect("poll");
+    c.poll(&agent("n1"), &run(long, t0), t0).expect("poll");
     // Past the 2 GPU-s threshold, a new job (queue 0) outranks it.
     let t1 = t0 + 3_000;
     let short = c.submit(&user("bob"), job(1), t1).expect("submit");
     c.pass(t1).expect("pass");
     assert_eq!(c.job(long, t1).expect("job").state, JobState::Preempting);
     assert_eq!(c.job(short, t1).expect("job").state, JobState::Pending, "waits for the GPU to be freed");
-    let resp = c.poll(&agent(), &run(long, t0), t1 + 10).expect("poll");
+    let resp = c.poll(&agent("n1"), &run(long, t0), t1 + 10).expect("poll");
     assert_eq!(resp.kill, vec![long], "the agent is told to stop it");
     let rec = c.audit(Some(long), None, 100).expect("audit");
     let p = rec.iter().find(|r| r.kind == "preempt").expect("a preempt record");
@@ -352,7 +358,7 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     assert!(why.starts_with(&format!("preempted {long} for {short}: policy las")), "{why}");
     // It stops; it goes back to the queue with its service, and the short job starts.
     let t2 = t1 + 100;
-    c.report(&agent(), &end("n1", long, 1, Outcome::Killed, t0, t2), t2).expect("report");
+    c.report(&agent("n1"), &end("n1", long, 1, Outcome::Killed, t0, t2), t2).expect("report");
     let j = c.job(long, t2).expect("job");
     assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 3_100), "{j:?}");
     assert!(j.wait.as_ref().expect("wait").text.contains("preempted or requeued 1 time"), "{:?}", j.wait);
@@ -362,32 +368,34 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     drop(c);
     let t3 = t2 + 50;
     let mut c = Core::open(conf.clone(), t3).expect("reopen");
-    c.register(&agent(), &reg("n1", 1), t3).expect("register");
+    c.register(&agent("n1"), &reg("n1", 1), t3).expect("register");
     let j = c.job(long, t3).expect("job");
     assert_eq!((j.state, j.restarts, j.executed_ms), (JobState::Pending, 1, 3_100));
     let fresh = c.submit(&user("carol"), job(1), t3).expect("submit");
     assert_eq!(pending_order(&c, t3), vec![fresh, long], "least attained service first, after a restart too");
-    c.poll(&agent(), &run(short, t2), t3).expect("poll");
-    c.report(&agent(), &end("n1", short, 1, Outcome::Exited, t2, t3 + 10), t3 + 10).expect("report");
+    c.poll(&agent("n1"), &run(short, t2), t3).expect("poll");
+    c.report(&agent("n1"), &end("n1", short, 1, Outcome::Exited, t2, t3 + 10), t3 + 10).expect("report");
     c.pass(t3 + 10).expect("pass");
     assert_eq!(c.job(fresh, t3 + 10).expect("job").state, JobState::Starting);
-    let a = c.poll(&agent(), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 11).expect("poll");
+    let a =
+        c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 11).expect("poll");
     assert_eq!(a.start.len(), 1);
     assert_eq!(a.start[0].restarts, 0);
-    c.poll(&agent(), &run(fresh, t3 + 11), t3 + 12).expect("poll");
-    c.report(&agent(), &end("n1", fresh, 1, Outcome::Exited, t3 + 11, t3 + 20), t3 + 20).expect("report");
+    c.poll(&agent("n1"), &run(fresh, t3 + 11), t3 + 12).expect("poll");
+    c.report(&agent("n1"), &end("n1", fresh, 1, Outcome::Exited, t3 + 11, t3 + 20), t3 + 20).expect("report");
     c.pass(t3 + 20).expect("pass");
-    let a = c.poll(&agent(), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 21).expect("poll");
+    let a =
+        c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 21).expect("poll");
     assert_eq!((a.start[0].job, a.start[0].restarts), (long, 1), "ORDO_RESTARTS comes from here");
-    c.poll(&agent(), &run(long, t3 + 21), t3 + 22).expect("poll");
-    c.report(&agent(), &end("n1", long, 2, Outcome::Exited, t3 + 21, t3 + 30), t3 + 30).expect("report");
+    c.poll(&agent("n1"), &run(long, t3 + 21), t3 + 22).expect("poll");
+    c.report(&agent("n1"), &end("n1", long, 2, Outcome::Exited, t3 + 21, t3 + 30), t3 + 30).expect("report");
     assert_eq!(c.job(long, t3 + 30).expect("job").state, JobState::Completed);
 
     // A --no-preempt job keeps its GPU past the threshold.
     let t4 = t3 + 100;
     let np = c.submit(&user("alice"), SubmitRequest { no_preempt: Some(true), ..job(1) }, t4).expect("submit");
     c.pass(t4).expect("pass");
-    c.poll(&agent(), &run(np, t4), t4).expect("poll");
+    c.poll(&agent("n1"), &run(np, t4), t4).expect("poll");
     let t5 = t4 + 10_000;
     let other = c.submit(&user("bob"), job(1), t5).expect("submit");
     c.pass(t5).expect("pass");
@@ -395,7 +403,7 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     assert_eq!(c.job(np, t5 + 500).expect("job").state, JobState::Running);
     assert_eq!(c.job(other, t5 + 500).expect("job").state, JobState::Pending);
     assert!(!audit_kinds(&c, np).contains(&"preempt".to_string()));
-    c.report(&agent(), &end("n1", np, 1, Outcome::Exited, t4, t5 + 600), t5 + 600).expect("report");
+    c.report(&agent("n1"), &end("n1", np, 1, Outcome::Exited, t4, t5 + 600), t5 + 600).expect("report");
     c.pass(t5 + 600).expect("pass");
     assert_eq!(c.job(other, t5 + 600).expect("job").state, JobState::Starting);
     let _ = std::fs::remove_dir_all(&dir);
@@ -409,7 +417,7 @@ fn cpus_and_memory_beyond_every_node_are_refused_and_placement_respects_them() {
     let none = c.submit(&user("alice"), SubmitRequest { cpus: Some(2), ..job(1) }, t0).unwrap_err();
     assert!(matches!(none, ApiError::Unprocessable(_)), "{none}");
     let r = RegisterRequest { cpus: Some(4), mem_mib: Some(8192), ..reg("n1", 2) };
-    c.register(&agent(), &r, t0).expect("register");
+    c.register(&agent("n1"), &r, t0).expect("register");
     let e = c.submit(&user("alice"), SubmitRequest { cpus: Some(5), ..job(1) }, t0).unwrap_err();
     assert!(matches!(e, ApiError::Unprocessable(_)) && e.to_string().contains("4"), "{e}");
     let e = c.submit(&user("alice"), SubmitRequest { mem_mib: Some(9000), ..job(1) }, t0).unwrap_err();
@@ -438,12 +446,12 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
     let mut conf = cfg(&dir, "rr:quantum=1s");
     conf.min_run_ms = 0;
     let mut c = Core::open(conf, t0).expect("open");
-    c.register(&agent(), &reg("n1", 1), t0).expect("register");
+    c.register(&agent("n1"), &reg("n1", 1), t0).expect("register");
     let a = c.submit(&user("alice"), job(1), t0).expect("submit");
     c.pass(t0).expect("pass");
     let poll = |c: &mut Core, job, t| {
         c.poll(
-            &agent(),
+            &agent("n1"),
             &PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t0 }], wait_ms: 0 },
             t,
         )
@@ -461,7 +469,7 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
     let rec = c.audit(Some(a), None, 100).expect("audit");
     let why = rec.iter().find(|r| r.kind == "preempt").expect("preempt record").detail["why"].to_string();
     assert!(why.contains(&format!("preempted {a} for {b}: policy rr")) && why.contains("quantum"), "{why}");
-    c.report(&agent(), &end("n1", a, 1, Outcome::Killed, t0, t0 + 1_050), t0 + 1_050).expect("report");
+    c.report(&agent("n1"), &end("n1", a, 1, Outcome::Killed, t0, t0 + 1_050), t0 + 1_050).expect("report");
     c.pass(t0 + 1_050).expect("pass");
     assert_eq!(c.job(b, t0 + 1_050).expect("job").state, JobState::Starting);
     let j = c.job(a, t0 + 1_050).expect("job");
@@ -481,9 +489,9 @@ fn the_core_places_by_cpus_and_memory_so_a_job_goes_to_the_node_that_holds_it() 
     let mut c = Core::open(cfg(&dir, "fifo+easy"), t0).expect("open");
     // Node a registers first; by GPUs alone both fit a 1-GPU job, and a (listed first, best
     // fit on ties) would be chosen.
-    c.register(&agent(), &RegisterRequest { cpus: Some(2), mem_mib: Some(32_768), ..reg("a", 8) }, t0)
+    c.register(&agent("a"), &RegisterRequest { cpus: Some(2), mem_mib: Some(32_768), ..reg("a", 8) }, t0)
         .expect("register");
-    c.register(&agent(), &RegisterRequest { cpus: Some(16), mem_mib: Some(32_768), ..reg("b", 8) }, t0)
+    c.register(&agent("b"), &RegisterRequest { cpus: Some(16), mem_mib: Some(32_768), ..reg("b", 8) }, t0)
         .expect("register");
     // A plain 1-GPU job goes on a, the first of two equal nodes: the test below is not luck.
     let plain = c.submit(&user("alice"), job(1), t0).expect("submit");
@@ -529,7 +537,7 @@ fn the_core_places_by_cpus_and_memory_so_a_job_goes_to_the_node_that_holds_it() 
     assert_eq!(j.state, JobState::Pending);
     assert!(j.wait.expect("wait").text.contains("memory"));
     let node = c.job(m1, t1).expect("job").node.expect("node");
-    c.report(&agent(), &end(&node, m1, 1, Outcome::Exited, t0 + 2, t1 + 10), t1 + 10).expect("report");
+    c.report(&agent(&node), &end(&node, m1, 1, Outcome::Exited, t0 + 2, t1 + 10), t1 + 10).expect("report");
     c.pass(t1 + 10).expect("pass");
     assert_eq!(start_node(&c, wants, t1 + 10), Some(node));
     // b's 8 CPUs are still held by `big` after the restart: a 9-CPU job waits, naming CPUs,
@@ -540,12 +548,12 @@ fn the_core_places_by_cpus_and_memory_so_a_job_goes_to_the_node_that_holds_it() 
     assert_eq!(j.state, JobState::Pending);
     let text = j.wait.expect("wait").text;
     assert!(text.contains("CPU"), "{text}");
-    c.report(&agent(), &end("b", big, 1, Outcome::Exited, t0 + 1, t1 + 30), t1 + 30).expect("report");
+    c.report(&agent("b"), &end("b", big, 1, Outcome::Exited, t0 + 1, t1 + 30), t1 + 30).expect("report");
     c.pass(t1 + 30).expect("pass");
     assert_eq!(start_node(&c, c9, t1 + 30).as_deref(), Some("b"));
     // A job that no node could ever hold with its GPUs and CPUs together is refused, though
     // one node has the GPUs and another the CPUs.
-    c.register(&agent(), &RegisterRequest { cpus: Some(4), mem_mib: Some(1024), ..reg("c", 10) }, t1 + 40)
+    c.register(&agent("c"), &RegisterRequest { cpus: Some(4), mem_mib: Some(1024), ..reg("c", 10) }, t1 + 40)
         .expect("register");
     let e = c.submit(&user("carol"), SubmitRequest { cpus: Some(8), ..job(10) }, t1 + 40).unwrap_err();
     assert!(matches!(e, ApiError::Unprocessable(_)) && e.to_string().contains("together"), "{e}");

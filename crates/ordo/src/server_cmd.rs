@@ -25,6 +25,9 @@ pub enum ServerCmd {
     /// (internal) Supervise one job for the agent.
     #[command(hide = true)]
     AgentSupervise(SuperviseCli),
+    /// (internal) Become a job's Unix account and execute the job (run by the supervisor).
+    #[command(hide = true)]
+    AgentExec(ExecCli),
     /// Submit a job; prints its id.
     Submit(SubmitArgs),
     /// The queue, in the order the policy will run it, with each job's reason.
@@ -63,9 +66,17 @@ pub struct ConnArgs {
     /// Server URL (default: $ORDO_SERVER, else http://127.0.0.1:7700).
     #[arg(long)]
     server: Option<String>,
-    /// Bearer token (default: $ORDO_TOKEN).
+    /// Bearer token (default: $ORDO_TOKEN). Other users of this machine can see a command
+    /// line in `ps`: prefer ORDO_TOKEN or --token-file.
     #[arg(long)]
     token: Option<String>,
+    /// A file holding the token (default: $ORDO_TOKEN_FILE).
+    #[arg(long, conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) to trust for an https:// server (default: $ORDO_CA, else the
+    /// system's roots).
+    #[arg(long)]
+    ca: Option<PathBuf>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -78,11 +89,16 @@ impl ConnArgs {
             .clone()
             .or_else(|| std::env::var("ORDO_SERVER").ok())
             .unwrap_or_else(|| "http://127.0.0.1:7700".into());
-        let token = self.token.clone().or_else(|| std::env::var("ORDO_TOKEN").ok());
+        let file = self.token_file.clone().or_else(|| std::env::var_os("ORDO_TOKEN_FILE").map(PathBuf::from));
+        let token = match (&self.token, file) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(f)) => Some(read_token_file(&f)?),
+            (None, None) => std::env::var("ORDO_TOKEN").ok(),
+        };
         if token.is_none() {
-            bail!("no token: give --token or set ORDO_TOKEN (an admin makes one with `ordo admin token create USER --db ordo.db`)");
+            bail!("no token: set ORDO_TOKEN or give --token-file (an admin makes one with `ordo admin token create USER --db ordo.db`)");
         }
-        Ok(Client::new(&server, token, Duration::from_secs(60)))
+        client_for(&server, token, self.ca.as_deref(), Duration::from_secs(60))
     }
 }
 
@@ -119,9 +135,30 @@ pub struct AgentArgs {
     /// Server URL (default: $ORDO_SERVER, else http://127.0.0.1:7700).
     #[arg(long)]
     server: Option<String>,
-    /// The agent's token (default: $ORDO_TOKEN); make one with `ordo admin token create NODE --agent`.
+    /// A file holding this node's agent token (make one with `ordo admin token create NODE
+    /// --agent`; keep the file readable by the agent only). Else $ORDO_TOKEN, which the agent
+    /// removes from its environment at start. Jobs never see it.
     #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Refused: a token on the command line is visible to every process through `ps`.
+    #[arg(long, hide = true)]
     token: Option<String>,
+    /// CA certificate(s) (PEM) to trust for an https:// server (default: $ORDO_CA).
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Run every job as this Unix account (default, when the agent runs as root: each job as
+    /// the account named like its submitter).
+    #[arg(long)]
+    run_as: Option<String>,
+    /// A TOML file mapping ordo users to Unix accounts (`alice = "alice_l"`), for submitters
+    /// whose account has another name on this node.
+    #[arg(long, conflicts_with = "run_as")]
+    user_map: Option<PathBuf>,
+    /// Variables of the agent's environment that jobs get, comma-separated (default:
+    /// PATH,LANG,LC_ALL,LC_CTYPE,TZ,LD_LIBRARY_PATH). Nothing else of the agent's environment
+    /// reaches a job, and never a variable named ORDO_TOKEN*.
+    #[arg(long, value_delimiter = ',')]
+    pass_env: Option<Vec<String>>,
     /// `auto` (NVML) or a number of fake GPUs.
     #[arg(long, default_value = "auto")]
     gpus: GpuSpec,
@@ -160,8 +197,66 @@ pub struct SuperviseCli {
     mem_mib: Option<u64>,
     #[arg(long)]
     cgroup_v2: bool,
+    #[arg(long, value_parser = parse_umask, default_value = "77")]
+    umask: u32,
+    #[arg(long)]
+    run_uid: Option<u32>,
+    #[arg(long)]
+    run_gid: Option<u32>,
+    #[arg(long, value_delimiter = ',')]
+    run_groups: Vec<u32>,
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecCli {
+    #[arg(long)]
+    uid: u32,
+    #[arg(long)]
+    gid: u32,
+    #[arg(long, value_delimiter = ',')]
+    groups: Vec<u32>,
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn parse_umask(s: &str) -> std::result::Result<u32, String> {
+    u32::from_str_radix(s, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("`{s}`: expected an octal umask such as 022"))
+}
+
+/// Reads a token from a file (the first line, trimmed); refuses a file others may read.
+fn read_token_file(f: &std::path::Path) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(f).with_context(|| format!("token file {}", f.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        bail!(
+            "token file {}: mode {:o} lets other users read it; `chmod 600 {}`",
+            f.display(),
+            meta.permissions().mode() & 0o777,
+            f.display()
+        );
+    }
+    let text = std::fs::read_to_string(f).with_context(|| format!("token file {}", f.display()))?;
+    let t = text.lines().next().unwrap_or("").trim().to_string();
+    if t.is_empty() {
+        bail!("token file {}: empty", f.display());
+    }
+    Ok(t)
+}
+
+/// A client of `server`, trusting the CA certificates in `ca` (else $ORDO_CA, else the
+/// system's roots) for https.
+fn client_for(server: &str, token: Option<String>, ca: Option<&std::path::Path>, timeout: Duration) -> Result<Client> {
+    let ca = ca.map(PathBuf::from).or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from));
+    let ca_pem = match &ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("CA file {}", p.display()))?),
+        None => None,
+    };
+    Ok(Client::with_ca(server, token, timeout, ca_pem.as_deref())?)
 }
 
 #[derive(Args, Debug)]
@@ -360,9 +455,23 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 .server
                 .or_else(|| std::env::var("ORDO_SERVER").ok())
                 .unwrap_or_else(|| "http://127.0.0.1:7700".into());
-            let token = a.token.or_else(|| std::env::var("ORDO_TOKEN").ok()).context(
-                "no token: give --token or set ORDO_TOKEN (make one with `ordo admin token create NODE --agent`)",
-            )?;
+            if a.token.is_some() {
+                bail!("--token: an agent's token on its command line is visible to every process (jobs included) through `ps`; put it in a file readable by the agent only and give --token-file FILE, or set ORDO_TOKEN");
+            }
+            let token = match &a.token_file {
+                Some(f) => read_token_file(f)?,
+                None => std::env::var("ORDO_TOKEN").ok().filter(|t| !t.is_empty()).context(
+                    "no token: give --token-file FILE or set ORDO_TOKEN (make one with `ordo admin token create NODE --agent`)",
+                )?,
+            };
+            // Jobs start from a clean environment anyway; the agent keeps no copy either.
+            std::env::remove_var("ORDO_TOKEN");
+            let euid = nix_euid();
+            let run_as = ordo_server::runas::RunAs::new(a.run_as.as_deref(), a.user_map.as_deref(), euid)
+                .map_err(|e| anyhow!(e))?;
+            let pass_env = a
+                .pass_env
+                .unwrap_or_else(|| ordo_server::runas::DEFAULT_PASS_ENV.iter().map(|s| s.to_string()).collect());
             let name = match a.name {
                 Some(n) => n,
                 None => std::fs::read_to_string("/etc/hostname")
@@ -384,6 +493,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 supervisor: vec![exe.to_string_lossy().into_owned(), "agent-supervise".into()],
                 cpus: a.cpus,
                 mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
+                run_as,
+                pass_env,
+                ca_pem: match a.ca.or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {
+                    Some(p) => Some(std::fs::read(&p).with_context(|| format!("CA file {}", p.display()))?),
+                    None => None,
+                },
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -411,7 +526,25 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     (None, None) => None,
                     _ => bail!("--cgroup and --mem-mib go together"),
                 },
+                umask: a.umask,
+                run_as: match (a.run_uid, a.run_gid) {
+                    (Some(uid), Some(gid)) => Some(ordo_server::supervise::RunAsIds { uid, gid, groups: a.run_groups }),
+                    (None, None) => None,
+                    _ => bail!("--run-uid and --run-gid go together"),
+                },
+                exec_helper: vec![
+                    std::env::current_exe()
+                        .context("locating the ordo binary for agent-exec")?
+                        .to_string_lossy()
+                        .into_owned(),
+                    "agent-exec".into(),
+                ],
             });
+            return Ok(ExitCode::from(code as u8));
+        }
+        ServerCmd::AgentExec(a) => {
+            let ids = ordo_server::supervise::RunAsIds { uid: a.uid, gid: a.gid, groups: a.groups };
+            let code = ordo_server::supervise::exec_as(&ids, &a.command);
             return Ok(ExitCode::from(code as u8));
         }
         ServerCmd::Submit(a) => {
@@ -441,6 +574,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 priority: a.priority,
                 on_node_failure,
                 no_preempt: a.no_preempt.then_some(true),
+                umask: current_umask(),
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {
@@ -666,4 +800,16 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// This process's effective user id.
+fn nix_euid() -> u32 {
+    ordo_server::runas::current_user().uid
+}
+
+/// This process's umask (from /proc/self/status, which reads it without changing it).
+fn current_umask() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let v = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+    u32::from_str_radix(v.trim(), 8).ok()
 }

@@ -1,119 +1,13 @@
 //! `ordo server` and `ordo agent` as real processes on loopback: 200 jobs on three agents with
 //! 8, 8 and 4 fake GPUs; `kill -9` of the server and of an agent mid-run; the access rules.
 
+mod harness;
+
+use harness::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const ORDO: &str = env!("CARGO_BIN_EXE_ordo");
-
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ordo-server-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-fn ordo(args: &[&str]) -> std::process::Output {
-    Command::new(ORDO).args(args).output().expect("run ordo")
-}
-
-fn token(db: &Path, user: &str, flag: Option<&str>) -> String {
-    let mut a = vec!["admin", "token", "create", user, "--db", db.to_str().expect("utf-8 path")];
-    a.extend(flag);
-    let out = ordo(&a);
-    assert!(out.status.success(), "token create: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).expect("utf-8").trim().to_string()
-}
-
-/// Starts a server; returns it and its URL.
-fn server(dir: &Path, listen: &str, policy: &str) -> (Proc, String) {
-    server_with(dir, listen, policy, &[])
-}
-
-/// Starts a server with extra flags; returns it and its URL.
-fn server_with(dir: &Path, listen: &str, policy: &str, extra: &[&str]) -> (Proc, String) {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).expect("log");
-    let mut c = Command::new(ORDO)
-        .args(["server", "--db"])
-        .arg(dir.join("ordo.db"))
-        .args(["--listen", listen, "--policy", policy, "--heartbeat", "100ms", "--node-timeout", "1500ms"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start server");
-    let mut line = String::new();
-    BufReader::new(c.stdout.take().expect("stdout")).read_line(&mut line).expect("server prints its address");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in `{line}`"))
-        .to_string();
-    (Proc(c), url)
-}
-
-fn agent(dir: &Path, url: &str, tok: &str, name: &str, gpus: u32) -> Proc {
-    agent_with(dir, url, tok, name, gpus, &[])
-}
-
-fn agent_with(dir: &Path, url: &str, tok: &str, name: &str, gpus: u32, extra: &[&str]) -> Proc {
-    let log = std::fs::File::create(dir.join(format!("agent-{name}.log"))).expect("log");
-    let c = Command::new(ORDO)
-        .args([
-            "agent",
-            "--server",
-            url,
-            "--token",
-            tok,
-            "--name",
-            name,
-            "--gpus",
-            &gpus.to_string(),
-            "--grace",
-            "500ms",
-        ])
-        .arg("--work-dir")
-        .arg(dir.join(format!("work-{name}")))
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start agent");
-    Proc(c)
-}
-
-fn cli_json(url: &str, tok: &str, args: &[&str]) -> Value {
-    // Connection flags go before a `--` (after it everything is the job's command).
-    let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
-    let mut a: Vec<&str> = args[..at].to_vec();
-    a.extend(["--server", url, "--token", tok, "--json"]);
-    a.extend(&args[at..]);
-    let out = ordo(&a);
-    assert!(out.status.success(), "ordo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON output")
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use std::path::Path;
+use std::time::Duration;
 
 fn nodes_up(url: &str, tok: &str, n: usize) -> bool {
     let v = cli_json(url, tok, &["nodes"]);
@@ -228,21 +122,12 @@ fn history(url: &str, tok: &str) -> Vec<Value> {
     cli_json(url, tok, &["history", "--limit", "100000"]).as_array().expect("array").clone()
 }
 
-fn tokens(dir: &Path) -> (String, String, String) {
-    let db = dir.join("ordo.db");
-    (token(&db, "admin", Some("--admin")), token(&db, "alice", None), token(&db, "nodes", Some("--agent")))
-}
-
 #[test]
 fn two_hundred_jobs_on_three_agents_in_policy_order() {
     let dir = tempdir("run");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
-    let _agents = [
-        agent(&dir, &url, &agent_tok, "n1", 8),
-        agent(&dir, &url, &agent_tok, "n2", 8),
-        agent(&dir, &url, &agent_tok, "n3", 4),
-    ];
+    let _agents = [agent(&dir, &url, "n1", 8), agent(&dir, &url, "n2", 8), agent(&dir, &url, "n3", 4)];
     wait_for("three nodes", Duration::from_secs(20), || nodes_up(&url, &admin, 3));
     let results = dir.join("results.txt");
     let jobs = submit_jobs(&url, &alice, 200, &results, 5, true);
@@ -280,12 +165,12 @@ fn two_hundred_jobs_on_three_agents_in_policy_order() {
 #[test]
 fn kill_9_of_server_and_of_an_agent_loses_no_job() {
     let dir = tempdir("crash");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let (srv, url) = server(&dir, "127.0.0.1:0", "fifo+easy");
     let listen = url.trim_start_matches("http://").to_string();
     let mut agents: HashMap<&str, Proc> = HashMap::new();
     for (n, g) in [("n1", 8), ("n2", 8), ("n3", 4)] {
-        agents.insert(n, agent(&dir, &url, &agent_tok, n, g));
+        agents.insert(n, agent(&dir, &url, n, g));
     }
     wait_for("three nodes", Duration::from_secs(20), || nodes_up(&url, &admin, 3));
     let results = dir.join("results.txt");
@@ -355,23 +240,13 @@ fn kill_9_of_server_and_of_an_agent_loses_no_job() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn raw_http(url: &str, req: &str) -> (u16, String) {
-    let addr = url.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    s.write_all(req.as_bytes()).expect("send");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    let status = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, out)
-}
-
 #[test]
 fn access_rules_and_bad_input() {
     let dir = tempdir("access");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let bob = token(&dir.join("ordo.db"), "bob", None);
     let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
-    let _a = agent(&dir, &url, &agent_tok, "n1", 2);
+    let _a = agent(&dir, &url, "n1", 2);
     wait_for("one node", Duration::from_secs(20), || nodes_up(&url, &admin, 1));
 
     // alice's long job holds both GPUs; her second waits.
@@ -449,26 +324,14 @@ fn access_rules_and_bad_input() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn fails_with(url: &str, tok: &str, args: &[&str], status: &str) {
-    let mut a: Vec<&str> = args.to_vec();
-    a.extend(["--server", url, "--token", tok]);
-    let out = ordo(&a);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains(status), "ordo {args:?}: expected {status}, got: {err}");
-}
-
-fn job_state(url: &str, tok: &str, id: u64) -> Value {
-    cli_json(url, tok, &["explain", &id.to_string()])
-}
-
 #[test]
 fn hold_release_and_priority_with_access_rules_and_audit() {
     let dir = tempdir("hold");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let bob = token(&dir.join("ordo.db"), "bob", None);
     let (srv, url) = server(&dir, "127.0.0.1:0", "fifo");
     let listen = url.trim_start_matches("http://").to_string();
-    let _a = agent(&dir, &url, &agent_tok, "n1", 1);
+    let _a = agent(&dir, &url, "n1", 1);
     wait_for("one node", Duration::from_secs(20), || nodes_up(&url, &admin, 1));
     let id = |v: Value| v["id"].as_u64().expect("id");
 
@@ -478,8 +341,11 @@ fn hold_release_and_priority_with_access_rules_and_audit() {
     wait_for("the blocker to start", Duration::from_secs(20), || {
         job_state(&url, &admin, blocker)["state"] != "pending"
     });
-    let a = id(cli_json(&url, &alice, &["submit", "--priority", "3", "--", "true"]));
+    // A user may not jump the queue at submit (403, naming the rule); below the default is fine.
+    fails_with(&url, &alice, &["submit", "--priority", "999999", "--", "true"], "403");
+    let a = id(cli_json(&url, &alice, &["submit", "--priority", "-1", "--", "true"]));
     let b = id(cli_json(&url, &alice, &["submit", "--", "sleep", "1"]));
+    assert_eq!(cli_json(&url, &admin, &["priority", &a.to_string(), "3"])["priority"], 3);
     assert_eq!(job_state(&url, &alice, a)["priority"], 3);
     // bob may not hold, release or change alice's job.
     fails_with(&url, &bob, &["hold", &a.to_string()], "403");
@@ -554,6 +420,7 @@ fn hold_release_and_priority_with_access_rules_and_audit() {
     assert_eq!(
         prio,
         vec![
+            (Value::from("admin"), Value::from(-1), Value::from(3)),
             (Value::from("alice"), Value::from(3), Value::from(-2)),
             (Value::from("admin"), Value::from(-2), Value::from(7))
         ],
@@ -612,9 +479,9 @@ fn wait_running_for(url: &str, tok: &str, id: u64, ms: u64) {
 #[test]
 fn las_preempts_a_long_job_for_short_ones_it_resumes_once_and_no_preempt_jobs_are_spared() {
     let dir = tempdir("preempt");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let (_srv, url) = server_with(&dir, "127.0.0.1:0", "las:thresholds=500ms", &["--min-run", "200ms"]);
-    let _a = agent(&dir, &url, &agent_tok, "n1", 1);
+    let _a = agent(&dir, &url, "n1", 1);
     wait_for("the agent", Duration::from_secs(10), || nodes_up(&url, &admin, 1));
     let results = dir.join("results.txt");
     let script = tagged_script(&results);
@@ -686,10 +553,10 @@ fn submit_fails(url: &str, tok: &str, flags: &[&str], status: &str, says: &str) 
 #[test]
 fn jobs_are_pinned_to_disjoint_cpus_admission_checks_cpus_and_memory_and_memory_limits_hold() {
     let dir = tempdir("cpumem");
-    let (admin, alice, agent_tok) = tokens(&dir);
+    let (admin, alice) = tokens(&dir);
     let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
     let cores = allowed_cpu_count().clamp(1, 2);
-    let _a = agent_with(&dir, &url, &agent_tok, "n1", 2, &["--cpus", &cores.to_string(), "--mem", "1G"]);
+    let _a = agent_with(&dir, &url, "n1", 2, &["--cpus", &cores.to_string(), "--mem", "1G"]);
     wait_for("the agent", Duration::from_secs(10), || nodes_up(&url, &admin, 1));
     let n = cli_json(&url, &admin, &["nodes"]);
     assert_eq!(n[0]["cpus"], cores as u64, "{n}");

@@ -3,14 +3,70 @@
 
 use super::*;
 
+/// Whether `who` may speak for `node`: only the agent token made for that very node
+/// (`ordo admin token create NODE --agent`). Users and admins cannot act as a node, and one
+/// node's agent cannot register, poll or report for another.
+fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), ApiError> {
+    match who.role {
+        Role::Agent if who.user == node => Ok(()),
+        Role::Agent => Err(ApiError::Forbidden(format!(
+            "this agent token belongs to node {}; it may not {what} for node {node}",
+            who.user
+        ))),
+        _ => Err(ApiError::Forbidden(format!(
+            "only node {node}'s own agent token may {what} for it (`ordo admin token create {node} --agent`)"
+        ))),
+    }
+}
+
 impl Core {
+    /// Refuses a time an agent reports that the server's own clock makes impossible: before
+    /// `earliest` (less the allowed clock skew) or after now (plus the skew).
+    fn plausible(&self, field: &str, t: i64, earliest: i64, now: i64) -> Result<(), ApiError> {
+        let skew = self.cfg.max_clock_skew_ms;
+        if t < earliest - skew || t > now + skew {
+            let (d, how) = if t > now { (t - now, "after") } else { (now - t, "before") };
+            return Err(ApiError::BadRequest(format!(
+                "field `{field}`: {t} is {} {how} the server's clock; this time must lie between {} ms and now (within max_clock_skew = {})",
+                fmt_rel(d),
+                earliest,
+                fmt_rel(skew)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a report about a run that `node` did not run.
+    fn ran_on(&self, j: &JobInfo, node: &str) -> Result<(), ApiError> {
+        match j.node.as_deref() {
+            Some(n) if n == node => Ok(()),
+            Some(n) => Err(ApiError::Forbidden(format!(
+                "job {} runs (or last ran) on node {n}, not on {node}; a node may only report its own jobs",
+                j.id
+            ))),
+            None => Err(ApiError::Forbidden(format!(
+                "job {} has not run on any node; node {node} may only report its own jobs",
+                j.id
+            ))),
+        }
+    }
+
     /// A node (re)registers: it is up from now with the GPUs it reports.
     pub fn register(&mut self, who: &Principal, req: &RegisterRequest, now: i64) -> Result<RegisterResponse, ApiError> {
-        if who.role == Role::User {
-            return Err(ApiError::Forbidden("registering a node needs an agent or admin token".into()));
+        speaks_for(who, &req.node, "register")?;
+        if let Some(m) = &req.gpu_model {
+            bounded("gpu_model", m, MAX_GPU_MODEL_BYTES)?;
         }
-        if !crate::auth::valid_name(&req.node) {
-            return Err(ApiError::BadRequest(format!("field `node`: `{}` is not a valid node name", req.node)));
+        if let Some(t) = req.clock {
+            let skew = t - now;
+            if skew.abs() > self.cfg.max_clock_skew_ms {
+                return Err(ApiError::BadRequest(format!(
+                    "field `clock`: the agent's clock is {} {} the server's (more than max_clock_skew = {}); synchronise the clocks (NTP) and start the agent again",
+                    fmt_rel(skew.abs()),
+                    if skew > 0 { "ahead of" } else { "behind" },
+                    fmt_rel(self.cfg.max_clock_skew_ms)
+                )));
+            }
         }
         if req.gpus == 0 || req.gpus > 1024 {
             return Err(ApiError::BadRequest(format!("field `gpus`: {} is outside 1..=1024", req.gpus)));
@@ -91,8 +147,12 @@ impl Core {
     /// A poll from an agent: heartbeat, then reconciliation of what it runs with what the
     /// database says, then its work (jobs to start, jobs to kill).
     pub fn poll(&mut self, who: &Principal, req: &PollRequest, now: i64) -> Result<PollResponse, ApiError> {
-        if who.role == Role::User {
-            return Err(ApiError::Forbidden("polling needs an agent or admin token".into()));
+        speaks_for(who, &req.node, "poll")?;
+        if req.running.len() > MAX_POLL_JOBS {
+            return Err(ApiError::BadRequest(format!(
+                "field `running`: {} jobs, more than {MAX_POLL_JOBS}",
+                req.running.len()
+            )));
         }
         match self.nodes.get_mut(&req.node) {
             Some(n) if n.up => n.last_seen = now,
@@ -113,7 +173,10 @@ impl Core {
         for &id in &mine {
             let j = &self.active[&id];
             match (has.get(&id), j.state) {
-                (Some(&t), JobState::Starting) => confirm.push((id, t)),
+                (Some(&t), JobState::Starting) => {
+                    self.plausible("started_at", t, j.start.unwrap_or(now), now)?;
+                    confirm.push((id, t));
+                }
                 (None, JobState::Running) => lost.push(id),
                 (None, JobState::Starting) if j.cancel_requested => never_started.push(id),
                 // Preempted before its process started, or its stop report is lost: it has
@@ -198,6 +261,7 @@ impl Core {
                 restarts: j.restarts,
                 cpus: j.cpus,
                 mem_mib: j.mem_mib,
+                umask: j.umask,
             })
             .collect();
         Ok(resp)
@@ -239,13 +303,24 @@ impl Core {
 
     /// An agent reports that a job's process ended.
     pub fn report(&mut self, who: &Principal, rep: &EndReport, now: i64) -> Result<(), ApiError> {
-        if who.role == Role::User {
-            return Err(ApiError::Forbidden("reporting needs an agent or admin token".into()));
+        speaks_for(who, &rep.node, "report")?;
+        if let Some(m) = &rep.message {
+            bounded("message", m, MAX_MESSAGE_BYTES)?;
+        }
+        if rep.ended_at < rep.started_at {
+            return Err(ApiError::BadRequest(format!(
+                "field `ended_at`: {} is before `started_at` ({})",
+                rep.ended_at, rep.started_at
+            )));
         }
         if let Some(j) = self.pending.get(&rep.job) {
             // Requeued because its node fell silent, but this very run ended after all (the
-            // report was held up): take its result rather than running the job again.
+            // report was held up): take its result rather than running the job again. Only
+            // the node that ran it may say so.
             if rep.attempt != 0 && rep.attempt == j.attempts {
+                self.ran_on(j, &rep.node)?;
+                self.plausible("started_at", rep.started_at, j.submit, now)?;
+                self.plausible("ended_at", rep.ended_at, rep.started_at, now)?;
                 return self.end_late(rep, now);
             }
             return Ok(());
@@ -257,9 +332,9 @@ impl Core {
         if rep.attempt != 0 && rep.attempt != j.attempts {
             return Ok(());
         }
-        if j.node.as_deref() != Some(rep.node.as_str()) {
-            return Ok(());
-        }
+        self.ran_on(j, &rep.node)?;
+        self.plausible("started_at", rep.started_at, j.start.unwrap_or(now), now)?;
+        self.plausible("ended_at", rep.ended_at, j.start.unwrap_or(now), now)?;
         let (state, reason) = match (rep.outcome, rep.exit_code) {
             (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
             (Outcome::Exited, Some(c)) => (JobState::Failed, format!("exited with code {c}")),

@@ -192,8 +192,10 @@ pub fn fmt_rel(ms: i64) -> String {
         format!("{s}s")
     } else if s < 3600 {
         format!("{}m{:02}s", s / 60, s % 60)
-    } else {
+    } else if s < 2 * 86_400 {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
     }
 }
 
@@ -491,7 +493,7 @@ impl Core {
             };
             if state == JobState::Pending {
                 tx.execute(
-                    "UPDATE jobs SET state='pending', node=NULL, gpu_ids=NULL, start=NULL, restarts=restarts+1,
+                    "UPDATE jobs SET state='pending', gpu_ids=NULL, start=NULL, restarts=restarts+1,
                      executed_ms=executed_ms+?2 WHERE id=?1",
                     params![id as i64, ran],
                 )
@@ -531,7 +533,7 @@ impl Core {
             }
             j.state = state;
             if state == JobState::Pending {
-                j.node = None;
+                // `node` stays: the node of its last run, which alone may report that run's end.
                 j.gpu_ids.clear();
                 j.start = None;
                 j.restarts += 1;
@@ -577,6 +579,7 @@ impl Core {
         if who.role != Role::Admin {
             return Err(ApiError::Forbidden("only admins may change the policy".into()));
         }
+        bounded("policy", name, MAX_POLICY_BYTES)?;
         let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         let old = self.policy.to_string();

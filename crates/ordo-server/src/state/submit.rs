@@ -32,8 +32,8 @@ impl Core {
             for (who, j) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
                 tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12)",
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -48,7 +48,8 @@ impl Core {
                         j.priority,
                         if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
                         now,
-                        j.no_preempt as i64
+                        j.no_preempt as i64,
+                        j.umask
                     ])
                 })
                 .ctx("insert job")?;
@@ -136,8 +137,23 @@ impl Core {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-        if name.len() > 200 {
-            return Err(ApiError::BadRequest("field `name`: at most 200 bytes".into()));
+        bounded("name", &name, MAX_NAME_BYTES)?;
+        if let Some(cwd) = &req.cwd {
+            bounded("cwd", cwd, MAX_CWD_BYTES)?;
+            if !cwd.starts_with('/') {
+                return Err(ApiError::BadRequest(format!(
+                    "field `cwd`: `{cwd}` is not an absolute path (the job's directory on the node)"
+                )));
+            }
+        }
+        if let Some(m) = req.umask.filter(|&m| m > 0o777) {
+            return Err(ApiError::BadRequest(format!("field `umask`: {m:o} (octal) is not a umask (at most 777)")));
+        }
+        let priority = req.priority.unwrap_or(0);
+        if priority > 0 && who.role != Role::Admin {
+            return Err(ApiError::Forbidden(format!(
+                "field `priority`: {priority} is above the default (0); only admins may raise a priority, users may only lower their own"
+            )));
         }
         let max_node = self.nodes.values().map(|n| n.gpus).max();
         match max_node {
@@ -176,7 +192,7 @@ impl Core {
             cpus: req.cpus,
             mem_mib: req.mem_mib,
             time_limit_ms: limit,
-            priority: req.priority.unwrap_or(0),
+            priority,
             on_node_failure: onf,
             state: JobState::Pending,
             submit: now,
@@ -192,6 +208,7 @@ impl Core {
             no_preempt: req.no_preempt.unwrap_or(false),
             restarts: 0,
             executed_ms: 0,
+            umask: req.umask,
             wait: None,
         })
     }
