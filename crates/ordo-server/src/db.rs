@@ -54,6 +54,10 @@ CREATE INDEX IF NOT EXISTS audit_time ON audit(time);
 /// Opens (creating if needed) the database in WAL mode with full sync, so a committed
 /// transaction survives a crash of the process or the machine.
 pub fn open(path: &Path) -> Result<Connection, DbError> {
+    private_file(path).map_err(|e| DbError {
+        what: format!("make {} readable by its owner only: {e}", path.display()),
+        source: rusqlite::Error::InvalidQuery,
+    })?;
     let conn = Connection::open(path).ctx(&format!("open {}", path.display()))?;
     conn.busy_timeout(std::time::Duration::from_secs(10)).ctx("set busy timeout")?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).ctx("enable WAL")?;
@@ -180,5 +184,23 @@ pub fn audit(
     conn.prepare_cached("INSERT INTO audit(time, actor, kind, job, policy, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
         .and_then(|mut s| s.execute(params![time, actor, kind, job.map(|j| j as i64), policy, detail.to_string()]))
         .ctx("write audit record")?;
+    Ok(())
+}
+
+/// Creates the database file readable and writable by its owner only (0600), or makes an
+/// existing one so: it holds token hashes and every job's command. SQLite gives its `-wal` and
+/// `-shm` files the mode of the database file.
+fn private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path)?;
+    if f.metadata()?.permissions().mode() & 0o077 != 0 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    for ext in ["-wal", "-shm"] {
+        let side = std::path::PathBuf::from(format!("{}{ext}", path.display()));
+        if side.exists() {
+            std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
     Ok(())
 }

@@ -380,9 +380,10 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
     let now = now_ms();
     let addr = cfg.listen;
     let heartbeat_ms = cfg.heartbeat_ms;
+    // The port first: a server that cannot listen creates and changes nothing.
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
     let auth_conn = crate::db::open(&cfg.db).map_err(ApiError::from)?;
     let core = Core::open(cfg, now)?;
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
     let addr = listener.local_addr().map_err(|source| ServerError::Io { addr, source })?;
     let (submits, rx) = tokio::sync::mpsc::unbounded_channel();
     let state = AppState {

@@ -393,20 +393,38 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
+/// A string from the server made safe for a terminal: control characters (a newline that would
+/// forge a row, an escape sequence that would drive the terminal) are shown escaped, `\n`,
+/// `\u{1b}`. Every server-provided string in human-readable output goes through this.
+pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 fn job_line(j: &JobInfo) -> String {
     let when = match j.state {
         JobState::Pending => format!("submitted {}", fmt_time(j.submit)),
         JobState::Starting | JobState::Running | JobState::Preempting => {
             format!(
                 "on {} GPUs [{}] since {}",
-                j.node.as_deref().unwrap_or("?"),
+                clean(j.node.as_deref().unwrap_or("?")),
                 ordo_server::db::ids_text(&j.gpu_ids),
                 fmt_time(j.start.unwrap_or(0))
             )
         }
         _ => format!("ended {}", j.end.map(fmt_time).unwrap_or_default()),
     };
-    format!("{:>6}  {:<10} {:<10} {:<16} {:>4}  {when}", j.id, j.state.as_str(), j.user, truncate(&j.name, 16), j.gpus)
+    format!(
+        "{:>6}  {:<10} {:<10} {:<16} {:>4}  {when}",
+        j.id,
+        j.state.as_str(),
+        clean(&j.user),
+        truncate(&clean(&j.name), 16),
+        j.gpus
+    )
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -588,12 +606,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if conn.json {
                 return print_json(&q).map(|_| ExitCode::SUCCESS);
             }
-            println!("policy: {}", q.policy);
+            println!("policy: {}", clean(&q.policy));
             println!("{:>6}  {:<10} {:<10} {:<16} {:>4}  details", "job", "state", "user", "name", "gpus");
             for j in &q.jobs {
                 let mut l = job_line(j);
                 if let Some(w) = &j.wait {
-                    l = format!("{l}\n        why: {}", w.text);
+                    l = format!("{l}\n        why: {}", clean(&w.text));
                 }
                 println!("{l}");
             }
@@ -617,7 +635,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.conn.json {
                 print_json(&j)?;
             } else {
-                println!("job {} held by {}", j.id, j.held_by.as_deref().unwrap_or("?"));
+                println!("job {} held by {}", j.id, clean(j.held_by.as_deref().unwrap_or("?")));
             }
         }
         ServerCmd::Release(a) => {
@@ -649,8 +667,11 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 "node", "state", "gpus", "free", "kind", "cpus used", "memory used"
             );
             for x in &n {
-                let kind =
-                    if x.fake { "fake".to_string() } else { x.gpu_model.clone().unwrap_or_else(|| "gpu".into()) };
+                let kind = if x.fake {
+                    "fake".to_string()
+                } else {
+                    clean(x.gpu_model.as_deref().unwrap_or("gpu")).into_owned()
+                };
                 let jobs: Vec<String> = x.jobs.iter().map(|j| j.to_string()).collect();
                 let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
                 let mem = x
@@ -659,7 +680,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .unwrap_or_else(|| "-".into());
                 println!(
                     "{:<16} {:<5} {:>4} {:>4}  {:<20} {:>9} {:>15}  {}",
-                    x.name,
+                    clean(&x.name),
                     x.state,
                     x.gpus,
                     x.free_gpus,
@@ -670,7 +691,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 );
             }
             for x in n.iter().filter(|x| !x.mem_limits) {
-                println!("{}: memory limits: not enforced (no writable cgroup)", x.name);
+                println!("{}: memory limits: not enforced (no writable cgroup)", clean(&x.name));
             }
         }
         ServerCmd::Explain(a) => {
@@ -681,15 +702,15 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             println!(
                 "job {} ({}, user {}, {} GPUs, priority {}): {}",
                 j.id,
-                j.name,
-                j.user,
+                clean(&j.name),
+                clean(&j.user),
                 j.gpus,
                 j.priority,
                 j.state.as_str()
             );
             match (&j.wait, j.state) {
                 (Some(w), _) => {
-                    println!("why it waits: {}", w.text);
+                    println!("why it waits: {}", clean(&w.text));
                     println!("jobs ahead of it by the policy: {}", w.ahead);
                     match w.expected_start {
                         Some(t) => println!("expected start: {} UTC (by running jobs' time limits)", fmt_time(t)),
@@ -699,7 +720,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 (None, JobState::Starting | JobState::Running | JobState::Preempting) => {
                     println!(
                         "runs on {} GPUs [{}] since {} UTC",
-                        j.node.as_deref().unwrap_or("?"),
+                        clean(j.node.as_deref().unwrap_or("?")),
                         ordo_server::db::ids_text(&j.gpu_ids),
                         fmt_time(j.start.unwrap_or(0))
                     );
@@ -710,7 +731,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 (None, _) => println!(
                     "ended {} UTC: {}",
                     j.end.map(fmt_time).unwrap_or_default(),
-                    j.end_reason.clone().unwrap_or_default()
+                    clean(j.end_reason.as_deref().unwrap_or_default())
                 ),
             }
             if j.restarts > 0 {
@@ -740,7 +761,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!("{:>6}  {:<10} {:<10} {:<16} {:>4}  details", "job", "state", "user", "name", "gpus");
             for j in &h {
-                println!("{}  {}", job_line(j), j.end_reason.as_deref().unwrap_or(""));
+                println!("{}  {}", job_line(j), clean(j.end_reason.as_deref().unwrap_or("")));
             }
         }
         ServerCmd::Policy { cmd } => {
@@ -757,7 +778,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if conn.json {
                 print_json(&r)?;
             } else {
-                println!("policy: {}", r.policy);
+                println!("policy: {}", clean(&r.policy));
             }
         }
         ServerCmd::Audit(a) => {
@@ -782,7 +803,15 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             for r in recs {
                 let job = r.job.map(|j| format!("job {j}")).unwrap_or_default();
-                println!("{}  {:<10} {:<8} {:<8} [{}] {}", fmt_time(r.time), r.actor, r.kind, job, r.policy, r.detail);
+                println!(
+                    "{}  {:<10} {:<8} {:<8} [{}] {}",
+                    fmt_time(r.time),
+                    clean(&r.actor),
+                    clean(&r.kind),
+                    job,
+                    clean(&r.policy),
+                    r.detail
+                );
             }
         }
         ServerCmd::Admin { cmd: AdminCmd::Token { cmd: TokenCmd::Create { user, admin, agent, db } } } => {

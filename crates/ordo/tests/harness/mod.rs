@@ -153,3 +153,42 @@ pub fn fails_with(url: &str, tok: &str, args: &[&str], status: &str) {
 pub fn job_state(url: &str, tok: &str, id: u64) -> Value {
     cli_json(url, tok, &["explain", &id.to_string()])
 }
+
+/// One API request with a JSON body (or none) and a bearer token; returns the status and the
+/// JSON answer (`Value::Null` when the body is not JSON).
+pub fn api(url: &str, tok: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let (st, text) = raw_http(
+        url,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tok}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    let json = text.split("\r\n\r\n").nth(1).and_then(|b| serde_json::from_str(b).ok()).unwrap_or(Value::Null);
+    (st, json)
+}
+
+/// Waits until job `id` has ended; returns its record.
+pub fn wait_ended(url: &str, tok: &str, id: u64, limit: Duration) -> Value {
+    let mut last = Value::Null;
+    wait_for(&format!("job {id} to end"), limit, || {
+        last = job_state(url, tok, id);
+        ["completed", "failed", "cancelled", "timeout"].contains(&last["state"].as_str().unwrap_or(""))
+    });
+    last
+}
+
+/// Whether this test runs under CI (where what a test needs must be there).
+pub fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Skips (returns false after saying why) when `ok` is false, except under CI, where it fails.
+pub fn needs(ok: bool, what: &str) -> bool {
+    if !ok {
+        assert!(!under_ci(), "{what}; CI must provide it (see .ci/run)");
+        eprintln!("skipped: {what}");
+    }
+    ok
+}
