@@ -28,7 +28,7 @@ fn start_server(dir: &Path) -> String {
         });
         eprintln!("server stopped: {r:?}");
     });
-    format!("http://{}", rx.recv().expect("server address"))
+    rx.recv().expect("server address")
 }
 
 fn nanos() -> i128 {

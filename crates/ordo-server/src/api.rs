@@ -433,6 +433,49 @@ pub struct EndReport {
     pub message: Option<String>,
 }
 
+/// `POST /v1/admin/tokens` (admins): a new token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenCreate {
+    /// The user (or node, for an agent token) it speaks for.
+    pub user: String,
+    /// Its role.
+    pub role: crate::auth::Role,
+    /// It stops working this long after now, ms (absent: never).
+    #[serde(default)]
+    pub expires_in_ms: Option<i64>,
+}
+
+/// Answer to [`TokenCreate`]: the token, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCreated {
+    /// Its id.
+    pub id: i64,
+    /// The token itself (`ordo_<id>_<secret>`).
+    pub token: String,
+    /// Who it speaks for.
+    pub user: String,
+    /// Its role.
+    pub role: crate::auth::Role,
+    /// When it expires.
+    pub expires: Option<i64>,
+}
+
+/// `POST /v1/admin/tokens/revoke` (admins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRevoke {
+    /// A token id, or a user (or node) name: all of that user's tokens.
+    pub target: String,
+}
+
+/// Answer to [`TokenRevoke`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokensRevoked {
+    /// The ids revoked now (a token already revoked is not listed).
+    pub revoked: Vec<i64>,
+}
+
 /// Any error answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

@@ -55,6 +55,11 @@ struct RawConfig {
     max_job_cpus: Option<u32>,
     max_job_mem: Option<String>,
     max_clock_skew: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    allow_plain_http: Option<bool>,
+    header_timeout: Option<String>,
+    max_connections: Option<usize>,
 }
 
 /// The server's settings.
@@ -92,6 +97,17 @@ pub struct ServerConfig {
     /// at registration, and times an agent reports are checked against the server's clock
     /// with this much slack.
     pub max_clock_skew_ms: i64,
+    /// PEM certificate chain for TLS (with `tls_key`): the server then speaks only https.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Permit plain http on a non-loopback address (behind a TLS proxy or on a private
+    /// network); without it, serving other machines needs TLS.
+    pub allow_plain_http: bool,
+    /// A connection must send a request's headers (and finish its TLS handshake) within this, ms.
+    pub header_timeout_ms: u64,
+    /// Most client connections open at once.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -112,6 +128,11 @@ impl Default for ServerConfig {
             max_job_cpus: None,
             max_job_mem_mib: None,
             max_clock_skew_ms: 300_000,
+            tls_cert: None,
+            tls_key: None,
+            allow_plain_http: false,
+            header_timeout_ms: 10_000,
+            max_connections: 4096,
         }
     }
 }
@@ -178,6 +199,24 @@ impl ServerConfig {
         }
         if let Some(v) = raw.max_clock_skew {
             c.max_clock_skew_ms = dur(&w, "max_clock_skew", &v)?;
+        }
+        c.tls_cert = raw.tls_cert;
+        c.tls_key = raw.tls_key;
+        if let Some(v) = raw.allow_plain_http {
+            c.allow_plain_http = v;
+        }
+        if let Some(v) = raw.header_timeout {
+            c.header_timeout_ms = dur(&w, "header_timeout", &v)? as u64;
+        }
+        if let Some(v) = raw.max_connections {
+            if v == 0 {
+                return Err(ConfigError::Field {
+                    where_: w,
+                    field: "max_connections",
+                    why: "must be at least 1".into(),
+                });
+            }
+            c.max_connections = v;
         }
         if let Some(v) = raw.allow_non_loopback {
             c.allow_non_loopback = v;
@@ -259,6 +298,23 @@ impl ServerConfig {
 
     /// Checks relations between fields.
     pub fn validate(&self, where_: &str) -> Result<(), ConfigError> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "tls_cert",
+                why: "tls_cert and tls_key go together (--tls-cert C --tls-key K)".into(),
+            });
+        }
+        if !self.listen.ip().is_loopback() && self.tls_cert.is_none() && !self.allow_plain_http {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "listen",
+                why: format!(
+                    "{} serves other machines, whose agents and users would send their tokens in clear: give --tls-cert and --tls-key, or set allow_plain_http = true (--allow-plain-http) when a TLS proxy or a private network protects the traffic",
+                    self.listen
+                ),
+            });
+        }
         if !self.allow_non_loopback && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Field {
                 where_: where_.into(),

@@ -2,7 +2,8 @@
 //! Every state change is one transaction; the server acknowledges only after it commits.
 
 use crate::api::{JobInfo, JobNo, JobState, OnNodeFailure};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+pub use rusqlite::Connection;
+use rusqlite::{params, OptionalExtension, Row};
 use std::path::Path;
 
 /// A database error with what was being done.
@@ -31,7 +32,8 @@ impl<T> Ctx<T> for Result<T, rusqlite::Error> {
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS tokens(
-  id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL, created INTEGER NOT NULL);
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, role TEXT NOT NULL, hash TEXT NOT NULL, created INTEGER NOT NULL,
+  expires INTEGER, revoked INTEGER);
 CREATE TABLE IF NOT EXISTS nodes(
   name TEXT PRIMARY KEY, seq INTEGER NOT NULL, gpus INTEGER NOT NULL, fake INTEGER NOT NULL, gpu_model TEXT,
   state TEXT NOT NULL, last_seen INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER,
@@ -76,6 +78,8 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("jobs", "restarts", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "executed_ms", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "umask", "INTEGER"),
+        ("tokens", "expires", "INTEGER"),
+        ("tokens", "revoked", "INTEGER"),
         ("nodes", "cpus", "INTEGER"),
         ("nodes", "mem_mib", "INTEGER"),
         ("nodes", "mem_limits", "INTEGER NOT NULL DEFAULT 0"),
@@ -189,18 +193,27 @@ pub fn audit(
 
 /// Creates the database file readable and writable by its owner only (0600), or makes an
 /// existing one so: it holds token hashes and every job's command. SQLite gives its `-wal` and
-/// `-shm` files the mode of the database file.
+/// `-shm` files the mode of the database file. An existing file is changed by its path only:
+/// opening and closing a descriptor of a database this process has open would drop SQLite's
+/// POSIX locks on it.
 fn private_file(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path)?;
-    if f.metadata()?.permissions().mode() & 0o077 != 0 {
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    if !path.exists() {
+        std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
     }
-    for ext in ["-wal", "-shm"] {
-        let side = std::path::PathBuf::from(format!("{}{ext}", path.display()));
-        if side.exists() {
-            std::fs::set_permissions(&side, std::fs::Permissions::from_mode(0o600))?;
+    for p in [path.to_path_buf(), side(path, "-wal"), side(path, "-shm")] {
+        match std::fs::metadata(&p) {
+            Ok(m) if m.permissions().mode() & 0o077 != 0 => {
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?
+            }
+            _ => {}
         }
     }
     Ok(())
+}
+
+fn side(path: &Path, ext: &str) -> std::path::PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(ext);
+    s.into()
 }

@@ -2,18 +2,18 @@
 //! error mapping, the long poll for agents, and the scheduling loop.
 
 use crate::api::*;
-use crate::auth::{self, Principal};
+use crate::auth::{self, Principal, Role};
 use crate::config::ServerConfig;
+use crate::gate::Gate;
 use crate::state::{ApiError, Core};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put, MethodRouter};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -25,6 +25,9 @@ pub enum ServerError {
     /// Opening the state failed.
     #[error("{0}")]
     State(#[from] ApiError),
+    /// The TLS certificate or key could not be used.
+    #[error("{0}")]
+    Tls(String),
     /// Binding or serving failed.
     #[error("listen on {addr}: {source}")]
     Io {
@@ -44,6 +47,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         (status, Json(ErrorBody { error: self.to_string() })).into_response()
@@ -55,10 +59,8 @@ impl IntoResponse for ApiError {
 pub struct AppState {
     core: Arc<Mutex<Core>>,
     kick: Arc<Notify>,
-    /// Verified tokens (token text -> who), so argon2 runs once per token per server life.
-    tokens: Arc<Mutex<HashMap<String, Principal>>>,
-    /// A second connection for token look-ups, so argon2 never runs under the state lock.
-    auth_conn: Arc<Mutex<rusqlite::Connection>>,
+    /// Token checks, on their own database connection (never under the state lock).
+    gate: Gate,
     /// Submissions waiting for the group-commit writer.
     submits: tokio::sync::mpsc::UnboundedSender<Submission>,
 }
@@ -103,43 +105,19 @@ impl AppState {
     fn core(&self) -> MutexGuard<'_, Core> {
         lock(&self.core)
     }
+}
 
-    async fn auth(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        let Some(h) = headers.get("authorization") else {
-            return Err(ApiError::Unauthorized(
-                "no token: send `Authorization: Bearer TOKEN` (ordo --token or ORDO_TOKEN)".into(),
-            ));
-        };
-        let token = h
-            .to_str()
-            .ok()
-            .and_then(|s| s.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or_else(|| ApiError::Unauthorized("malformed Authorization header: expected `Bearer TOKEN`".into()))?
-            .to_string();
-        if let Some(p) = lock(&self.tokens).get(&token) {
-            return Ok(p.clone());
-        }
-        let conn = self.auth_conn.clone();
-        let t = token.clone();
-        let cache = self.tokens.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            let conn = lock(&conn);
-            // Checks queue on this lock: another request may have verified the same token.
-            if let Some(p) = lock(&cache).get(&t) {
-                return Ok(Some(p.clone()));
-            }
-            auth::verify(&conn, &t)
-        })
-        .await
-        .map_err(|e| ApiError::Unauthorized(format!("token check failed: {e}")))??;
-        match found {
-            Some(p) => {
-                lock(&self.tokens).insert(token, p.clone());
-                Ok(p)
-            }
-            None => Err(ApiError::Unauthorized("invalid token".into())),
-        }
+/// The caller of a request, checked by [`Gate::check`]: a handler that takes it runs only for
+/// a valid token.
+#[derive(Debug)]
+pub struct Auth(pub Principal);
+
+impl axum::extract::FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, s: &AppState) -> Result<Self, ApiError> {
+        let peer = crate::listen::peer_of(&parts.extensions).map(|a| a.ip());
+        s.gate.check(&parts.headers, peer, now_ms()).await.map(Auth)
     }
 }
 
@@ -151,10 +129,9 @@ type R<T> = Result<Json<T>, ApiError>;
 
 async fn submit(
     State(s): State<AppState>,
-    h: HeaderMap,
+    Auth(who): Auth,
     body: Bytes,
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiError> {
-    let who = s.auth(&h).await?;
     let req: SubmitRequest = parse_body(&body)?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     s.submits.send((who, req, tx)).map_err(|_| ApiError::Conflict("the server is shutting down".into()))?;
@@ -162,13 +139,11 @@ async fn submit(
     Ok((StatusCode::CREATED, Json(SubmitResponse { id })))
 }
 
-async fn queue(State(s): State<AppState>, h: HeaderMap) -> R<QueueResponse> {
-    s.auth(&h).await?;
+async fn queue(State(s): State<AppState>, _: Auth) -> R<QueueResponse> {
     Ok(Json(s.core().queue(now_ms())))
 }
 
-async fn job(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
-    s.auth(&h).await?;
+async fn job(State(s): State<AppState>, _: Auth, Path(id): Path<String>) -> R<JobInfo> {
     let id = parse_id(&id)?;
     Ok(Json(s.core().job(id, now_ms())?))
 }
@@ -183,8 +158,7 @@ struct CancelResponse {
     state: JobState,
 }
 
-async fn cancel(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<CancelResponse> {
-    let who = s.auth(&h).await?;
+async fn cancel(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<CancelResponse> {
     let id = parse_id(&id)?;
     let state = s.core().cancel(&who, id, now_ms())?;
     s.kick.notify_one();
@@ -192,24 +166,21 @@ async fn cancel(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>)
     Ok(Json(CancelResponse { id, state }))
 }
 
-async fn hold(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
-    let who = s.auth(&h).await?;
+async fn hold(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<JobInfo> {
     let id = parse_id(&id)?;
     let j = s.core().hold(&who, id, now_ms())?;
     s.kick.notify_one();
     Ok(Json(j))
 }
 
-async fn release(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>) -> R<JobInfo> {
-    let who = s.auth(&h).await?;
+async fn release(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<JobInfo> {
     let id = parse_id(&id)?;
     let j = s.core().release(&who, id, now_ms())?;
     s.kick.notify_one();
     Ok(Json(j))
 }
 
-async fn set_priority(State(s): State<AppState>, h: HeaderMap, Path(id): Path<String>, body: Bytes) -> R<JobInfo> {
-    let who = s.auth(&h).await?;
+async fn set_priority(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>, body: Bytes) -> R<JobInfo> {
     let id = parse_id(&id)?;
     let b: PriorityBody = parse_body(&body)?;
     let j = s.core().set_priority(&who, id, b.priority, now_ms())?;
@@ -223,23 +194,19 @@ struct HistoryQuery {
     limit: Option<usize>,
 }
 
-async fn history(State(s): State<AppState>, h: HeaderMap, Query(q): Query<HistoryQuery>) -> R<Vec<JobInfo>> {
-    s.auth(&h).await?;
+async fn history(State(s): State<AppState>, _: Auth, Query(q): Query<HistoryQuery>) -> R<Vec<JobInfo>> {
     Ok(Json(s.core().history(q.user.as_deref(), q.limit.unwrap_or(100).min(100_000))?))
 }
 
-async fn nodes(State(s): State<AppState>, h: HeaderMap) -> R<Vec<NodeInfo>> {
-    s.auth(&h).await?;
+async fn nodes(State(s): State<AppState>, _: Auth) -> R<Vec<NodeInfo>> {
     Ok(Json(s.core().nodes()))
 }
 
-async fn get_policy(State(s): State<AppState>, h: HeaderMap) -> R<PolicyBody> {
-    s.auth(&h).await?;
+async fn get_policy(State(s): State<AppState>, _: Auth) -> R<PolicyBody> {
     Ok(Json(PolicyBody { policy: s.core().policy().to_string() }))
 }
 
-async fn set_policy(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<PolicyBody> {
-    let who = s.auth(&h).await?;
+async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PolicyBody> {
     let b: PolicyBody = parse_body(&body)?;
     let policy = s.core().set_policy(&who, &b.policy, now_ms())?;
     s.kick.notify_one();
@@ -253,21 +220,18 @@ struct AuditQuery {
     limit: Option<usize>,
 }
 
-async fn audit(State(s): State<AppState>, h: HeaderMap, Query(q): Query<AuditQuery>) -> R<Vec<AuditRecord>> {
-    s.auth(&h).await?;
+async fn audit(State(s): State<AppState>, _: Auth, Query(q): Query<AuditQuery>) -> R<Vec<AuditRecord>> {
     Ok(Json(s.core().audit(q.job, q.since, q.limit.unwrap_or(1000).min(1_000_000))?))
 }
 
-async fn register(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<RegisterResponse> {
-    let who = s.auth(&h).await?;
+async fn register(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<RegisterResponse> {
     let req: RegisterRequest = parse_body(&body)?;
     let r = s.core().register(&who, &req, now_ms())?;
     s.kick.notify_one();
     Ok(Json(r))
 }
 
-async fn poll(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<PollResponse> {
-    let who = s.auth(&h).await?;
+async fn poll(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PollResponse> {
     let req: PollRequest = parse_body(&body)?;
     let wait = Duration::from_millis(req.wait_ms.min(60_000));
     let deadline = tokio::time::Instant::now() + wait;
@@ -286,12 +250,66 @@ async fn poll(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<PollRes
     }
 }
 
-async fn report(State(s): State<AppState>, h: HeaderMap, body: Bytes) -> R<serde_json::Value> {
-    let who = s.auth(&h).await?;
+async fn report(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<serde_json::Value> {
     let rep: EndReport = parse_body(&body)?;
     s.core().report(&who, &rep, now_ms())?;
     s.kick.notify_one();
     Ok(Json(serde_json::json!({"ok": true})))
+}
+
+fn admin_only(who: &Principal, what: &str) -> Result<(), ApiError> {
+    if who.role == Role::Admin {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(format!("only admins may {what}")))
+    }
+}
+
+async fn list_tokens(State(s): State<AppState>, Auth(who): Auth) -> R<Vec<auth::TokenInfo>> {
+    admin_only(&who, "list tokens")?;
+    Ok(Json(auth::list_tokens(&s.gate.conn())?))
+}
+
+async fn create_token(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<TokenCreated> {
+    admin_only(&who, "create tokens")?;
+    let b: TokenCreate = parse_body(&body)?;
+    let now = now_ms();
+    let expires = match b.expires_in_ms {
+        Some(ms) if ms <= 0 => return Err(ApiError::BadRequest("field `expires_in_ms`: must be positive".into())),
+        Some(ms) => Some(now.saturating_add(ms)),
+        None => None,
+    };
+    let token = auth::create_token_in(&s.gate.conn(), &b.user, b.role, expires, now).map_err(|e| match e {
+        auth::AuthError::BadName(_) => ApiError::BadRequest(format!("field `user`: {e}")),
+        e => ApiError::Conflict(e.to_string()),
+    })?;
+    let id = auth::split(&token).map(|(id, _)| id).unwrap_or(0);
+    s.core().record(
+        &who.user,
+        "token",
+        &serde_json::json!({"event": "create", "id": id, "user": b.user, "role": b.role, "expires": expires}),
+        now,
+    )?;
+    Ok(Json(TokenCreated { id, token, user: b.user, role: b.role, expires }))
+}
+
+async fn revoke_tokens(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<TokensRevoked> {
+    admin_only(&who, "revoke tokens")?;
+    let b: TokenRevoke = parse_body(&body)?;
+    bounded("target", &b.target, 200)?;
+    let now = now_ms();
+    let revoked = auth::revoke(&s.gate.conn(), &b.target, now).map_err(|e| match e {
+        auth::AuthError::NoSuchToken(_) => ApiError::NotFound(e.to_string()),
+        e => ApiError::Conflict(e.to_string()),
+    })?;
+    s.gate.forget();
+    s.core().record(
+        &who.user,
+        "token",
+        &serde_json::json!({"event": "revoke", "target": b.target, "ids": revoked}),
+        now,
+    )?;
+    Ok(Json(TokensRevoked { revoked }))
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -324,6 +342,9 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("post", "/v1/agent/register", post(register)),
         ("post", "/v1/agent/poll", post(poll)),
         ("post", "/v1/agent/report", post(report)),
+        ("get", "/v1/admin/tokens", get(list_tokens)),
+        ("post", "/v1/admin/tokens", post(create_token)),
+        ("post", "/v1/admin/tokens/revoke", post(revoke_tokens)),
     ]
 }
 
@@ -373,6 +394,7 @@ pub struct Bound {
     state: AppState,
     heartbeat_ms: u64,
     submits: tokio::sync::mpsc::UnboundedReceiver<Submission>,
+    opts: crate::listen::ListenOptions,
 }
 
 /// Opens the database, rebuilds the state and binds the listener.
@@ -380,20 +402,23 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
     let now = now_ms();
     let addr = cfg.listen;
     let heartbeat_ms = cfg.heartbeat_ms;
+    let tls = match (&cfg.tls_cert, &cfg.tls_key) {
+        (Some(c), Some(k)) => Some(crate::listen::tls_config(c, k).map_err(ServerError::Tls)?),
+        _ => None,
+    };
+    let opts = crate::listen::ListenOptions {
+        tls,
+        header_timeout: Duration::from_millis(cfg.header_timeout_ms),
+        max_connections: cfg.max_connections,
+    };
     // The port first: a server that cannot listen creates and changes nothing.
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
-    let auth_conn = crate::db::open(&cfg.db).map_err(ApiError::from)?;
+    let gate = Gate::new(crate::db::open(&cfg.db).map_err(ApiError::from)?);
     let core = Core::open(cfg, now)?;
     let addr = listener.local_addr().map_err(|source| ServerError::Io { addr, source })?;
     let (submits, rx) = tokio::sync::mpsc::unbounded_channel();
-    let state = AppState {
-        core: Arc::new(Mutex::new(core)),
-        kick: Arc::new(Notify::new()),
-        tokens: Arc::default(),
-        auth_conn: Arc::new(Mutex::new(auth_conn)),
-        submits,
-    };
-    Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx })
+    let state = AppState { core: Arc::new(Mutex::new(core)), kick: Arc::new(Notify::new()), gate, submits };
+    Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts })
 }
 
 impl Bound {
@@ -427,20 +452,27 @@ impl Bound {
             }
         });
         let addr = self.addr;
-        axum::serve(self.listener, router(self.state)).await.map_err(|source| ServerError::Io { addr, source })
+        crate::listen::serve(self.listener, router(self.state), self.opts)
+            .await
+            .map_err(|source| ServerError::Io { addr, source })
+    }
+
+    /// The URL clients use: `https://` when the server has a certificate.
+    pub fn url(&self) -> String {
+        format!("{}://{}", if self.opts.tls.is_some() { "https" } else { "http" }, self.addr)
     }
 }
 
 /// Runs a server on a multi-threaded runtime until the process ends; `ready` is called with
-/// the bound address once it accepts connections.
-pub fn run(cfg: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
+/// the server's URL (`http://ADDR` or `https://ADDR`) once it accepts connections.
+pub fn run(cfg: ServerConfig, ready: impl FnOnce(String)) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|source| ServerError::Io { addr: cfg.listen, source })?;
     rt.block_on(async move {
         let b = bind(cfg).await?;
-        ready(b.addr);
+        ready(b.url());
         b.serve().await
     })
 }

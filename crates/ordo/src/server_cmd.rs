@@ -125,6 +125,16 @@ pub struct ServerArgs {
     /// Permit a listen address other than loopback.
     #[arg(long)]
     allow_non_loopback: bool,
+    /// TLS certificate chain (PEM): the server then speaks https only (with --tls-key).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Serve other machines over plain http (only behind a TLS proxy or on a private network:
+    /// tokens would otherwise travel in clear).
+    #[arg(long)]
+    allow_plain_http: bool,
     /// Preemptive policies: a job runs at least this long before it may be preempted (default 60s).
     #[arg(long)]
     min_run: Option<String>,
@@ -363,16 +373,37 @@ pub enum AdminCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum TokenCmd {
-    /// Create a token for USER and print it (only its argon2 hash is stored).
+    /// Create a token for USER and print it (only a digest of it is stored).
     Create {
         /// User (or node) name.
         user: String,
         /// An admin token.
         #[arg(long, conflicts_with = "agent")]
         admin: bool,
-        /// A token for a node agent.
+        /// A token for the node agent of node USER (it may speak for that node only).
         #[arg(long)]
         agent: bool,
+        /// It stops working after this long, e.g. 90d or 12h (default: never).
+        #[arg(long)]
+        expires: Option<String>,
+        /// The server's database.
+        #[arg(long, default_value = "ordo.db")]
+        db: PathBuf,
+    },
+    /// List every token: id, user, role, created, expiry, revocation (never the secret).
+    List {
+        /// The server's database.
+        #[arg(long, default_value = "ordo.db")]
+        db: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke the token with id ID, or every token of USER; a running server refuses it within
+    /// a second.
+    Revoke {
+        /// A token id (the number in ordo_<id>_...) or a user or node name.
+        target: String,
         /// The server's database.
         #[arg(long, default_value = "ordo.db")]
         db: PathBuf,
@@ -457,13 +488,20 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.allow_non_loopback {
                 cfg.allow_non_loopback = true;
             }
+            if a.allow_plain_http {
+                cfg.allow_plain_http = true;
+            }
+            if a.tls_cert.is_some() {
+                cfg.tls_cert = a.tls_cert.clone();
+                cfg.tls_key = a.tls_key.clone();
+            }
             if let Some(m) = &a.min_run {
                 cfg.set_min_run(w, m)?;
             }
             cfg.validate(w)?;
             let db = cfg.db.clone();
-            ordo_server::run(cfg, |addr| {
-                println!("ordo server listening on http://{addr} (db {})", db.display());
+            ordo_server::run(cfg, |url| {
+                println!("ordo server listening on {url} (db {})", db.display());
                 use std::io::Write;
                 let _ = std::io::stdout().flush();
             })?;
@@ -814,19 +852,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 );
             }
         }
-        ServerCmd::Admin { cmd: AdminCmd::Token { cmd: TokenCmd::Create { user, admin, agent, db } } } => {
-            let role = if admin {
-                Role::Admin
-            } else if agent {
-                Role::Agent
-            } else {
-                Role::User
-            };
-            let t = ordo_server::auth::create_token(&db, &user, role)
-                .with_context(|| format!("creating a token in {}", db.display()))?;
-            println!("{t}");
-            eprintln!("token for {user} ({}) created; it is shown only now", role.as_str());
-        }
+        ServerCmd::Admin { cmd: AdminCmd::Token { cmd } } => return token_cmd(cmd),
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -841,4 +867,85 @@ fn current_umask() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let v = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
     u32::from_str_radix(v.trim(), 8).ok()
+}
+
+/// `ordo admin token create|list|revoke` on the database file (the server need not run; a running
+/// one sees a revocation within a second).
+fn token_cmd(cmd: TokenCmd) -> Result<ExitCode> {
+    use ordo_server::auth;
+    let open = |db: &std::path::Path| ordo_server::db::open(db).with_context(|| format!("opening {}", db.display()));
+    match cmd {
+        TokenCmd::Create { user, admin, agent, expires, db } => {
+            let role = if admin {
+                Role::Admin
+            } else if agent {
+                Role::Agent
+            } else {
+                Role::User
+            };
+            let now = now_ms();
+            let expires = match &expires {
+                Some(e) => Some(
+                    now + parse_duration(e)
+                        .filter(|&v| v > 0)
+                        .with_context(|| format!("--expires `{e}`: expected a duration such as 90d, 12h"))?,
+                ),
+                None => None,
+            };
+            let conn = open(&db)?;
+            let t = auth::create_token_in(&conn, &user, role, expires, now)
+                .with_context(|| format!("creating a token in {}", db.display()))?;
+            let id = auth::split(&t).map(|(id, _)| id);
+            local_audit(
+                &conn,
+                serde_json::json!({"event": "create", "id": id, "user": user, "role": role, "expires": expires}),
+            )?;
+            println!("{t}");
+            let until = expires.map(|e| format!(", valid until {} UTC", fmt_time(e))).unwrap_or_default();
+            eprintln!("token for {user} ({}) created{until}; it is shown only now", role.as_str());
+        }
+        TokenCmd::List { db, json } => {
+            let list = auth::list_tokens(&open(&db)?)?;
+            if json {
+                return print_json(&list).map(|_| ExitCode::SUCCESS);
+            }
+            println!("{:>5}  {:<20} {:<6} {:<20} {:<20} state", "id", "user", "role", "created (UTC)", "expires (UTC)");
+            let now = now_ms();
+            for t in list {
+                let state = match (t.revoked, t.expires) {
+                    (Some(r), _) => format!("revoked {}", fmt_time(r)),
+                    (None, Some(e)) if e <= now => "expired".to_string(),
+                    _ => "valid".to_string(),
+                };
+                println!(
+                    "{:>5}  {:<20} {:<6} {:<20} {:<20} {state}",
+                    t.id,
+                    clean(&t.user),
+                    t.role.as_str(),
+                    fmt_time(t.created),
+                    t.expires.map(fmt_time).unwrap_or_else(|| "never".into())
+                );
+            }
+        }
+        TokenCmd::Revoke { target, db } => {
+            let conn = open(&db)?;
+            let ids = auth::revoke(&conn, &target, now_ms())?;
+            local_audit(&conn, serde_json::json!({"event": "revoke", "target": target, "ids": ids}))?;
+            if ids.is_empty() {
+                println!("{target}: already revoked");
+            } else {
+                let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+                println!("revoked token{} {}", if ids.len() == 1 { "" } else { "s" }, list.join(", "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An audit record of a token change made on the database file, by the local Unix account.
+fn local_audit(conn: &ordo_server::db::Connection, detail: serde_json::Value) -> Result<()> {
+    let policy = ordo_server::db::meta_get(conn, "policy")?.unwrap_or_default();
+    let actor = format!("local:{}", ordo_server::runas::current_user().name);
+    ordo_server::db::audit(conn, now_ms(), &actor, "token", None, &policy, &detail)?;
+    Ok(())
 }

@@ -34,6 +34,9 @@ pub enum ApiError {
     /// 422: can never be satisfied (e.g. more GPUs than any node).
     #[error("{0}")]
     Unprocessable(String),
+    /// 429: too many failed token checks from this peer or for this token.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// 500: the database failed.
     #[error(transparent)]
     Db(#[from] DbError),
@@ -572,6 +575,13 @@ impl Core {
     pub fn take_wakes(&mut self) -> Vec<Arc<Notify>> {
         let names: Vec<String> = std::mem::take(&mut self.to_wake).into_iter().collect();
         names.iter().map(|n| self.node_notify(n)).collect()
+    }
+
+    /// Writes one audit record of something done outside the job state (token changes).
+    pub fn record(&mut self, actor: &str, kind: &str, detail: &serde_json::Value, now: i64) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        audit(&self.conn, now, actor, kind, None, &policy, detail)?;
+        Ok(())
     }
 
     /// Changes the policy (admins only); recorded with who did it.
