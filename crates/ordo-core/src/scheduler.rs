@@ -859,8 +859,10 @@ impl Scheduler {
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
         let extra = |sc: &Capacity| sc.total_free().saturating_sub(head.gpus as u64);
+        // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
+        // consolidated placement that is no node with `g` free, even when `g` are free in all.
         let may = |g: u32, c: u32, cap: &Capacity, sc: &Capacity| {
-            (g as u64) <= cap.total_free() && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+            cap.fits(g) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();

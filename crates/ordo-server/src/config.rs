@@ -305,22 +305,22 @@ impl ServerConfig {
                 why: "tls_cert and tls_key go together (--tls-cert C --tls-key K)".into(),
             });
         }
-        if !self.listen.ip().is_loopback() && self.tls_cert.is_none() && !self.allow_plain_http {
-            return Err(ConfigError::Field {
-                where_: where_.into(),
-                field: "listen",
-                why: format!(
-                    "{} serves other machines, whose agents and users would send their tokens in clear: give --tls-cert and --tls-key, or set allow_plain_http = true (--allow-plain-http) when a TLS proxy or a private network protects the traffic",
-                    self.listen
-                ),
-            });
-        }
         if !self.allow_non_loopback && !self.listen.ip().is_loopback() {
             return Err(ConfigError::Field {
                 where_: where_.into(),
                 field: "listen",
                 why: format!(
                     "{} is not a loopback address; set allow_non_loopback = true (or --allow-non-loopback) to serve other machines",
+                    self.listen
+                ),
+            });
+        }
+        if !self.listen.ip().is_loopback() && self.tls_cert.is_none() && !self.allow_plain_http {
+            return Err(ConfigError::Field {
+                where_: where_.into(),
+                field: "listen",
+                why: format!(
+                    "{} serves other machines, whose agents and users would send their tokens in clear: give --tls-cert and --tls-key, or set allow_plain_http = true (--allow-plain-http) when a TLS proxy or a private network protects the traffic",
                     self.listen
                 ),
             });

@@ -95,7 +95,7 @@ impl Core {
             .is_none();
         if changed {
             let policy = self.policy.to_string();
-            let tx = self.conn.transaction().ctx("begin")?;
+            let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             tx.execute(
                 "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9)",
@@ -188,7 +188,7 @@ impl Core {
         }
         if !confirm.is_empty() {
             let policy = self.policy.to_string();
-            let tx = self.conn.transaction().ctx("begin")?;
+            let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             for &(id, t) in &confirm {
                 tx.execute("UPDATE jobs SET state='running', start=?2 WHERE id=?1", params![id as i64, t])
                     .ctx("confirm start")?;
@@ -277,7 +277,7 @@ impl Core {
         node: &str,
     ) -> Result<(), ApiError> {
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.prepare_cached("UPDATE jobs SET state=?2, end_time=?3, exit_code=?4, end_reason=?5 WHERE id=?1")
             .and_then(|mut s| s.execute(params![id as i64, state.as_str(), now, exit_code, reason]))
             .ctx("record end")?;
@@ -376,7 +376,7 @@ impl Core {
             _ => return Ok(()),
         };
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.execute(
             "UPDATE jobs SET state=?2, start=?3, end_time=?4, exit_code=?5, end_reason=?6, node=?7 WHERE id=?1",
             params![
@@ -424,7 +424,7 @@ impl Core {
         }
         for name in &late {
             let policy = self.policy.to_string();
-            let tx = self.conn.transaction().ctx("begin")?;
+            let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             tx.execute(
                 "UPDATE nodes SET state='down', last_seen=?2 WHERE name=?1",
                 params![name, self.nodes[name].last_seen],

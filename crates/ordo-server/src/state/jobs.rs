@@ -20,7 +20,7 @@ impl Core {
             )));
         }
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         let pending = self.pending.contains_key(&id);
         if pending {
             tx.execute(
@@ -96,7 +96,7 @@ impl Core {
             return Err(ApiError::Conflict(format!("job {id} is already held (by {by})")));
         }
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.execute("UPDATE jobs SET held_by=?2 WHERE id=?1", params![id as i64, who.user]).ctx("hold job")?;
         audit(&tx, now, &who.user, "hold", Some(id), &policy, &json!({"by": who.user, "role": who.role.as_str()}))?;
         tx.commit().ctx("commit hold")?;
@@ -124,7 +124,7 @@ impl Core {
             )));
         }
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.execute("UPDATE jobs SET held_by=NULL WHERE id=?1", params![id as i64]).ctx("release job")?;
         audit(&tx, now, &who.user, "release", Some(id), &policy, &json!({"held_by": by, "role": who.role.as_str()}))?;
         tx.commit().ctx("commit release")?;
@@ -147,7 +147,7 @@ impl Core {
             )));
         }
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.execute("UPDATE jobs SET priority=?2 WHERE id=?1", params![id as i64, priority]).ctx("set priority")?;
         audit(
             &tx,

@@ -81,6 +81,13 @@ pub struct Core {
     to_wake: BTreeSet<String>,
     /// When the last explained pass ran.
     last_explain: i64,
+    /// How long it took, ms.
+    explain_cost_ms: i64,
+    /// Group commit (the server): state changes go into one open transaction that
+    /// [`Core::commit`] makes durable for all of them at once; else each commits by itself.
+    group: bool,
+    /// State changes made so far (each one transaction or savepoint).
+    writes: u64,
     /// Running `--no-preempt` jobs under a preemptive policy: kept out of the scheduler, whose
     /// nodes are shrunk by their GPUs, so the policy can never choose to preempt them.
     hidden: BTreeSet<JobNo>,
@@ -179,6 +186,20 @@ fn reason_key(r: &Reason) -> (u8, u32) {
     }
 }
 
+/// Where one state change is written: a savepoint, rolled back as a whole if it is dropped
+/// before its `commit`. Under group commit it sits inside the open group transaction (begun
+/// here when none is open), so its `commit` makes nothing durable yet: that is
+/// [`Core::commit`]'s, once for every change since the last one. Otherwise it is a transaction
+/// of its own. (A function of the fields it needs, so that a caller may read the rest of the
+/// state while the savepoint is open.)
+fn begin<'a>(conn: &'a mut Connection, group: bool, writes: &mut u64) -> Result<rusqlite::Savepoint<'a>, DbError> {
+    if group && conn.is_autocommit() {
+        conn.execute_batch("BEGIN IMMEDIATE").ctx("begin")?;
+    }
+    *writes += 1;
+    conn.savepoint().ctx("begin")
+}
+
 /// `512M`, `16G`: a size in MiB for people.
 pub fn fmt_mib(m: u64) -> String {
     if m >= 1024 && m.is_multiple_of(1024) {
@@ -241,6 +262,9 @@ impl Core {
             node_notify: HashMap::new(),
             to_wake: BTreeSet::new(),
             last_explain: i64::MIN / 2,
+            explain_cost_ms: 0,
+            group: false,
+            writes: 0,
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
         };
@@ -476,7 +500,7 @@ impl Core {
 
     fn requeue(&mut self, ids: &[JobNo], now: i64, actor: &str, why: &str, preempted: bool) -> Result<(), ApiError> {
         let policy = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         let mut moves = Vec::new();
         for &id in ids {
             let Some(j) = self.active.get(&id) else { continue };
@@ -580,8 +604,44 @@ impl Core {
     /// Writes one audit record of something done outside the job state (token changes).
     pub fn record(&mut self, actor: &str, kind: &str, detail: &serde_json::Value, now: i64) -> Result<(), ApiError> {
         let policy = self.policy.to_string();
-        audit(&self.conn, now, actor, kind, None, &policy, detail)?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
+        audit(&tx, now, actor, kind, None, &policy, detail)?;
+        tx.commit().ctx("commit audit record")?;
         Ok(())
+    }
+
+    /// Switches group commit on (the server does, with a task that calls [`Core::commit`]
+    /// whenever [`Core::writes`] moved).
+    pub fn set_group_commit(&mut self, on: bool) -> Result<(), ApiError> {
+        if !on {
+            self.commit()?;
+        }
+        self.group = on;
+        Ok(())
+    }
+
+    /// State changes made so far: a change is durable once [`Core::commit`] has returned a
+    /// number at least this large.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// Commits the open group transaction (one disk sync for every change in it) and returns
+    /// the number of changes now durable. If the commit fails, nothing of the group is stored:
+    /// it is rolled back and the state is rebuilt from the database, and the error returned
+    /// (the changes made up to [`Core::writes`] are then lost and must be answered as such).
+    pub fn commit(&mut self) -> Result<u64, ApiError> {
+        if self.conn.is_autocommit() {
+            return Ok(self.writes);
+        }
+        match self.conn.execute_batch("COMMIT").ctx("commit") {
+            Ok(()) => Ok(self.writes),
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                self.load(crate::api::now_ms())?;
+                Err(e.into())
+            }
+        }
     }
 
     /// Changes the policy (admins only); recorded with who did it.
@@ -593,7 +653,7 @@ impl Core {
         let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         let old = self.policy.to_string();
-        let tx = self.conn.transaction().ctx("begin")?;
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![p.to_string()])
             .ctx("store policy")?;
         audit(&tx, now, &who.user, "policy", None, &p.to_string(), &json!({"from": old, "to": p.to_string()}))?;

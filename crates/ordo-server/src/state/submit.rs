@@ -27,7 +27,7 @@ impl Core {
             .collect();
         let policy = self.policy.to_string();
         let committed = (|| -> Result<Vec<JobNo>, ApiError> {
-            let tx = self.conn.transaction().ctx("begin")?;
+            let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             let mut ids = Vec::new();
             for (who, j) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
