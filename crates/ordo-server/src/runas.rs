@@ -1,7 +1,7 @@
 //! Who a job runs as, and what it sees: the submitter's Unix account when the agent runs as root
 //! (as Slurm's slurmstepd does), and a clean environment that never holds the agent's credentials.
 
-use nix::unistd::{Gid, Group, Uid, User};
+use nix::unistd::{Gid, Uid, User};
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -106,8 +106,9 @@ impl RunAs {
                 format!("jobs run as their submitter's Unix account ({} users mapped by --user-map)", map.len())
             }
             RunAs::Fixed(n) => format!("every job runs as the Unix account `{n}` (--run-as)"),
+            RunAs::Agent if Uid::effective().is_root() => "jobs run as this agent's own account (root)".into(),
             RunAs::Agent => format!(
-                "jobs run as this agent's own account (uid {}); start the agent as root to run each job as its submitter",
+                "jobs run as this agent's own account (uid {}): they can read whatever the agent can, its token included; start the agent as root to run each job as its submitter",
                 Uid::effective()
             ),
         }
@@ -200,9 +201,4 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> Result<(), String> {
         return Err("could still regain root after setuid; refusing to run the job".into());
     }
     Ok(())
-}
-
-/// The name of a group id, for messages.
-pub fn group_name(gid: u32) -> String {
-    Group::from_gid(Gid::from_raw(gid)).ok().flatten().map(|g| g.name).unwrap_or_else(|| gid.to_string())
 }
