@@ -32,7 +32,8 @@ fn start_server(dir: &Path) -> String {
 fn get(addr: &str, token: &str) -> u16 {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-    let req = format!("GET /v1/policy HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    let req =
+        format!("GET /v1/policy HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).expect("send");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
