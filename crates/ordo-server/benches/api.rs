@@ -4,40 +4,20 @@
 //! Run: `cargo bench -p ordo-server --bench api` (prints figures; no criterion: each sample is
 //! a full request through the network stack, so the spread is the result).
 
+mod common;
+
+use common::*;
+
 use ordo_server::agent::{AgentConfig, GpuSpec};
 use ordo_server::api::*;
 use ordo_server::auth::{create_token, Role};
 use ordo_server::client::Client;
 use ordo_server::supervise::{supervise, SuperviseArgs};
-use ordo_server::ServerConfig;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn start_server(dir: &Path) -> String {
-    let cfg = ServerConfig {
-        db: dir.join("ordo.db"),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        heartbeat_ms: 1_000,
-        node_timeout_ms: 600_000,
-        ..ServerConfig::default()
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = ordo_server::run(cfg, |addr| {
-            let _ = tx.send(addr);
-        });
-        eprintln!("server stopped: {r:?}");
-    });
-    rx.recv().expect("server address")
-}
-
 fn nanos() -> i128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_nanos() as i128
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 fn throughput(dir: &Path) {

@@ -6,28 +6,14 @@
 //!
 //! Run: `cargo bench -p ordo-server --bench auth [-- ROUNDS]` (default 20).
 
+mod common;
+
+use common::*;
+
 use ordo_server::auth::{create_token, Role};
-use ordo_server::ServerConfig;
 use std::io::{Read, Write};
-use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-
-fn start_server(dir: &Path) -> String {
-    let cfg = ServerConfig {
-        db: dir.join("ordo.db"),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        ..ServerConfig::default()
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = ordo_server::run(cfg, |url| {
-            let _ = tx.send(url);
-        });
-        eprintln!("server stopped: {r:?}");
-    });
-    rx.recv().expect("server address")
-}
 
 fn get(addr: &str, token: &str) -> u16 {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");

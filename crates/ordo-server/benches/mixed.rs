@@ -13,44 +13,20 @@
 //!
 //! Run: `cargo bench -p ordo-server --bench mixed [-- SECONDS]` (default 10 s of measurement).
 
+mod common;
+
+use common::*;
+
 use ordo_server::api::*;
 use ordo_server::auth::{create_token, Role};
 use ordo_server::client::Client;
-use ordo_server::ServerConfig;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const JOB_MS: i64 = 40;
 const CHURN_PER_S: u64 = 100;
-
-fn start_server(dir: &Path) -> String {
-    let cfg = ServerConfig {
-        db: dir.join("ordo.db"),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        heartbeat_ms: 1_000,
-        node_timeout_ms: 600_000,
-        ..ServerConfig::default()
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = ordo_server::run(cfg, |url| {
-            let _ = tx.send(url);
-        });
-        eprintln!("server stopped: {r:?}");
-    });
-    rx.recv().expect("server address")
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
 
 /// One agent: runs what it is given for `JOB_MS` (never, when `sink`), then reports its end.
 fn agent(
