@@ -8,18 +8,7 @@ use std::fmt::Write as _;
 /// docs/METRICS.md, the definitions every report carries.
 pub const METRICS_MD: &str = include_str!("../../../docs/METRICS.md");
 
-/// Formats seconds as a short human duration (`42s`, `7.5m`, `3.2h`, `4.1d`).
-pub fn dur(s: f64) -> String {
-    if s < 60.0 {
-        format!("{s:.0}s")
-    } else if s < 3600.0 {
-        format!("{:.1}m", s / 60.0)
-    } else if s < 86400.0 {
-        format!("{:.1}h", s / 3600.0)
-    } else {
-        format!("{:.1}d", s / 86400.0)
-    }
-}
+pub use crate::fmt::dur;
 
 /// One table cell: its text and, for a number, the JSON path of the value it shows.
 #[derive(Debug, Clone)]
@@ -633,14 +622,6 @@ pub fn markdown(r: &Report) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(
-            (dur(42.0), dur(450.0), dur(3.2 * 3600.0), dur(4.1 * 86400.0)),
-            ("42s".into(), "7.5m".into(), "3.2h".into(), "4.1d".into())
-        );
-    }
 
     #[test]
     fn metrics_definitions_render_as_html() {
