@@ -24,6 +24,18 @@ pub fn thousands(x: f64) -> String {
     fixed(x, 0)
 }
 
+/// GPU-hours as read at a glance: whole numbers with separators from 100 up, one decimal from
+/// 1, two below (`8,300`, `12.5`, `0.03`).
+pub fn gpu_hours(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        thousands(x)
+    } else if x.abs() >= 1.0 {
+        fixed(x, 1)
+    } else {
+        fixed(x, 2)
+    }
+}
+
 /// A number with `decimals` decimals and `,` between groups of three digits of its whole part.
 pub fn fixed(x: f64, decimals: usize) -> String {
     let s = format!("{x:.decimals$}");
@@ -77,5 +89,9 @@ mod tests {
         assert_eq!(fixed(476.84, 1), "476.8");
         assert_eq!(fixed(12345.678, 2), "12,345.68");
         assert_eq!(pct1(0.9345), "93.5%");
+        assert_eq!(
+            (gpu_hours(8300.2), gpu_hours(12.46), gpu_hours(0.034)),
+            ("8,300".into(), "12.5".into(), "0.03".into())
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! headline (the baseline against the best policy that can run with what the trace tells, an
 //! oracle only as a bound), the offered load, and why utilisation changes (idle by cause).
 
-use crate::fmt::{pct1, thousands};
+use crate::fmt::{gpu_hours, pct1, thousands};
 use ordo_sim::Metrics;
 use serde::{Deserialize, Serialize};
 
@@ -156,23 +156,35 @@ pub struct Load {
     pub warning: Option<String>,
 }
 
+struct LoadInput {
+    total_gpu_hours: f64,
+    gpus: u64,
+}
+
 /// Below this offered load the cluster is mostly idle and orders barely differ.
 pub const LOW_LOAD: f64 = 0.3;
 
 /// The offered load of the workload of `m` on its cluster.
 pub fn load(m: &Metrics) -> Load {
-    match m.offered_load {
+    load_of(m.offered_load, m.total_gpu_hours, m.gpus)
+}
+
+/// The offered load `offered` (None: every job submitted at once) of `gpu_hours` of work on
+/// `gpus` GPUs.
+pub fn load_of(offered: Option<f64>, work_gpu_hours: f64, gpus: u64) -> Load {
+    let m = LoadInput { total_gpu_hours: work_gpu_hours, gpus };
+    match offered {
         Some(l) => {
             let text = format!(
                 "offered load {} of the cluster's capacity ({} GPU-hours of work / ({} GPUs x {} of arrivals))",
                 pct1(l),
-                thousands(m.total_gpu_hours),
+                gpu_hours(m.total_gpu_hours),
                 thousands(m.gpus as f64),
                 crate::render::dur(m.total_gpu_hours * 3600.0 / (l * m.gpus.max(1) as f64))
             );
             let warning = if l > 1.0 {
                 Some(format!(
-                    "the offered load is {}, above 100%: jobs arrive faster than this cluster can run them, so the queue grows to the end and every result depends on how much work is left waiting; differences between orders are then mostly those of a cluster too small for its work. Check --cluster (the trace's own cluster?) or a shorter window.",
+                    "the offered load is {}, above 100%: the jobs bring more work than this cluster can do while they arrive, so the queue grows until the last submit and drains long after it; results then depend on the window and the cluster's size as much as on the order. Check --cluster (is it the trace's own?) or the window.",
                     pct1(l)
                 ))
             } else if l < LOW_LOAD {
@@ -251,37 +263,54 @@ pub fn why(results: &[Metrics], base: usize, best: usize) -> Why {
     let gain = 100.0 * (x.headline_utilisation() - b.headline_utilisation());
     let mut lines = Vec::new();
     let span = if b.utilization_window.is_some() { "in the arrival window" } else { "over the makespan" };
-    let parts: Vec<String> = causes
-        .iter()
-        .map(|c| format!("{} {} -> {} ({:+.1} pp)", c.cause, pct1(c.baseline_share), pct1(c.best_share), c.gain_pp))
-        .collect();
-    lines.push(format!(
-        "{measure}: {} {} -> {} {} ({gain:+.1} pp); share of capacity idle {span}, by cause: {}.",
-        b.policy,
-        pct1(b.headline_utilisation()),
-        x.policy,
-        pct1(x.headline_utilisation()),
-        parts.join(", ")
-    ));
+    if best == base {
+        let parts: Vec<String> = causes.iter().map(|c| format!("{} {}", c.cause, pct1(c.baseline_share))).collect();
+        lines.push(format!(
+            "{measure}: {} {}; share of capacity idle {span}, by cause: {}.",
+            b.policy,
+            pct1(b.headline_utilisation()),
+            parts.join(", ")
+        ));
+    } else {
+        let parts: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{} {} -> {} ({:+.1} pp)", c.cause, pct1(c.baseline_share), pct1(c.best_share), c.gain_pp))
+            .collect();
+        lines.push(format!(
+            "{measure}: {} {} -> {} {} ({gain:+.1} pp); share of capacity idle {span}, by cause: {}.",
+            b.policy,
+            pct1(b.headline_utilisation()),
+            x.policy,
+            pct1(x.headline_utilisation()),
+            parts.join(", ")
+        ));
+    }
     let waited = |m: &Metrics| m.idle_causes.head_of_line_gpu_hours + m.idle_causes.fragmentation_gpu_hours;
     let (wb, wx) = (waited(b), waited(x));
     let mut s = format!(
         "Of {}'s {} idle GPU-hours while jobs waited (whole run), {} were head-of-line blocking (a waiting job fit the idle GPUs) and {} fragmentation (none fit)",
         b.policy,
-        thousands(wb),
-        thousands(b.idle_causes.head_of_line_gpu_hours),
-        thousands(b.idle_causes.fragmentation_gpu_hours)
+        gpu_hours(wb),
+        gpu_hours(b.idle_causes.head_of_line_gpu_hours),
+        gpu_hours(b.idle_causes.fragmentation_gpu_hours)
     );
     if best != base {
         s.push_str(&format!(
             "; {}'s: {}, of which {} and {}",
             x.policy,
-            thousands(wx),
-            thousands(x.idle_causes.head_of_line_gpu_hours),
-            thousands(x.idle_causes.fragmentation_gpu_hours)
+            gpu_hours(wx),
+            gpu_hours(x.idle_causes.head_of_line_gpu_hours),
+            gpu_hours(x.idle_causes.fragmentation_gpu_hours)
         ));
     }
     s.push('.');
     lines.push(s);
-    Why { baseline: b.policy.clone(), best: x.policy.clone(), measure: measure.to_string(), gain_pp: gain, causes, lines }
+    Why {
+        baseline: b.policy.clone(),
+        best: x.policy.clone(),
+        measure: measure.to_string(),
+        gain_pp: gain,
+        causes,
+        lines,
+    }
 }

@@ -599,8 +599,14 @@ mod tests {
         let w = generate(&WorkloadParams::default_for(Scenario::Backlog), 512);
         let cfg = |p: &str| SimConfig::new(ClusterSpec::uniform(64, 8), Placement::Pooled, p.parse().unwrap());
         let outs: Vec<SimOutput> = ["fifo", "sgf"].iter().map(|p| simulate(&w, &cfg(p)).unwrap()).collect();
-        let r = Report::build(&InputInfo::whole("backlog", "generated", w.jobs.len()), &w, &outs, &ReportOptions::default(), None)
-            .unwrap();
+        let r = Report::build(
+            &InputInfo::whole("backlog", "generated", w.jobs.len()),
+            &w,
+            &outs,
+            &ReportOptions::default(),
+            None,
+        )
+        .unwrap();
         let (f, s) = (&r.allocated_gpus["fifo"], &r.allocated_gpus["sgf"]);
         for (p, a) in [("fifo", f), ("sgf", s)] {
             let m = &r.metrics[p];

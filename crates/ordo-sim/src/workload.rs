@@ -242,12 +242,8 @@ pub const MIXED_SIZES: [(u32, u32); 7] = [(1, 50), (2, 10), (4, 10), (8, 10), (1
 /// ln(seconds). Small jobs run for hours (median 6.1 h for 1-2 GPUs), multi-node jobs are
 /// shorter (median 30 min): draining whole nodes for a large job then takes long. Not fitted
 /// to a trace.
-pub const MIXED_RUNTIMES: [(u32, LogNormalComponent); 4] = [
-    (2, c(1.0, 10.0, 1.0)),
-    (4, c(1.0, 9.5, 1.0)),
-    (8, c(1.0, 8.0, 1.5)),
-    (u32::MAX, c(1.0, 7.5, 1.5)),
-];
+pub const MIXED_RUNTIMES: [(u32, LogNormalComponent); 4] =
+    [(2, c(1.0, 10.0, 1.0)), (4, c(1.0, 9.5, 1.0)), (8, c(1.0, 8.0, 1.5)), (u32::MAX, c(1.0, 7.5, 1.5))];
 
 /// Everything that determines a generated workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

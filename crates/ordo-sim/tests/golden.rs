@@ -58,11 +58,10 @@ fn run_case(path: &Path) -> Result<(), String> {
     let m = &out.metrics;
     if let Some(want) = meta.get("idle") {
         let c = &m.idle_causes;
-        let got: Vec<String> =
-            [c.head_of_line_gpu_hours, c.fragmentation_gpu_hours, c.empty_queue_gpu_hours]
-                .iter()
-                .map(|h| format!("{}", (h * 3600.0 * 1000.0).round() / 1000.0))
-                .collect();
+        let got: Vec<String> = [c.head_of_line_gpu_hours, c.fragmentation_gpu_hours, c.empty_queue_gpu_hours]
+            .iter()
+            .map(|h| format!("{}", (h * 3600.0 * 1000.0).round() / 1000.0))
+            .collect();
         if got.join(",") != *want {
             return Err(format!("idle GPU-seconds by cause: expected {want}, got {}", got.join(",")));
         }

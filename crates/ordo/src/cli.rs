@@ -183,7 +183,9 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
             crate::trace_cmd::report_other_drops(&t);
             let cluster = match (&cluster_arg, &a.cluster) {
                 (Some(c), _) => explicit(c),
-                (None, Some(_)) => (crate::trace_cmd::cluster_from_trace(&t)?, "from the trace header (--cluster trace)".into()),
+                (None, Some(_)) => {
+                    (crate::trace_cmd::cluster_from_trace(&t)?, "from the trace header (--cluster trace)".into())
+                }
                 (None, None) => match crate::trace_cmd::declared_cluster(&t, path)? {
                     Some(found) => found,
                     None => (

@@ -157,8 +157,7 @@ impl Comparison {
             s,
             "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation); docs/METRICS.md"
         );
-        let oracles: Vec<&str> =
-            self.results.iter().filter(|m| m.clairvoyant()).map(|m| m.policy.as_str()).collect();
+        let oracles: Vec<&str> = self.results.iter().filter(|m| m.clairvoyant()).map(|m| m.policy.as_str()).collect();
         if !oracles.is_empty() {
             let _ = writeln!(
                 s,

@@ -142,13 +142,17 @@ pub fn declared_cluster(t: &LoadedTrace, path: &std::path::Path) -> Result<Optio
     }
     for c in candidates {
         if c.is_file() {
-            let spec = ordo_trace::load_cluster(&c.to_string_lossy()).with_context(|| format!("the trace's cluster file {}", c.display()))?;
+            let spec = ordo_trace::load_cluster(&c.to_string_lossy())
+                .with_context(|| format!("the trace's cluster file {}", c.display()))?;
             return Ok(Some((spec, format!("the trace's own, from {} beside it (--cluster to change)", c.display()))));
         }
     }
     if let Some(p) = t.max_procs {
         let spec = cluster_from_trace(t)?;
-        return Ok(Some((spec, format!("the trace's own: {p} processors from its header, one per node (--cluster to change)"))));
+        return Ok(Some((
+            spec,
+            format!("the trace's own: {p} processors from its header, one per node (--cluster to change)"),
+        )));
     }
     Ok(None)
 }
@@ -292,7 +296,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     match a.cmd {
         TraceCmd::Stats(a) => {
             let t = load(&a.file, a.format, &a.select)?;
-            let cluster = match a.cluster.as_deref().map(cluster_arg).transpose()? {
+            let cluster = match a.cluster.as_deref().map(cluster_arg).transpose().context("--cluster")? {
                 Some(Some(c)) => Some(c),
                 Some(None) => Some(cluster_from_trace(&t)?),
                 None => None,

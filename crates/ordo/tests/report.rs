@@ -70,7 +70,8 @@ fn keyed_cells(html: &str) -> Vec<(String, f64, String)> {
 
 /// Checks that a shown number (`3.7d`, `93.0%`, `1296`) is `value` rounded as shown.
 fn shown_matches(text: &str, value: f64) -> bool {
-    let t = text.trim();
+    let t = text.trim().replace(',', "");
+    let t = t.as_str();
     let (num, scale) = match t.chars().last() {
         Some('s') => (&t[..t.len() - 1], 1.0),
         Some('m') => (&t[..t.len() - 1], 60.0),
