@@ -118,7 +118,7 @@ th{background:#f7f7f7;font-weight:600;white-space:normal;vertical-align:bottom}t
 .legend{font-size:13px;margin:6px 0 10px;display:flex;flex-wrap:wrap;gap:4px 16px}.legend .item{display:inline-flex;align-items:baseline;max-width:100%}
 .legend .name{overflow-wrap:anywhere}.legend .bold{font-weight:700}
 .swatch{display:inline-block;flex:none;width:12px;height:12px;border-radius:2px;margin-right:5px;position:relative;top:1px}
-.note{font-size:14px}svg{max-width:100%;height:auto;display:block}
+.note{font-size:14px}svg{width:100%;max-width:100%;height:auto;display:block}
 .definitions table td,.definitions table th{white-space:normal;text-align:left;vertical-align:top}.definitions{font-size:14px}";
 
 /// The report as one self-contained HTML page: inline CSS and SVG, no script, no URL.

@@ -207,6 +207,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let default_estimate =
         if w.jobs.iter().any(|j| j.estimate.is_none()) { w.jobs.iter().filter_map(|j| j.estimate).max() } else { None };
     let mut wakes: BTreeSet<Time> = BTreeSet::new();
+    // `las:...,compat=tiresias`: as the Tiresias simulator, only the wake-up asked for by the
+    // latest pass counts (it recomputes its next queue jump at every event).
+    let latest_wake_only = matches!(&cfg.policy.order, ordo_core::Order::Las(lp) if lp.compat_tiresias);
+    let mut wake_due: Option<Time> = None;
     let mut busy: u64 = 0;
     let mut prev_t = first_submit;
     let mut passes = 0u64;
@@ -267,8 +271,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     }
                 }
                 Kind::Wake => {
-                    happened = true;
                     wakes.remove(&t);
+                    happened |= !latest_wake_only || wake_due == Some(t);
                 }
             }
         }
@@ -342,6 +346,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             heap.push(Reverse((end, Kind::End, seq, s.job, l.epoch)));
             seq += 1;
         }
+        wake_due = plan.wake_at.filter(|&at| at > t);
         if let Some(at) = plan.wake_at.filter(|&at| at > t) {
             if wakes.insert(at) {
                 heap.push(Reverse((at, Kind::Wake, seq, JobId(0), 0)));

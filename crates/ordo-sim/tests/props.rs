@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 25] = [
+const POLICIES: [&str; 27] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -26,6 +26,8 @@ const POLICIES: [&str; 25] = [
     "srtf",
     "las:thresholds=60/300,promote=0",
     "las:thresholds=100,promote=2",
+    "las:thresholds=60/300,compat=tiresias",
+    "las:thresholds=100,promote=2,compat=tiresias",
     "gittins:quantum=50,window=20",
     "sjf+easy+maxwait=100",
     "srtf+maxwait=200",
