@@ -27,7 +27,9 @@ pub fn thousands(x: f64) -> String {
 /// GPU-hours as read at a glance: whole numbers with separators from 100 up, one decimal from
 /// 1, two below (`8,300`, `12.5`, `0.03`).
 pub fn gpu_hours(x: f64) -> String {
-    if x.abs() >= 100.0 {
+    if x == 0.0 {
+        "0".into()
+    } else if x.abs() >= 100.0 {
         thousands(x)
     } else if x.abs() >= 1.0 {
         fixed(x, 1)
@@ -93,5 +95,6 @@ mod tests {
             (gpu_hours(8300.2), gpu_hours(12.46), gpu_hours(0.034)),
             ("8,300".into(), "12.5".into(), "0.03".into())
         );
+        assert_eq!(gpu_hours(0.0), "0");
     }
 }

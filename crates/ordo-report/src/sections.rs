@@ -346,7 +346,7 @@ fn idle_section(r: &Report) -> Result<Section, String> {
     Ok(Section {
         id: "idle",
         title: "Why GPUs sat idle".into(),
-        intro: "Idle GPU-hours from the first submit to the last end, by cause: head-of-line blocking (jobs waited and one of them fit the idle GPUs under the placement: the order, or a reservation, kept it waiting), fragmentation (jobs waited and none fit: too few idle GPUs, or idle GPUs spread over nodes), and empty queue (no job waited: set by the load, not by the order; in the table, not the chart).".into(),
+        intro: "Idle GPU-hours from the first submit to the last end, by cause: head-of-line blocking (jobs waited and one of them fit the idle GPUs under the placement: the order, or a reservation, kept it waiting), fragmentation (jobs waited and none fit: too few idle GPUs, or idle GPUs spread over nodes), and empty queue (no job waited: set mostly by the load, and in a backlog by the tail after the last start; in the table, not the chart).".into(),
         svg: chart::bar_chart(&cats, &bars, &axes)?,
         legend: policy_legend(r),
         table: t,

@@ -52,6 +52,27 @@ fn the_headline_answer_can_run_and_an_oracle_is_only_a_bound() {
 }
 
 #[test]
+fn tune_never_recommends_an_oracle() {
+    // The four jobs of tests/data/tune_srtf.csv without estimates: srtf would be best, but it
+    // reads true run times; the recommendation is the best policy that needs none.
+    let d = dir("tune");
+    let t = write(
+        &d,
+        "t.csv",
+        "job_id,submit_time,num_gpu,duration\nlong,0,1,1000\nmedium,10,1,300\nshort,10,1,100\ntiny,10,1,20\n",
+    );
+    let v = json(&["tune", "--quiet", "--json", "--trace", &t, "--cluster", "1x1", "--budget", "10m"]);
+    assert_eq!((v["bound"]["policy"].as_str(), v["bound"]["estimates"].as_str()), (Some("srtf"), Some("oracle")));
+    let rec = &v["recommended"];
+    assert_ne!(rec["estimates"], "oracle", "{rec}");
+    assert!(rec["mean_jct_s"].as_f64().unwrap() > 495.0, "{rec}");
+    assert_ne!(v["non_preemptive"]["estimates"], "oracle");
+    let s = ok(&ordo(&["tune", "--quiet", "--trace", &t, "--cluster", "1x1", "--budget", "10m"]));
+    assert!(s.contains("bound, not deployable: srtf:"), "{s}");
+    assert!(!s.contains("recommended (mean-jct): srtf"), "{s}");
+}
+
+#[test]
 fn the_measure_is_named_and_a_figure_above_the_bound_is_explained() {
     // Arrivals over [0, 10] s keep both GPUs busy, so utilisation over the arrival window is
     // 100%; b runs until 1010 s, so utilisation over the makespan is at most 1205 / 2020.

@@ -147,7 +147,7 @@ fn html_md_and_json_agree_with_compare() {
     // Definitions from docs/METRICS.md in both.
     let def = "Jain's index over users of each user's mean bounded slowdown";
     assert!(html.contains(def) && md.contains(def), "METRICS.md definitions missing");
-    assert!(html.contains("<td><code>idle_while_waiting_gpu_hours</code> [idle-wait GPU-h]</td>"));
+    assert!(html.contains("<td><code>idle_causes</code> [HOL GPU-h, frag GPU-h]</td>"));
     // Markdown shows the same cells as the HTML (the same table text).
     for (key, _, text) in keyed_cells(&html) {
         assert!(md.contains(&text), "MD lacks `{text}` ({key})");
