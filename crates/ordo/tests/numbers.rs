@@ -147,6 +147,10 @@ fn a_trace_runs_on_its_own_cluster_unless_told_otherwise() {
     let v = json(&["compare", "--json", "--trace", &t, "--policies", "fifo"]);
     assert_eq!(v["results"][0]["cluster"], "3x4");
     assert!(v["input"]["cluster_from"].as_str().unwrap().contains("jobs.cluster.toml"), "{v}");
+    // The cluster file docs/TRACES.md's Alibaba example uses is in the repository.
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/clusters/alibaba4x8.toml");
+    let v = json(&["compare", "--json", "--trace", &t, "--policies", "fifo", "--cluster", example.to_str().unwrap()]);
+    assert_eq!(v["results"][0]["cluster"], "4x8");
     // A trace that declares nothing runs on 64x8 and says so.
     let bare = dir("bare");
     let t = write(&bare, "jobs.csv", "job_id,submit_time,num_gpu,duration\na,0,4,100\nb,5,4,100\n");
