@@ -151,6 +151,16 @@ fn a_trace_runs_on_its_own_cluster_unless_told_otherwise() {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/clusters/alibaba4x8.toml");
     let v = json(&["compare", "--json", "--trace", &t, "--policies", "fifo", "--cluster", example.to_str().unwrap()]);
     assert_eq!(v["results"][0]["cluster"], "4x8");
+    // A node list of many node groups is summarised on the cluster line, not listed group by
+    // group (1,366 characters for the Alibaba node list).
+    let mut nodes = String::from("sn,cpu_milli,memory_mib,gpu,model\n");
+    for i in 0..60 {
+        nodes.push_str(&format!("n{i},96000,786432,{},A10\n", [8, 4, 2][i % 3]));
+    }
+    let list = write(&d, "nodes.csv", &nodes);
+    let s = ok(&ordo(&["compare", "--trace", &t, "--policies", "fifo", "--cluster", &list]));
+    let line = s.lines().find(|l| l.starts_with("cluster:")).unwrap();
+    assert!(line.starts_with("cluster: 60 nodes: 20x8,20x4,20x2 (280 GPUs)") && line.len() < 120, "{line}");
     // A trace that declares nothing runs on 64x8 and says so.
     let bare = dir("bare");
     let t = write(&bare, "jobs.csv", "job_id,submit_time,num_gpu,duration\na,0,4,100\nb,5,4,100\n");
