@@ -5,18 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
+mod common;
+
+use common::{ok, ordo};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-fn ordo(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
 
 fn json(args: &[&str]) -> Value {
     serde_json::from_str(&ok(&ordo(args))).unwrap()
@@ -103,25 +97,26 @@ fn offered_load_is_shown_and_warned_about_in_compare_report_and_tune() {
     let low = write(&d, "low.csv", "job_id,submit_time,num_gpu,duration\na,0,1,100\nb,1000,1,100\n");
     let s = ok(&ordo(&["compare", "--trace", &low, "--cluster", "1x8", "--policies", "fifo"]));
     assert!(s.contains("offered load 2.5%") && s.contains("below 30%"), "{s}");
-    let out = d.join("r.json");
-    let o = out.to_str().unwrap();
-    ok(&ordo(&["report", "--quiet", "--trace", &low, "--cluster", "1x8", "--policies", "fifo", "--out", o]));
-    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // The report says the same, in its JSON and on its page.
+    let report = |name: &str| {
+        let out = d.join(name);
+        ok(&ordo(&[
+            "report",
+            "--quiet",
+            "--trace",
+            &low,
+            "--cluster",
+            "1x8",
+            "--policies",
+            "fifo",
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let r: Value = serde_json::from_str(&report("r.json")).unwrap();
     assert!((r["load"]["offered_load"].as_f64().unwrap() - 0.025).abs() < 1e-12);
-    let html = d.join("r.html");
-    ok(&ordo(&[
-        "report",
-        "--quiet",
-        "--trace",
-        &low,
-        "--cluster",
-        "1x8",
-        "--policies",
-        "fifo",
-        "--out",
-        html.to_str().unwrap(),
-    ]));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = report("r.html");
     assert!(page.contains("offered load 2.5%") && page.contains("below 30%"), "report lacks the load");
     let s = ok(&ordo(&["tune", "--quiet", "--trace", &low, "--cluster", "1x8", "--max-configs", "3"]));
     assert!(s.contains("load:        offered load 2.5%") && s.contains("below 30%"), "{s}");

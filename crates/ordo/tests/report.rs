@@ -9,14 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn ordo(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
+use common::{ok, ordo};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ordo-report-test-{}", std::process::id()));
