@@ -5,9 +5,9 @@
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
-mod common;
+mod run;
 
-use common::{ok, ordo};
+use run::{ok, ordo};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -4,12 +4,13 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 mod common;
+mod run;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{ok, ordo};
+use run::{ok, ordo};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ordo-report-test-{}", std::process::id()));

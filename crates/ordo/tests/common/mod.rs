@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 /// A file under the real traces directory (`$ORDO_TRACES`, default `../shared/traces` beside the
 /// repository), or `None` after saying why when it is absent. Under `CI=true` absence fails.
-#[allow(dead_code)] // not every test binary uses every helper
 pub fn trace(rel: &str) -> Option<PathBuf> {
     let dir = match std::env::var_os("ORDO_TRACES") {
         Some(d) => PathBuf::from(d),
@@ -23,15 +22,3 @@ pub fn trace(rel: &str) -> Option<PathBuf> {
     None
 }
 
-/// Runs the `ordo` binary built for these tests.
-#[allow(dead_code)] // not every test binary uses every helper
-pub fn ordo(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-/// Its standard output, after checking that it succeeded.
-#[allow(dead_code)]
-pub fn ok(out: &std::process::Output) -> String {
-    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
-}
