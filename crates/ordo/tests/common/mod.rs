@@ -21,4 +21,3 @@ pub fn trace(rel: &str) -> Option<PathBuf> {
     let _ = writeln!(std::io::stderr(), "skipped: {what}");
     None
 }
-
