@@ -190,7 +190,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
                     Some(found) => found,
                     None => (
                         ClusterSpec::uniform(64, 8),
-                        "ordo's default: the trace declares no cluster (give --cluster)".into(),
+                        "ordo's default: the trace declares no cluster; give --cluster".into(),
                     ),
                 },
             };

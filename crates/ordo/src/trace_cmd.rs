@@ -144,14 +144,14 @@ pub fn declared_cluster(t: &LoadedTrace, path: &std::path::Path) -> Result<Optio
         if c.is_file() {
             let spec = ordo_trace::load_cluster(&c.to_string_lossy())
                 .with_context(|| format!("the trace's cluster file {}", c.display()))?;
-            return Ok(Some((spec, format!("the trace's own, from {} beside it (--cluster to change)", c.display()))));
+            return Ok(Some((spec, format!("the trace's own, from {} beside it; --cluster to change", c.display()))));
         }
     }
     if let Some(p) = t.max_procs {
         let spec = cluster_from_trace(t)?;
         return Ok(Some((
             spec,
-            format!("the trace's own: {p} processors from its header, one per node (--cluster to change)"),
+            format!("the trace's own: {p} processors from its header, one per node; --cluster to change"),
         )));
     }
     Ok(None)
