@@ -4,7 +4,8 @@
 # completion log, and slurmrestd with JWT auth. Debian's Slurm 22.05. Runs as root.
 #
 #   slurm-dev-cluster.sh start DIR [--acct]   start (prints `export SLURM_CONF=...`)
-#   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file
+#   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file (munged too,
+#                                              when `start` started it)
 #   slurm-dev-cluster.sh ctld-stop DIR         stop only slurmctld (an outage, for tests)
 #   slurm-dev-cluster.sh ctld-start DIR        start slurmctld again, keeping its saved state
 #
@@ -22,7 +23,8 @@ cmd=${1:?start|stop}; D=${2:?state dir}; ACCT=${3:-}
 D=$(mkdir -p "$D" && cd "$D" && pwd)
 
 stop() {
-  for f in "$D"/slurmd-n*.pid "$D"/slurmctld.pid "$D"/slurmdbd.pid "$D"/slurmrestd.pid; do
+  # munged.pid exists only when `start` started munged itself (one already running is left alone).
+  for f in "$D"/slurmd-n*.pid "$D"/slurmctld.pid "$D"/slurmdbd.pid "$D"/slurmrestd.pid "$D"/munged.pid; do
     [ -f "$f" ] || continue
     p=$(cat "$f"); kill "$p" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -60,7 +62,12 @@ for i in 0 1 2 3 4 5 6 7; do mknod "$D/fakegpu/nvidia$i" c 195 $i; done
 dd if=/dev/urandom of="$D/jwt.key" bs=32 count=1 status=none; chmod 600 "$D/jwt.key"
 
 mkdir -p /run/munge; chown munge:munge /run/munge
-munge -n >/dev/null 2>&1 || runuser -u munge -- /usr/sbin/munged
+if ! munge -n >/dev/null 2>&1; then
+  runuser -u munge -- /usr/sbin/munged
+  # munged writes its pid file itself; keep a copy so that `stop` ends the munged it started.
+  for _ in $(seq 50); do [ -s /run/munge/munged.pid ] && break; sleep 0.1; done
+  cp /run/munge/munged.pid "$D/munged.pid"
+fi
 
 if [ "$ACCT" = --acct ]; then
   ACCT_LINES="AccountingStorageType=accounting_storage/slurmdbd

@@ -326,7 +326,7 @@ impl Scheduler {
                 [1, q as i64, i64::from(!running), small, entry]
             }
             Order::Gittins(gp) => {
-                let lp = LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false };
+                let lp = LasParams { thresholds: gittins_queues(gp), ..LasParams::default() };
                 let (q, _) = self.las_queue(&lp, req, now);
                 let (_, attained, _) = self.served(req.id, now);
                 let index = if attained == 0 { ctx.gittins_fresh } else { self.history.gittins(attained, gp.quantum) };
@@ -496,21 +496,28 @@ impl Scheduler {
         }
         let lp = match &self.policy.order {
             Order::Las(lp) => Some(lp.clone()),
-            Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false }),
+            Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), ..LasParams::default() }),
             _ => None,
         };
         if let Some(lp) = lp {
             // When the next threshold is crossed by a job that runs after this plan: one
             // running now, or one the plan starts.
             let crossing = |id: JobId, gpus: u32| {
-                let (_, attained, p) = self.served(id, now);
+                let (executed, attained, p) = self.served(id, now);
                 let a = attained - p.las_base.0;
                 lp.thresholds.iter().find(|&&t| t > a).map(|&t| {
                     let g = gpus.max(1) as i64;
-                    now + (t - a + g - 1) / g
+                    if lp.compat_tiresias {
+                        // Tiresias: (limit - executed_time) / num_gpu in whole seconds, where
+                        // executed_time is wall time: late for a job that has run before.
+                        let e = executed - p.las_base.1;
+                        now + (t - e).max(0) / (1000 * g) * 1000
+                    } else {
+                        now + (t - a + g - 1) / g
+                    }
                 })
             };
-            if self.waiting_keys_static() {
+            if self.waiting_keys_static() && !lp.compat_tiresias {
                 // Stored running keys hold until their job's next crossing.
                 if let Some(&(t, _)) = self.run_expiry.range((now + 1, JobId(0))..).next() {
                     at(t);
@@ -847,7 +854,7 @@ impl Scheduler {
     pub(crate) fn las_commit(&mut self, id: JobId, now: Time, starting: bool) {
         let lp = match &self.policy.order {
             Order::Las(lp) => lp.clone(),
-            Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), promote: 0.0, small_first: false },
+            Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), ..LasParams::default() },
             _ => return,
         };
         let req = match (self.waiting.get(&id), self.running.get(&id)) {

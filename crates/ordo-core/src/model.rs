@@ -227,6 +227,26 @@ impl ClusterSpec {
         }
         groups.iter().map(|(c, g)| format!("{c}x{g}")).collect::<Vec<_>>().join(",")
     }
+
+    /// [`describe`](Self::describe) when that is short (at most 40 characters); for clusters
+    /// with many node groups (an Alibaba node list), node counts per GPU size, largest first:
+    /// `1213 nodes: 395x8,...`.
+    pub fn summary(&self) -> String {
+        let d = self.describe();
+        if d.len() <= 40 {
+            return d;
+        }
+        let mut by: Vec<(u32, usize)> = Vec::new();
+        for n in &self.nodes {
+            match by.iter_mut().find(|b| b.0 == n.gpus) {
+                Some(b) => b.1 += 1,
+                None => by.push((n.gpus, 1)),
+            }
+        }
+        by.sort_by_key(|b| std::cmp::Reverse(b.0));
+        let parts: Vec<String> = by.iter().map(|(g, n)| format!("{n}x{g}")).collect();
+        format!("{} nodes: {}", self.nodes.len(), parts.join(","))
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +259,9 @@ mod tests {
         assert_eq!(c.nodes.len(), 3);
         assert_eq!(c.total_gpus(), 20);
         assert_eq!(c.describe(), "2x8,1x4");
+        assert_eq!(c.summary(), "2x8,1x4");
+        let mixed = ClusterSpec::parse(&["1x8", "1x4"].repeat(10).join(",")).unwrap();
+        assert_eq!(mixed.summary(), "20 nodes: 10x8,10x4");
         assert!(ClusterSpec::parse("8").is_err());
         assert!(ClusterSpec::parse("0x8").is_err());
         assert!(ClusterSpec::parse("ax8").is_err());

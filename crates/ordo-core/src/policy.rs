@@ -22,13 +22,27 @@ pub struct LasParams {
     /// Order inside a queue after "running jobs first": `false` by when a job joined (the
     /// Tiresias simulator's lists); `true` fewest GPUs first, then by when it joined.
     pub small_first: bool,
+    /// `compat=tiresias`: ask to be woken for a running job's next demotion when the Tiresias
+    /// simulator does (`dlas_sim_jobs` in its `run_sim.py`), not when the job's attained service
+    /// reaches the threshold: after the threshold (GPU-seconds) minus the job's executed time
+    /// (wall seconds, not GPU-seconds) divided by its GPUs, in whole seconds, rounded down
+    /// (Python 2's integer division under its `math.ceil`). A multi-GPU job that has run before
+    /// is therefore demoted late, at the first event after its crossing. Default: the exact
+    /// crossing.
+    #[serde(default)]
+    pub compat_tiresias: bool,
 }
 
 impl Default for LasParams {
     fn default() -> Self {
         // Tiresias's dlas-gpu: three queues split at 3,250 and 7,200 GPU-seconds, no
         // starvation promotion (jobs.py in the Tiresias simulator; see docs/POLICIES.md).
-        LasParams { thresholds: vec![3_250 * SECOND, 7_200 * SECOND], promote: 0.0, small_first: false }
+        LasParams {
+            thresholds: vec![3_250 * SECOND, 7_200 * SECOND],
+            promote: 0.0,
+            small_first: false,
+            compat_tiresias: false,
+        }
     }
 }
 
@@ -203,11 +217,12 @@ impl PolicySpec {
 
     /// Parses a comma-separated list of policies in which parameters may themselves contain
     /// commas (`fifo,las:thresholds=3200,promote=8,sjf+easy`): a segment of the form `key=value`
-    /// continues the policy before it.
+    /// continues the policy before it, also when modifiers follow (`...,max_age=86400+easy`).
     pub fn parse_list(s: &str) -> Result<Vec<PolicySpec>, PolicyParseError> {
         let mut names: Vec<String> = Vec::new();
         for seg in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-            let continues = seg.contains('=') && !seg.contains(':') && !seg.contains('+');
+            let head = seg.split('+').next().unwrap_or(seg);
+            let continues = head.contains('=') && !head.contains(':');
             match names.last_mut() {
                 Some(last) if continues => {
                     last.push(',');
@@ -259,6 +274,9 @@ impl fmt::Display for PolicySpec {
                 if p.small_first {
                     f.write_str(",within=gpus")?;
                 }
+                if p.compat_tiresias {
+                    f.write_str(",compat=tiresias")?;
+                }
             }
             Order::Gittins(p) if *p != GittinsParams::default() => {
                 write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
@@ -294,7 +312,7 @@ impl fmt::Display for PolicySpec {
 /// Why a policy name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus], \
+    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus,compat=exact|tiresias], \
      gittins[:quantum=S,window=N], fair[:by=user|group], \
      priority[:age=W,fairshare=W,size=W,qos=W,half_life=D,max_age=D], qssf; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
 )]
@@ -417,7 +435,18 @@ impl FromStr for PolicySpec {
                                 _ => return Err(err(format!("`within={v}`: expected arrival or gpus"))),
                             }
                         }
-                        _ => return Err(err(format!("las has no parameter `{k}` (thresholds, promote, within)"))),
+                        "compat" => {
+                            p.compat_tiresias = match v {
+                                "exact" => false,
+                                "tiresias" => true,
+                                _ => return Err(err(format!("`compat={v}`: expected exact or tiresias"))),
+                            }
+                        }
+                        _ => {
+                            return Err(err(format!(
+                                "las has no parameter `{k}` (thresholds, promote, within, compat)"
+                            )))
+                        }
                     }
                 }
                 Order::Las(p)
@@ -488,6 +517,7 @@ mod tests {
             "gittins",
             "las:thresholds=100/1000,promote=8",
             "las:thresholds=10/100,promote=0,within=gpus",
+            "las:thresholds=3250/7200,promote=0,compat=tiresias",
             "gittins:quantum=60,window=500",
             "fifo+easy+maxwait=86400s",
             "fair",
@@ -523,6 +553,10 @@ mod tests {
 
     #[test]
     fn lists_keep_parameter_commas() {
+        // A parameter followed by modifiers still continues its policy (as `ordo tune` prints it).
+        let l = PolicySpec::parse_list("priority:age=1000,max_age=86400+easy,fifo").unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0], "priority:age=1000,max_age=86400+easy".parse::<PolicySpec>().unwrap());
         let l = PolicySpec::parse_list("fifo,las:thresholds=100,promote=2,sjf+easy").unwrap();
         assert_eq!(l.len(), 3);
         assert_eq!(l[1].to_string(), "las:thresholds=100,promote=2");

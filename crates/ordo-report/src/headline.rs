@@ -1,6 +1,8 @@
-//! The plain-words headline shared by `ordo compare` and `ordo report`: the baseline (first
-//! `fifo`, or else the first result) against the result with the lowest mean JCT.
+//! The plain-words summary shared by `ordo compare`, `ordo report` and `ordo tune`: the
+//! headline (the baseline against the best policy that can run with what the trace tells, an
+//! oracle only as a bound), the offered load, and why utilisation changes (idle by cause).
 
+use crate::fmt::{gpu_hours, pct1, thousands};
 use ordo_sim::Metrics;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +27,10 @@ pub struct InputInfo {
     pub to_day: Option<f64>,
     /// How run-time estimates were made, when ordo made them (`--estimate-noise`).
     pub estimates: Option<String>,
+    /// Where the cluster came from: `--cluster`, the trace (its header or a file beside it), a
+    /// scenario, or the default.
+    #[serde(default)]
+    pub cluster_from: String,
 }
 
 impl InputInfo {
@@ -40,6 +46,7 @@ impl InputInfo {
             from_day: None,
             to_day: None,
             estimates: None,
+            cluster_from: String::new(),
         }
     }
 }
@@ -49,9 +56,12 @@ impl InputInfo {
 pub struct Headline {
     /// Index of the baseline run: the first `fifo`, or else the first.
     pub baseline: usize,
-    /// Index of the run with the lowest mean JCT (ties: the earlier).
+    /// Index of the run with the lowest mean JCT among those that can run with what the trace
+    /// tells (not `oracle`; ties: the earlier); the baseline when every run is an oracle.
     pub best: usize,
-    /// One sentence: what changes against the baseline.
+    /// Index of the oracle run with the lowest mean JCT, when it beats `best`: shown as a bound.
+    pub bound: Option<usize>,
+    /// One sentence: what changes against the baseline, the measure named, the bound labelled.
     pub text: String,
 }
 
@@ -64,29 +74,243 @@ pub fn pct_change(from: f64, to: f64) -> f64 {
     }
 }
 
-/// Picks the baseline and the best run of `results` (which must not be empty) and words the
-/// change, exactly as `ordo compare` prints it (docs/METRICS.md, "The headline").
+/// The name of the utilisation a result's headline figure is: over the arrival window, or over
+/// the makespan when every job was submitted at once.
+pub fn utilisation_measure(m: &Metrics) -> &'static str {
+    if m.utilization_window.is_some() {
+        "utilisation over the arrival window"
+    } else {
+        "utilisation over the makespan"
+    }
+}
+
+/// Picks the baseline, the best deployable run and the oracle bound of `results` (which must
+/// not be empty) and words the change, exactly as `ordo compare` prints it (docs/METRICS.md,
+/// "The headline").
 pub fn headline(results: &[Metrics]) -> Headline {
     let base = results.iter().position(|m| m.policy == "fifo").unwrap_or(0);
-    let best = (0..results.len())
-        .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
-        .unwrap_or(0);
+    let lowest = |pred: &dyn Fn(&Metrics) -> bool| {
+        (0..results.len())
+            .filter(|&i| pred(&results[i]))
+            .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
+    };
+    let best = lowest(&|m| !m.clairvoyant()).unwrap_or(base);
+    let bound = lowest(&|m| m.clairvoyant()).filter(|&o| results[o].mean_jct_s < results[best].mean_jct_s);
     let (b, x) = (&results[base], &results[best]);
-    let which = if b.utilization_window.is_some() { "utilisation" } else { "utilisation (over the makespan)" };
-    let text = if best == base {
-        format!("{} is already the best of the policies compared by mean completion time.", b.policy)
+    let measure = utilisation_measure(b);
+    let mut text = if best == base {
+        format!(
+            "{} is already the best by mean completion time of the policies compared that can run with what the trace tells ({measure} {}).",
+            b.policy,
+            pct1(b.headline_utilisation())
+        )
     } else {
         format!(
-            "Same cluster, same jobs: {} instead of {}: {which} {:.0}% -> {:.0}% ({:+.0} pp), mean JCT {:+.0}%, p99 wait {:+.0}%{}.",
+            "Same cluster, same jobs: {} instead of {}: {measure} {} -> {} ({:+.1} pp), mean JCT {:+.0}%, p99 wait {:+.0}%.",
             x.policy,
             b.policy,
-            100.0 * b.headline_utilisation(),
-            100.0 * x.headline_utilisation(),
+            pct1(b.headline_utilisation()),
+            pct1(x.headline_utilisation()),
             100.0 * (x.headline_utilisation() - b.headline_utilisation()),
             pct_change(b.mean_jct_s, x.mean_jct_s),
             pct_change(b.p99_wait_s, x.p99_wait_s),
-            if x.estimates == "oracle" { " (oracle: it read true run times)" } else { "" }
         )
     };
-    Headline { baseline: base, best, text }
+    if let Some(o) = bound {
+        let o = &results[o];
+        text.push_str(&format!(
+            " Bound, not deployable: {} reads every job's true run time (oracle): mean JCT {:+.0}%, {measure} {}.",
+            o.policy,
+            pct_change(b.mean_jct_s, o.mean_jct_s),
+            pct1(o.headline_utilisation())
+        ));
+    }
+    Headline { baseline: base, best, bound, text }
+}
+
+/// The lower-bound line: the makespan no order can beat and the utilisation over the makespan
+/// it allows, and, where the headline reads the utilisation over the arrival window, why that
+/// figure may lie above this bound.
+pub fn bounds_text(m: &Metrics) -> String {
+    let mut s = format!(
+        "no order can finish sooner than {} (the work on every GPU, or the last job's submit + run time), so utilisation over the makespan (util(mkspan)) <= {}",
+        crate::render::dur(m.makespan_lower_bound_s),
+        pct1(m.utilization_upper_bound)
+    );
+    if m.utilization_window.is_some() {
+        s.push_str(
+            "; utilisation over the arrival window (util) is a different measure, not under this bound: it counts only the GPUs held between the first and the last submit",
+        );
+    }
+    s
+}
+
+/// Offered load of a run: its sentence and, above 100% or below 30%, a warning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// Total work / (GPUs x arrival window); `None` when every job was submitted at once.
+    pub offered_load: Option<f64>,
+    /// The load in words.
+    pub text: String,
+    /// Why the comparison may mislead at this load, if it may.
+    pub warning: Option<String>,
+}
+
+struct LoadInput {
+    total_gpu_hours: f64,
+    gpus: u64,
+}
+
+/// Below this offered load the cluster is mostly idle and orders barely differ.
+pub const LOW_LOAD: f64 = 0.3;
+
+/// The offered load of the workload of `m` on its cluster.
+pub fn load(m: &Metrics) -> Load {
+    load_of(m.offered_load, m.total_gpu_hours, m.gpus)
+}
+
+/// The offered load `offered` (None: every job submitted at once) of `gpu_hours` of work on
+/// `gpus` GPUs.
+pub fn load_of(offered: Option<f64>, work_gpu_hours: f64, gpus: u64) -> Load {
+    let m = LoadInput { total_gpu_hours: work_gpu_hours, gpus };
+    match offered {
+        Some(l) => {
+            let text = format!(
+                "offered load {} of the cluster's capacity ({} GPU-hours of work / ({} GPUs x {} of arrivals))",
+                pct1(l),
+                gpu_hours(m.total_gpu_hours),
+                thousands(m.gpus as f64),
+                crate::render::dur(m.total_gpu_hours * 3600.0 / (l * m.gpus.max(1) as f64))
+            );
+            let warning = if l > 1.0 {
+                Some(format!(
+                    "the offered load is {}, above 100%: the jobs bring more work than this cluster can do while they arrive, so the queue grows until the last submit and drains long after it; results then depend on the window and the cluster's size as much as on the order. Check --cluster (is it the trace's own?) or the window.",
+                    pct1(l)
+                ))
+            } else if l < LOW_LOAD {
+                Some(format!(
+                    "the offered load is {}, below {:.0}%: the cluster is mostly idle, jobs rarely wait, and the order barely matters. Check --cluster (is it larger than the trace's own cluster?).",
+                    pct1(l),
+                    100.0 * LOW_LOAD
+                ))
+            } else {
+                None
+            };
+            Load { offered_load: Some(l), text, warning }
+        }
+        None => Load {
+            offered_load: None,
+            text: format!(
+                "every job submitted at once: a backlog of {} of work for {} GPUs (no arrival window, so no offered load)",
+                crate::render::dur(m.total_gpu_hours * 3600.0 / m.gpus.max(1) as f64),
+                thousands(m.gpus as f64)
+            ),
+            warning: None,
+        },
+    }
+}
+
+/// One cause of idle GPUs, in a baseline and another run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CauseRow {
+    /// `head-of-line blocking`, `fragmentation` or `empty queue`.
+    pub cause: String,
+    /// Share of the baseline's capacity over its span that sat idle for this cause.
+    pub baseline_share: f64,
+    /// The same for the other run.
+    pub best_share: f64,
+    /// Percentage points of utilisation the other run gains on this cause (baseline share -
+    /// its share, x 100).
+    pub gain_pp: f64,
+}
+
+/// Why utilisation changes from the baseline to the best run: idle capacity by cause over the
+/// span the headline utilisation uses (docs/METRICS.md, "Idle capacity by cause").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Why {
+    /// Baseline policy.
+    pub baseline: String,
+    /// The policy compared with it.
+    pub best: String,
+    /// The utilisation measure (see [`utilisation_measure`]).
+    pub measure: String,
+    /// Utilisation gain in percentage points; the causes' gains add up to it (with restart
+    /// overhead, which counts as held, the rest).
+    pub gain_pp: f64,
+    /// Head-of-line blocking, fragmentation, empty queue.
+    pub causes: Vec<CauseRow>,
+    /// The decomposition in words, one sentence per line.
+    pub lines: Vec<String>,
+}
+
+/// Names of the idle causes, in the order of [`ordo_sim::metrics::IdleCauses::shares`].
+pub const CAUSES: [&str; 3] = ["head-of-line blocking", "fragmentation", "empty queue"];
+
+/// Decomposes the utilisation change from `results[base]` to `results[best]` by idle cause.
+pub fn why(results: &[Metrics], base: usize, best: usize) -> Why {
+    let (b, x) = (&results[base], &results[best]);
+    let (cb, cx) = (b.headline_idle_causes(), x.headline_idle_causes());
+    let (sb, sx) = (cb.shares(b.gpus), cx.shares(x.gpus));
+    let causes: Vec<CauseRow> = (0..3)
+        .map(|i| CauseRow {
+            cause: CAUSES[i].to_string(),
+            baseline_share: sb[i],
+            best_share: sx[i],
+            gain_pp: 100.0 * (sb[i] - sx[i]),
+        })
+        .collect();
+    let measure = utilisation_measure(b);
+    let gain = 100.0 * (x.headline_utilisation() - b.headline_utilisation());
+    let mut lines = Vec::new();
+    let span = if b.utilization_window.is_some() { "in the arrival window" } else { "over the makespan" };
+    if best == base {
+        let parts: Vec<String> = causes.iter().map(|c| format!("{} {}", c.cause, pct1(c.baseline_share))).collect();
+        lines.push(format!(
+            "{measure}: {} {}; share of capacity idle {span}, by cause: {}.",
+            b.policy,
+            pct1(b.headline_utilisation()),
+            parts.join(", ")
+        ));
+    } else {
+        let parts: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{} {} -> {} ({:+.1} pp)", c.cause, pct1(c.baseline_share), pct1(c.best_share), c.gain_pp))
+            .collect();
+        lines.push(format!(
+            "{measure}: {} {} -> {} {} ({gain:+.1} pp); share of capacity idle {span}, by cause: {}.",
+            b.policy,
+            pct1(b.headline_utilisation()),
+            x.policy,
+            pct1(x.headline_utilisation()),
+            parts.join(", ")
+        ));
+    }
+    let waited = |m: &Metrics| m.idle_causes.head_of_line_gpu_hours + m.idle_causes.fragmentation_gpu_hours;
+    let (wb, wx) = (waited(b), waited(x));
+    let mut s = format!(
+        "Of {}'s {} idle GPU-hours while jobs waited (whole run), {} were head-of-line blocking (a waiting job fit the idle GPUs) and {} fragmentation (none fit)",
+        b.policy,
+        gpu_hours(wb),
+        gpu_hours(b.idle_causes.head_of_line_gpu_hours),
+        gpu_hours(b.idle_causes.fragmentation_gpu_hours)
+    );
+    if best != base {
+        s.push_str(&format!(
+            "; {}'s: {}, of which {} and {}",
+            x.policy,
+            gpu_hours(wx),
+            gpu_hours(x.idle_causes.head_of_line_gpu_hours),
+            gpu_hours(x.idle_causes.fragmentation_gpu_hours)
+        ));
+    }
+    s.push('.');
+    lines.push(s);
+    Why {
+        baseline: b.policy.clone(),
+        best: x.policy.clone(),
+        measure: measure.to_string(),
+        gain_pp: gain,
+        causes,
+        lines,
+    }
 }

@@ -6,10 +6,12 @@
 
 pub mod chart;
 pub mod equiv;
+pub mod fmt;
 pub mod headline;
 pub mod model;
 pub mod render;
+pub mod sections;
 pub mod series;
 
-pub use headline::{headline, Headline, InputInfo};
+pub use headline::{headline, Headline, InputInfo, Load, Why};
 pub use model::{equivalent_gpus, Equivalent, OwnerBy, Price, Report, ReportError, ReportOptions};

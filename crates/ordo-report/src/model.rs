@@ -220,15 +220,25 @@ pub struct Report {
     pub policies: Vec<String>,
     /// The baseline policy (first `fifo`, or else the first).
     pub baseline: String,
-    /// The policy with the lowest mean JCT.
+    /// The policy with the lowest mean JCT among those that can run with what the trace tells
+    /// (not an oracle).
     pub best: String,
+    /// The oracle policy shown as a bound in the headline, if one beats `best`.
+    pub bound: Option<String>,
     /// The headline, word for word as `ordo compare` prints it.
     pub headline: String,
+    /// The offered load, word for word as `ordo compare` prints it.
+    pub load: crate::headline::Load,
+    /// What the lower bounds allow, word for word as `ordo compare` prints it.
+    pub bounds: String,
+    /// Why utilisation changes from the baseline to the best policy: idle capacity by cause.
+    pub why: crate::headline::Why,
     /// Jobs that could never fit the cluster (not run).
     pub rejected_jobs: usize,
     /// Policy -> the metrics of docs/METRICS.md.
     pub metrics: BTreeMap<String, Metrics>,
-    /// Policy -> allocated GPUs over time.
+    /// Policy -> allocated GPUs over time (all on one time axis, to the latest end of any
+    /// policy); `mean` is over the policy's own makespan.
     pub allocated_gpus: BTreeMap<String, Series>,
     /// Policy -> waiting jobs over time.
     pub queue_length: BTreeMap<String, Series>,
@@ -285,7 +295,11 @@ impl Report {
             policies: policies.clone(),
             baseline: policies[h.baseline].clone(),
             best: policies[h.best].clone(),
+            bound: h.bound.map(|i| policies[i].clone()),
             headline: h.text,
+            load: headline::load(&results[h.baseline]),
+            bounds: headline::bounds_text(&results[h.baseline]),
+            why: headline::why(&results, h.baseline, h.best),
             rejected_jobs: first.rejected.len(),
             metrics: BTreeMap::new(),
             allocated_gpus: BTreeMap::new(),
@@ -306,7 +320,14 @@ impl Report {
             let m = &o.metrics;
             rep.metrics.insert(name.clone(), m.clone());
             // Every policy on the same time axis, so their charts line up.
-            rep.allocated_gpus.insert(name.clone(), series::allocated_gpus(&o.records, origin, end, opts.buckets));
+            let mut alloc = series::allocated_gpus(&o.records, origin, end, opts.buckets);
+            // The mean over this run's own makespan (the series runs on to the latest end of
+            // any policy, where this run holds nothing), consistent with its utilisation.
+            let own_end = o.records.iter().map(|r| r.end).max().unwrap_or(origin);
+            if own_end > origin {
+                alloc.mean *= (end - origin) as f64 / (own_end - origin) as f64;
+            }
+            rep.allocated_gpus.insert(name.clone(), alloc);
             let queue = series::queue_steps(&o.records);
             rep.queue_length.insert(name.clone(), series::downsample(&queue, origin, end, opts.buckets));
             let idle = m.gpus as f64 * m.makespan_s / 3600.0 - m.total_gpu_hours;
@@ -568,6 +589,32 @@ mod tests {
         // Allocated GPUs under fifo: 4 for 100 s, then 3 for 10 s, 2 for 40 s: mean 510/150,
         // exactly the work (400 + 100 + 10 GPU-s) over the span.
         assert!((r.allocated_gpus["fifo"].mean - 510.0 / 150.0).abs() < 1e-9);
+    }
+
+    /// Each policy's mean allocated GPUs is its own: work over its own makespan (it once
+    /// divided by the longest makespan of all, the same number for every policy).
+    #[test]
+    fn mean_allocated_gpus_is_each_policys_own() {
+        use ordo_sim::workload::{generate, Scenario, WorkloadParams};
+        let w = generate(&WorkloadParams::default_for(Scenario::Backlog), 512);
+        let cfg = |p: &str| SimConfig::new(ClusterSpec::uniform(64, 8), Placement::Pooled, p.parse().unwrap());
+        let outs: Vec<SimOutput> = ["fifo", "sgf"].iter().map(|p| simulate(&w, &cfg(p)).unwrap()).collect();
+        let r = Report::build(
+            &InputInfo::whole("backlog", "generated", w.jobs.len()),
+            &w,
+            &outs,
+            &ReportOptions::default(),
+            None,
+        )
+        .unwrap();
+        let (f, s) = (&r.allocated_gpus["fifo"], &r.allocated_gpus["sgf"]);
+        for (p, a) in [("fifo", f), ("sgf", s)] {
+            let m = &r.metrics[p];
+            let want = m.utilization_makespan * m.gpus as f64;
+            assert!((a.mean - want).abs() < 1e-6 * want, "{p}: mean allocated {} vs {want}", a.mean);
+        }
+        assert!(r.metrics["fifo"].makespan_s > r.metrics["sgf"].makespan_s);
+        assert!(s.mean > f.mean + 10.0, "fifo {} sgf {}", f.mean, s.mean);
     }
 
     #[test]

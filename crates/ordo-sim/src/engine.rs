@@ -2,7 +2,7 @@
 //! where, at equal times, job ends come before arrivals. After all events at one instant it asks
 //! the scheduler for a plan once and commits it. The policy never runs its own loop.
 
-use crate::metrics::{Metrics, RunIntegrals};
+use crate::metrics::{IdleCause, Metrics, RunIntegrals};
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
 use serde::{Deserialize, Serialize};
@@ -192,7 +192,25 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             }
         }
     };
+    // Waiting jobs' distinct demands, smallest first (thousandths of a GPU, then the demand):
+    // after each pass, whether one of them fits the idle GPUs tells why idle GPUs sit idle.
+    type DemandKey = (u64, u32, u32, u32, u64);
+    let mut waiting_demands: BTreeMap<DemandKey, u32> = BTreeMap::new();
+    let demand_key = |j: &ordo_core::Job| -> DemandKey {
+        let d = ordo_core::Demand::new(j.gpus, j.gpu_milli, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0));
+        (milli_of(j), d.gpus, d.milli, d.cpus, d.mem_mib)
+    };
+    let mut cause = IdleCause::EmptyQueue;
+    // A job without an estimate, in a workload where others have one, is given the largest
+    // estimate (a site's default time limit); with no estimate at all, policies read the true
+    // run time (oracle).
+    let default_estimate =
+        if w.jobs.iter().any(|j| j.estimate.is_none()) { w.jobs.iter().filter_map(|j| j.estimate).max() } else { None };
     let mut wakes: BTreeSet<Time> = BTreeSet::new();
+    // `las:...,compat=tiresias`: as the Tiresias simulator, only the wake-up asked for by the
+    // latest pass counts (it recomputes its next queue jump at every event).
+    let latest_wake_only = matches!(&cfg.policy.order, ordo_core::Order::Las(lp) if lp.compat_tiresias);
+    let mut wake_due: Option<Time> = None;
     let mut busy: u64 = 0;
     let mut prev_t = first_submit;
     let mut passes = 0u64;
@@ -200,7 +218,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
 
     while let Some(&Reverse((t, _, _, _, _))) = heap.peek() {
         let min_waiting = waiting_sizes.keys().next().copied();
-        integ.advance(prev_t, t, busy, total_milli, sched.waiting_len() as u64, min_waiting);
+        let (running, waiting) = (sched.running_len() as u64, sched.waiting_len() as u64);
+        integ.advance(prev_t, t, busy, total_milli, running, waiting, min_waiting, cause);
         prev_t = t;
         let mut happened = false;
         while let Some(&Reverse((et, kind, _, id, epoch))) = heap.peek() {
@@ -232,7 +251,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         id,
                         submit: job.submit,
                         gpus: job.gpus,
-                        estimate: job.estimate_or_oracle(),
+                        estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
                         user: job.user,
                         group: job.group,
                         priority: job.priority.unwrap_or(0),
@@ -241,7 +260,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         mem_mib: job.mem_mib.unwrap_or(0),
                     };
                     match sched.submit(req, t) {
-                        Ok(()) => add_size(&mut waiting_sizes, milli_of(job)),
+                        Ok(()) => {
+                            add_size(&mut waiting_sizes, milli_of(job));
+                            *waiting_demands.entry(demand_key(job)).or_default() += 1;
+                        }
                         Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
                             rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
                         }
@@ -249,8 +271,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     }
                 }
                 Kind::Wake => {
-                    happened = true;
                     wakes.remove(&t);
+                    happened |= !latest_wake_only || wake_due == Some(t);
                 }
             }
         }
@@ -282,6 +304,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             sched.preempt(id, t).map_err(inconsistent(t))?;
             busy -= milli_of(job);
             add_size(&mut waiting_sizes, milli_of(job));
+            *waiting_demands.entry(demand_key(job)).or_default() += 1;
             let l = &mut live[id.idx()];
             // Work done in this run: its length less the restart overhead it began with.
             l.remaining -= (t - start - l.overhead).max(0);
@@ -297,6 +320,13 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             let gpu_ids = sched.start(s.job, &s.alloc, t).map_err(inconsistent(t))?;
             busy += milli_of(job);
             remove_size(&mut waiting_sizes, milli_of(job));
+            let k = demand_key(job);
+            if let Some(c) = waiting_demands.get_mut(&k) {
+                *c -= 1;
+                if *c == 0 {
+                    waiting_demands.remove(&k);
+                }
+            }
             let l = &mut live[s.job.idx()];
             l.epoch += 1;
             let rec = records[s.job.idx()].get_or_insert_with(|| JobRecord {
@@ -316,12 +346,30 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             heap.push(Reverse((end, Kind::End, seq, s.job, l.epoch)));
             seq += 1;
         }
+        wake_due = plan.wake_at.filter(|&at| at > t);
         if let Some(at) = plan.wake_at.filter(|&at| at > t) {
             if wakes.insert(at) {
                 heap.push(Reverse((at, Kind::Wake, seq, JobId(0), 0)));
                 seq += 1;
             }
         }
+        let idle = total_milli - busy;
+        cause = if waiting_demands.is_empty() {
+            IdleCause::EmptyQueue
+        } else if idle == 0 {
+            IdleCause::Fragmentation // nothing idle: the cause counts nothing
+        } else {
+            let cap = sched.capacity();
+            let fits = waiting_demands
+                .keys()
+                .take_while(|k| k.0 <= idle)
+                .any(|&(_, gpus, milli, cpus, mem_mib)| cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib }));
+            if fits {
+                IdleCause::HeadOfLine
+            } else {
+                IdleCause::Fragmentation
+            }
+        };
         if cfg.check_invariants {
             sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
         }
@@ -333,7 +381,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         });
     }
     let records: Vec<JobRecord> = records.into_iter().flatten().collect();
-    let oracle = cfg.policy.needs_estimate() && w.jobs.iter().any(|j| j.estimate.is_none());
+    let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;
     let metrics = Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len());

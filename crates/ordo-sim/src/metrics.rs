@@ -5,6 +5,25 @@ use ordo_core::time::{to_secs_f64, SECOND};
 use ordo_core::{ClusterSpec, Order, Time, Workload};
 use serde::{Deserialize, Serialize};
 
+/// Why GPUs sat idle during an interval (docs/METRICS.md, "Idle capacity by cause").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleCause {
+    /// No job waited.
+    EmptyQueue,
+    /// Jobs waited and at least one of them fits the idle GPUs under the placement now: the
+    /// order (or a reservation) kept it waiting.
+    HeadOfLine,
+    /// Jobs waited and none of them fits the idle GPUs under the placement (too few idle GPUs,
+    /// or idle GPUs spread over nodes).
+    Fragmentation,
+}
+
+impl IdleCause {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// Time integrals gathered while the simulation runs (thousandths of a GPU x milliseconds, so
 /// that fractional jobs count their share; job-milliseconds).
 #[derive(Debug, Clone, Default)]
@@ -12,6 +31,15 @@ pub struct RunIntegrals {
     window: (Time, Time),
     /// Busy GPU-ms inside the arrival window.
     busy_in_window: i128,
+    /// Idle GPU-ms by [`IdleCause`], over the whole run and inside the arrival window.
+    idle_by_cause: [i128; 3],
+    idle_by_cause_in_window: [i128; 3],
+    /// Idle GPU-ms while nothing ran or waited since the last time something did: counted as
+    /// empty-queue idle once a job runs or waits again, dropped if none does (the run is over,
+    /// and the makespan ends at the last job's end).
+    pending_idle: i128,
+    /// Whether any job has run or waited yet (before that, no interval counts).
+    begun: bool,
     /// Idle GPU-ms while at least one job waited.
     idle_while_waiting: i128,
     /// Idle GPU-ms while a waiting job's GPU count was at most the idle GPUs.
@@ -31,19 +59,43 @@ impl RunIntegrals {
     }
 
     /// Accounts for `[from, to)`, during which `busy` thousandths of a GPU (of `total`) were
-    /// allocated, `waiting` jobs waited, and the smallest waiting job asked for `min_waiting`
-    /// thousandths.
-    pub fn advance(&mut self, from: Time, to: Time, busy: u64, total: u64, waiting: u64, min_waiting: Option<u64>) {
+    /// allocated, `running` jobs ran and `waiting` jobs waited, the smallest waiting job asked
+    /// for `min_waiting` thousandths, and idle GPUs were idle for `cause`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn advance(
+        &mut self,
+        from: Time,
+        to: Time,
+        busy: u64,
+        total: u64,
+        running: u64,
+        waiting: u64,
+        min_waiting: Option<u64>,
+        cause: IdleCause,
+    ) {
         if to <= from {
             return;
+        }
+        let quiet = running == 0 && waiting == 0;
+        if quiet {
+            if self.begun {
+                self.pending_idle += total as i128 * (to - from) as i128;
+            }
+        } else {
+            self.begun = true;
+            self.idle_by_cause[IdleCause::EmptyQueue.index()] += std::mem::take(&mut self.pending_idle);
         }
         let dt = (to - from) as i128;
         let (w0, w1) = self.window;
         let (a, b) = (from.max(w0), to.min(w1));
+        let idle = (total - busy) as i128;
         if b > a {
             self.busy_in_window += busy as i128 * (b - a) as i128;
+            self.idle_by_cause_in_window[cause.index()] += idle * (b - a) as i128;
         }
-        let idle = (total - busy) as i128;
+        if !quiet {
+            self.idle_by_cause[cause.index()] += idle * dt;
+        }
         if waiting > 0 {
             self.idle_while_waiting += idle * dt;
             if min_waiting.is_some_and(|g| g as i128 <= idle) {
@@ -54,6 +106,48 @@ impl RunIntegrals {
     }
 }
 
+/// Idle GPU-hours by cause over a span (docs/METRICS.md, "Idle capacity by cause"); the three
+/// add up to the idle GPU-hours of the span.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct IdleCauses {
+    /// The span, hours.
+    pub span_h: f64,
+    /// Idle while jobs waited and one of them fit the idle GPUs under the placement: capacity
+    /// the order (head-of-line blocking, or a reservation) left unused.
+    pub head_of_line_gpu_hours: f64,
+    /// Idle while jobs waited and none of them fit the idle GPUs under the placement.
+    pub fragmentation_gpu_hours: f64,
+    /// Idle while no job waited.
+    pub empty_queue_gpu_hours: f64,
+}
+
+impl IdleCauses {
+    fn from_integrals(idle: &[i128; 3], span: Time) -> IdleCauses {
+        let h = |x: i128| x as f64 / 1000.0 / 3_600_000.0;
+        IdleCauses {
+            span_h: span as f64 / 3_600_000.0,
+            head_of_line_gpu_hours: h(idle[IdleCause::HeadOfLine.index()]),
+            fragmentation_gpu_hours: h(idle[IdleCause::Fragmentation.index()]),
+            empty_queue_gpu_hours: h(idle[IdleCause::EmptyQueue.index()]),
+        }
+    }
+
+    /// All idle GPU-hours of the span.
+    pub fn total_gpu_hours(&self) -> f64 {
+        self.head_of_line_gpu_hours + self.fragmentation_gpu_hours + self.empty_queue_gpu_hours
+    }
+
+    /// Each cause as a share of the span's capacity (`gpus` x span): head-of-line,
+    /// fragmentation, empty queue. Utilisation over the span is 1 minus their sum.
+    pub fn shares(&self, gpus: u64) -> [f64; 3] {
+        let cap = gpus as f64 * self.span_h;
+        if cap <= 0.0 {
+            return [0.0; 3];
+        }
+        [self.head_of_line_gpu_hours / cap, self.fragmentation_gpu_hours / cap, self.empty_queue_gpu_hours / cap]
+    }
+}
+
 /// The metrics of one run. JSON keys are stable; units are in the names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
@@ -61,9 +155,13 @@ pub struct Metrics {
     pub policy: String,
     /// Placement model.
     pub placement: String,
-    /// `oracle` when the policy read true run times because the workload has no estimates,
-    /// `user` when it used users' estimates, `none` when it reads no estimate at all.
+    /// What the policy knew of run times: `none` (it reads none), `learned` (from finished
+    /// jobs), `user` (the users' estimates; a job without one, in a workload where others have
+    /// one, is given the largest estimate, as a site's default time limit would), `oracle`
+    /// (the workload has no estimates, so it read each job's true run time).
     pub estimates: String,
+    /// Jobs without a user estimate (whatever the policy reads).
+    pub jobs_without_estimate: usize,
     /// Cluster description, e.g. `64x8`.
     pub cluster: String,
     /// GPUs in the cluster.
@@ -104,6 +202,15 @@ pub struct Metrics {
     /// The part of `idle_while_waiting_gpu_hours` during which the smallest waiting job asked for
     /// no more GPUs than were idle (it would have fit by count).
     pub idle_while_fit_gpu_hours: f64,
+    /// Idle GPU-hours by cause from first submit to last end (they add up to
+    /// `gpus` x makespan minus the GPU-hours allocated).
+    pub idle_causes: IdleCauses,
+    /// The same inside the arrival window (the span of `utilization_window`); null when it is
+    /// empty.
+    pub idle_causes_window: Option<IdleCauses>,
+    /// Offered load: total GPU-time of all jobs / (GPUs x arrival window); null when every job
+    /// is submitted at once (then the work is a backlog of `total_gpu_hours / gpus` hours).
+    pub offered_load: Option<f64>,
     /// Mean number of waiting jobs over the makespan.
     pub mean_queue_len: f64,
     /// Jain's fairness index of mean bounded slowdown across users (1 = equal).
@@ -178,7 +285,22 @@ impl Metrics {
         self.utilization_window.unwrap_or(self.utilization_makespan)
     }
 
-    /// Computes the metrics of a finished run.
+    /// The idle causes over the span the headline utilisation uses (the arrival window, else
+    /// the makespan).
+    pub fn headline_idle_causes(&self) -> &IdleCauses {
+        match (&self.idle_causes_window, self.utilization_window) {
+            (Some(c), Some(_)) => c,
+            _ => &self.idle_causes,
+        }
+    }
+
+    /// True when the policy read true run times (no real scheduler could run it as is).
+    pub fn clairvoyant(&self) -> bool {
+        self.estimates == "oracle"
+    }
+
+    /// Computes the metrics of a finished run; `oracle` when the policy read true run times
+    /// because no job has an estimate.
     pub fn compute(
         w: &Workload,
         records: &[JobRecord],
@@ -228,7 +350,8 @@ impl Metrics {
             policy: cfg.policy.to_string(),
             placement: cfg.placement.to_string(),
             estimates: estimates.to_string(),
-            cluster: cluster.describe(),
+            jobs_without_estimate: w.jobs.iter().filter(|j| j.estimate.is_none()).count(),
+            cluster: cluster.summary(),
             gpus,
             jobs: records.len(),
             rejected_jobs: rejected,
@@ -246,6 +369,9 @@ impl Metrics {
             utilization_window: (w1 > w0)
                 .then(|| integ.busy_in_window as f64 / 1000.0 / (gpus as f64 * (w1 - w0) as f64)),
             utilization_makespan: if makespan > 0 { work as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
+            idle_causes: IdleCauses::from_integrals(&integ.idle_by_cause, makespan),
+            idle_causes_window: (w1 > w0).then(|| IdleCauses::from_integrals(&integ.idle_by_cause_in_window, w1 - w0)),
+            offered_load: (w1 > w0 && gpus > 0).then(|| work as f64 / (gpus as f64 * (w1 - w0) as f64)),
             idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting / 1000),
             idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit / 1000),
             mean_queue_len: if makespan > 0 { integ.queue_len as f64 / makespan as f64 } else { 0.0 },

@@ -41,7 +41,7 @@
 //! randomness.
 
 use ordo_core::time::{Time, SECOND};
-use ordo_core::{Job, JobId, Workload};
+use ordo_core::{ClusterSpec, Job, JobId, Placement, Workload};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -161,17 +161,38 @@ pub enum Scenario {
     /// 1,200 multi-GPU-heavy jobs of at most a day, all submitted at time 0 (a team's nightly
     /// runs): ordering and head-of-line blocking decide how well the cluster is packed.
     Backlog,
+    /// A backlog of 1,500 jobs of mixed sizes on a consolidated cluster ([`MIXED_SIZES`],
+    /// [`MIXED_RUNTIMES`], 32 nodes of 8 GPUs): jobs of up to 8 GPUs on one node, larger ones on whole idle nodes,
+    /// so a large job at the head of a strict queue idles GPUs while nodes drain.
+    Mixed,
 }
 
 impl Scenario {
     /// Every scenario, in a fixed order.
-    pub const ALL: [Scenario; 2] = [Scenario::Online, Scenario::Backlog];
+    pub const ALL: [Scenario; 3] = [Scenario::Online, Scenario::Backlog, Scenario::Mixed];
 
     /// The scenario's name as the CLI spells it.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Online => "online",
             Scenario::Backlog => "backlog",
+            Scenario::Mixed => "mixed",
+        }
+    }
+
+    /// The cluster the scenario is meant for: 64x8 GPUs, or 32x8 for `Mixed`.
+    pub fn cluster(self) -> ClusterSpec {
+        match self {
+            Scenario::Online | Scenario::Backlog => ClusterSpec::uniform(64, 8),
+            Scenario::Mixed => ClusterSpec::uniform(32, 8),
+        }
+    }
+
+    /// The placement the scenario is meant for: pooled, or consolidated for `Mixed`.
+    pub fn placement(self) -> Placement {
+        match self {
+            Scenario::Online | Scenario::Backlog => Placement::Pooled,
+            Scenario::Mixed => Placement::Consolidated,
         }
     }
 }
@@ -184,7 +205,7 @@ impl fmt::Display for Scenario {
 
 /// Why a scenario name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown workload scenario `{0}` (expected `online` or `backlog`)")]
+#[error("unknown workload scenario `{0}` (expected `online`, `backlog` or `mixed`)")]
 pub struct ScenarioParseError(pub String);
 
 impl FromStr for Scenario {
@@ -193,6 +214,7 @@ impl FromStr for Scenario {
         match s.trim().to_ascii_lowercase().as_str() {
             "online" => Ok(Scenario::Online),
             "backlog" => Ok(Scenario::Backlog),
+            "mixed" => Ok(Scenario::Mixed),
             _ => Err(ScenarioParseError(s.to_string())),
         }
     }
@@ -208,7 +230,20 @@ pub enum SizeMix {
     /// 23.5% 8-GPU, 7.1% 16-GPU, 4.2% 32-GPU, 1.7% 64-128 GPUs). Multi-GPU-heavy, like a
     /// team's batch of training runs.
     GpuWeighted,
+    /// [`MIXED_SIZES`]: every size from 1 to 32 GPUs well represented (the `Mixed` scenario).
+    Mixed,
 }
+
+/// The `Mixed` scenario's job sizes: `(GPUs, weight)` by job count. Not fitted to a trace: a
+/// cluster shared by small experiments and multi-node training, where packing matters.
+pub const MIXED_SIZES: [(u32, u32); 7] = [(1, 50), (2, 10), (4, 10), (8, 10), (16, 10), (32, 5), (64, 5)];
+
+/// The `Mixed` scenario's run times per GPU count (at most this many GPUs): one lognormal of
+/// ln(seconds). Small jobs run for hours (median 6.1 h for 1-2 GPUs), multi-node jobs are
+/// shorter (median 30 min): draining whole nodes for a large job then takes long. Not fitted
+/// to a trace.
+pub const MIXED_RUNTIMES: [(u32, LogNormalComponent); 4] =
+    [(2, c(1.0, 10.0, 1.0)), (4, c(1.0, 9.5, 1.0)), (8, c(1.0, 8.0, 1.5)), (u32::MAX, c(1.0, 7.5, 1.5))];
 
 /// Everything that determines a generated workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -264,6 +299,7 @@ impl WorkloadParams {
             Scenario::Backlog => {
                 WorkloadParams { jobs: 1_200, size_mix: SizeMix::GpuWeighted, max_runtime: DAY, ..base }
             }
+            Scenario::Mixed => WorkloadParams { jobs: 1_500, size_mix: SizeMix::Mixed, max_runtime: DAY, ..base },
         }
     }
 }
@@ -471,11 +507,12 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
         w.user_index(&format!("u{:02}", u + 1));
     }
     let user_weights: Vec<f64> = (1..=users).map(|k| (k as f64).powf(-p.user_skew.max(0.0))).collect();
-    let sizes: Vec<(u32, f64)> = SIZE_MIX
+    let table: &[(u32, u32)] = if p.size_mix == SizeMix::Mixed { &MIXED_SIZES } else { &SIZE_MIX };
+    let sizes: Vec<(u32, f64)> = table
         .iter()
         .filter(|(g, _)| *g as u64 <= cluster_gpus)
         .map(|&(g, n)| match p.size_mix {
-            SizeMix::Jobs => (g, n as f64),
+            SizeMix::Jobs | SizeMix::Mixed => (g, n as f64),
             SizeMix::GpuWeighted => (g, n as f64 * g as f64),
         })
         .collect();
@@ -490,7 +527,11 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
         let len = draw_batch_len(&mut rng).min(p.jobs - drafts.len());
         let user = pick(&mut rng, &user_weights) as u32;
         let gpus = if sizes.is_empty() { 0 } else { sizes[pick(&mut rng, &size_weights)].0 };
-        let mix = runtime_mix(gpus);
+        let mixed = MIXED_RUNTIMES.iter().find(|(upto, _)| gpus <= *upto).map(|(_, c)| std::slice::from_ref(c));
+        let mix = match (p.size_mix, mixed) {
+            (SizeMix::Mixed, Some(m)) => m,
+            _ => runtime_mix(gpus),
+        };
         let weights: Vec<f64> = mix.iter().map(|c| c.weight).collect();
         let comp = mix[pick(&mut rng, &weights)];
         for _ in 0..len {
@@ -531,7 +572,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             }
             at(hi)
         }
-        Scenario::Backlog => {
+        Scenario::Backlog | Scenario::Mixed => {
             let window_s = (p.window / SECOND).max(0);
             let mut rng = rng_for(p.seed, STREAM_STARTS);
             let mut starts: Vec<i64> =

@@ -2,7 +2,9 @@
 //! header comment). A file holds `# key: value` settings (cluster, placement, policy and
 //! optionally overhead in seconds, node_cpus and node_mem_mib), a generic-format CSV, and after `# expect: job_id,start,end
 //! [,placement][,preemptions]` the expected first start, completion (seconds) and the named
-//! columns of every job.
+//! columns of every job. Optional checks of the run's metrics: `# idle: HOL,FRAG,EMPTY` (idle
+//! GPU-seconds by cause: head-of-line, fragmentation, empty queue), `# estimates: LABEL` and
+//! `# jobs_without_estimate: N`.
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
@@ -53,6 +55,27 @@ fn run_case(path: &Path) -> Result<(), String> {
     }
     let out = simulate(&w, &cfg).map_err(|e| e.to_string())?;
     validate(&w, &cluster, &out, cfg.preemption_overhead)?;
+    let m = &out.metrics;
+    if let Some(want) = meta.get("idle") {
+        let c = &m.idle_causes;
+        let got: Vec<String> = [c.head_of_line_gpu_hours, c.fragmentation_gpu_hours, c.empty_queue_gpu_hours]
+            .iter()
+            .map(|h| format!("{}", (h * 3600.0 * 1000.0).round() / 1000.0))
+            .collect();
+        if got.join(",") != *want {
+            return Err(format!("idle GPU-seconds by cause: expected {want}, got {}", got.join(",")));
+        }
+    }
+    if let Some(want) = meta.get("estimates") {
+        if m.estimates != *want {
+            return Err(format!("estimates: expected {want}, got {}", m.estimates));
+        }
+    }
+    if let Some(want) = meta.get("jobs_without_estimate") {
+        if m.jobs_without_estimate.to_string() != *want {
+            return Err(format!("jobs_without_estimate: expected {want}, got {}", m.jobs_without_estimate));
+        }
+    }
     if expect.len() != out.records.len() {
         return Err(format!("{} jobs expected, {} ran", expect.len(), out.records.len()));
     }

@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 25] = [
+const POLICIES: [&str; 27] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -26,6 +26,8 @@ const POLICIES: [&str; 25] = [
     "srtf",
     "las:thresholds=60/300,promote=0",
     "las:thresholds=100,promote=2",
+    "las:thresholds=60/300,compat=tiresias",
+    "las:thresholds=100,promote=2,compat=tiresias",
     "gittins:quantum=50,window=20",
     "sjf+easy+maxwait=100",
     "srtf+maxwait=200",
@@ -99,6 +101,12 @@ proptest! {
         for r in &out.rejected {
             prop_assert!(r.gpus as u64 > c.total_gpus());
         }
+        // Idle GPU-hours by cause add up to the idle capacity (restart overhead counts as held).
+        if cfg.preemption_overhead == 0 && !out.records.is_empty() {
+            let m = &out.metrics;
+            let idle = m.gpus as f64 * m.makespan_s / 3600.0 - m.total_gpu_hours;
+            prop_assert!((m.idle_causes.total_gpu_hours() - idle).abs() <= 1e-6 * idle.max(1.0), "{:?} vs {idle}", m.idle_causes);
+        }
         let again = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(&out.records, &again.records);
         prop_assert_eq!(&out.metrics, &again.metrics);
@@ -126,6 +134,7 @@ proptest! {
         let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false, deadline: None };
         let out = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(out.metrics.idle_while_fit_gpu_hours, 0.0);
+        prop_assert_eq!(out.metrics.idle_causes.head_of_line_gpu_hours, 0.0);
         for r in &out.records {
             prop_assert!(r.end - r.submit >= w.jobs[r.job.idx()].runtime);
         }
@@ -214,6 +223,12 @@ proptest! {
             });
             let rejected = out.rejected.iter().any(|r| r.job == j.id);
             prop_assert_eq!(rejected, !holds, "job {} rejected: {}", j.id, rejected);
+        }
+        // Idle GPU-hours by cause add up to the idle capacity (restart overhead counts as held).
+        if cfg.preemption_overhead == 0 && !out.records.is_empty() {
+            let m = &out.metrics;
+            let idle = m.gpus as f64 * m.makespan_s / 3600.0 - m.total_gpu_hours;
+            prop_assert!((m.idle_causes.total_gpu_hours() - idle).abs() <= 1e-6 * idle.max(1.0), "{:?} vs {idle}", m.idle_causes);
         }
         let again = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(&out.records, &again.records);

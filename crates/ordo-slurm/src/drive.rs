@@ -172,7 +172,8 @@ pub fn check_policy(policy: &PolicySpec) -> Result<(), SlurmError> {
     if policy.order.preemptive() {
         return Err(SlurmError::Policy(format!(
             "policy `{policy}` preempts running jobs, and `ordo slurm drive` only sets the priorities of pending \
-             jobs; use fifo, sjf or sgf, optionally with +easy or +conservative"
+             jobs; use a non-preemptive order (fifo, sjf, sgf, fair, priority[:...], qssf, or rr without a quantum), \
+             optionally with +easy or +conservative and +maxwait=D, e.g. `priority+easy` or `sjf+easy`"
         )));
     }
     Ok(())

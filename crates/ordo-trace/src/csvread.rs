@@ -15,6 +15,12 @@ const EXPECT_DATETIME: &str = "a date and time `YYYY-MM-DDTHH:MM:SS`";
 const EXPECT_SLURM_DURATION: &str = "a duration `[DAYS-]HH:MM:SS`";
 const EXPECT_SLURM_LIMIT: &str = "a time limit `[DAYS-]HH:MM:SS`, `UNLIMITED` or `Partition_Limit`";
 pub(crate) const EXPECT_GPUS: &str = "a whole number of GPUs >= 0";
+const EXPECT_GPUS_OR_SHARE: &str = "a whole number of GPUs >= 0, or a share of one GPU between 0 and 1 (e.g. 0.5); \
+     a job holding a fraction of several GPUs has no such share: write the trace in the generic format, \
+     with `num_gpu` and `gpu_milli` (thousandths of one GPU) columns";
+const EXPECT_CORES: &str = "a number of CPU cores >= 0";
+const EXPECT_GIB: &str = "a memory size in GiB >= 0";
+const EXPECT_TIME_OR_EMPTY: &str = "a time in seconds >= 0, or an empty cell (not known: outside the trace)";
 pub(crate) const EXPECT_NAME: &str = "UTF-8 text";
 pub(crate) const EXPECT_ESTIMATE: &str = "a time in seconds >= 0 (finite, at most 1e12) or an empty cell";
 pub(crate) const EXPECT_PRIORITY: &str = "a whole number (negative allowed) or an empty cell";
@@ -164,7 +170,12 @@ fn parse_row<'r>(
         }
     };
     let submit_col = layout.col(Role::Submit).unwrap_or(0);
+    // Alibaba 2025: an instance created before the trace began, or still there when it ended,
+    // has an empty creation or deletion time: its run time is unknown.
+    let censored = format == Format::Alibaba2025
+        && [Role::Submit, Role::End].iter().any(|&r| layout.col(r).is_some_and(|c| field(c).is_empty()));
     let submit = match format {
+        _ if censored => 0,
         Format::PhillyVc | Format::Helios => {
             parse_clock(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_CLOCK))?
         }
@@ -182,11 +193,13 @@ fn parse_row<'r>(
             }
         }
     }
-    let gpus = match layout.col(Role::Gpus) {
-        Some(c) => parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS))?,
-        None => tres.gpus.unwrap_or(0),
+    let (gpus, share) = match (layout.col(Role::Gpus), layout.col(Role::GpusOrShare)) {
+        (Some(c), _) => (parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS))?, None),
+        (None, Some(c)) => parse_gpus_or_share(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS_OR_SHARE))?,
+        (None, None) => (tres.gpus.unwrap_or(0), None),
     };
     let gpu_milli = match layout.col(Role::GpuMilli) {
+        _ if share.is_some() => share,
         Some(c) if !field(c).is_empty() => {
             let m = parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_MILLI))?;
             match (gpus, m) {
@@ -198,17 +211,25 @@ fn parse_row<'r>(
         }
         _ => None,
     };
-    let cpus = match (layout.col(Role::CpuMilli), layout.col(Role::Cpus)) {
-        (Some(c), _) => {
+    let cpus = match (layout.col(Role::CpuMilli), layout.col(Role::Cpus), layout.col(Role::CpuCores)) {
+        (Some(c), _, _) => {
             let m = parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_COUNT))?;
             Some(m.div_ceil(1000))
         }
-        (None, Some(c)) => optional(field(c), parse_count).map_err(|()| bad(c, EXPECT_COUNT))?,
-        (None, None) => tres.cpus,
+        (None, Some(c), _) => optional(field(c), parse_count).map_err(|()| bad(c, EXPECT_COUNT))?,
+        (None, None, Some(c)) => {
+            let x = optional(field(c), parse_nonneg).map_err(|()| bad(c, EXPECT_CORES))?;
+            x.map(|x| x.ceil().min(f64::from(u32::MAX)) as u32)
+        }
+        (None, None, None) => tres.cpus,
     };
-    let mem_mib = match layout.col(Role::MemMib) {
-        Some(c) => optional(field(c), parse_u64).map_err(|()| bad(c, EXPECT_COUNT))?,
-        None => tres.mem_mib,
+    let mem_mib = match (layout.col(Role::MemMib), layout.col(Role::MemGib)) {
+        (Some(c), _) => optional(field(c), parse_u64).map_err(|()| bad(c, EXPECT_COUNT))?,
+        (None, Some(c)) => {
+            let x = optional(field(c), parse_nonneg).map_err(|()| bad(c, EXPECT_GIB))?;
+            x.filter(|x| *x <= 1e12).map(|x| (x * 1024.0).ceil() as u64)
+        }
+        (None, None) => tres.mem_mib,
     };
 
     // Run time: a duration column, or end - start (no start: never ran).
@@ -217,9 +238,11 @@ fn parse_row<'r>(
             Some(parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?)
         }
         Some(c) => Some(parse_secs(field(c)).ok_or_else(|| bad(c, EXPECT_TIME))?),
+        None if censored => None,
         None => {
             let (s, e) = (layout.col(Role::Start).unwrap_or(0), layout.col(Role::End).unwrap_or(0));
-            let end = parse_secs(field(e)).ok_or_else(|| bad(e, EXPECT_TIME))?;
+            let expect = if format == Format::Alibaba2025 { EXPECT_TIME_OR_EMPTY } else { EXPECT_TIME };
+            let end = parse_secs(field(e)).ok_or_else(|| bad(e, expect))?;
             match optional(field(s), parse_secs).map_err(|()| bad(s, EXPECT_ESTIMATE))? {
                 None => None,
                 Some(start) if end >= start => Some(end - start),
@@ -255,7 +278,7 @@ fn parse_row<'r>(
         Some(c) => optional(field(c), parse_int).map_err(|()| bad(c, EXPECT_PRIORITY))?,
         None => None,
     };
-    Ok(Row { name, submit, gpus, gpu_milli, cpus, mem_mib, runtime, estimate, priority, user, group, queue })
+    Ok(Row { name, submit, gpus, gpu_milli, cpus, mem_mib, runtime, estimate, priority, user, group, queue, censored })
 }
 
 /// Resources named in a Slurm TRES string.
@@ -347,6 +370,23 @@ pub(crate) fn parse_count(raw: &[u8]) -> Option<u32> {
     (x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x <= f64::from(u32::MAX)).then_some(x as u32)
 }
 
+/// A GPU count, or a share of one GPU: a whole number gives `(n, None)`; a number strictly
+/// between 0 and 1 gives one GPU and its share in thousandths (`0.5`: `(1, Some(500))`, at
+/// least 1). Anything else (a negative number, a fraction above 1) is `None`.
+pub(crate) fn parse_gpus_or_share(raw: &[u8]) -> Option<(u32, Option<u32>)> {
+    if let Some(n) = parse_count(raw) {
+        return Some((n, None));
+    }
+    let x = parse_nonneg(raw)?;
+    (x > 0.0 && x < 1.0).then(|| (1, Some(((x * 1000.0).round() as u32).clamp(1, 999))))
+}
+
+/// A finite number >= 0.
+pub(crate) fn parse_nonneg(raw: &[u8]) -> Option<f64> {
+    let x: f64 = std::str::from_utf8(raw).ok()?.trim().parse().ok()?;
+    (x.is_finite() && x >= 0.0).then_some(x)
+}
+
 /// A whole number >= 0 fitting `u64`.
 pub(crate) fn parse_u64(raw: &[u8]) -> Option<u64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
@@ -369,6 +409,17 @@ pub(crate) fn optional<T>(raw: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_or_shares() {
+        assert_eq!(parse_gpus_or_share(b"4"), Some((4, None)));
+        assert_eq!(parse_gpus_or_share(b"2.0"), Some((2, None)));
+        assert_eq!(parse_gpus_or_share(b"0.5"), Some((1, Some(500))));
+        assert_eq!(parse_gpus_or_share(b"0.0001"), Some((1, Some(1))));
+        assert_eq!(parse_gpus_or_share(b"1.5"), None);
+        assert_eq!(parse_gpus_or_share(b"-0.5"), None);
+        assert_eq!(parse_gpus_or_share(b"NaN"), None);
+    }
 
     #[test]
     fn tres() {

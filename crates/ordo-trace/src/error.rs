@@ -179,8 +179,8 @@ pub enum ClusterError {
         /// The underlying IO error.
         err: std::io::Error,
     },
-    /// A `COUNTxGPUS` spec is malformed.
-    #[error("--cluster: {0}")]
+    /// A `COUNTxGPUS` spec is malformed (the message is the parser's; callers say which flag).
+    #[error(transparent)]
     Spec(#[from] ordo_core::ClusterParseError),
     /// The TOML file does not follow the documented schema.
     #[error("{file}: {why}")]

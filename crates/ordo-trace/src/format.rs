@@ -28,6 +28,11 @@ pub enum Format {
     /// Alibaba GPU cluster trace 2023 pod list (`openb_pod_list_*.csv`): fractional GPUs, CPU and
     /// memory requests, QoS class as the queue.
     Alibaba,
+    /// Alibaba GPU-disaggregated DLRM trace 2025 (`cluster-trace-gpu-v2025`,
+    /// `disaggregated_DLRM_trace.csv`): inference instances with CPU, GPU and memory (GiB)
+    /// requests and creation, scheduled and deletion times in seconds; `app_name` as the user,
+    /// `role` (`CN`, `HN`) as the queue.
+    Alibaba2025,
     /// Standard Workload Format of the Parallel Workloads Archive (plain or gzip): 18
     /// whitespace-separated fields per job, `;` header comments; a processor is one unit.
     Swf,
@@ -45,13 +50,14 @@ pub enum Format {
 
 impl Format {
     /// Every format, `Auto` first.
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 12] = [
         Format::Auto,
         Format::Generic,
         Format::Jsonl,
         Format::Philly,
         Format::PhillyVc,
         Format::Alibaba,
+        Format::Alibaba2025,
         Format::Swf,
         Format::Tiresias,
         Format::Helios,
@@ -68,6 +74,7 @@ impl Format {
             Format::Philly => "philly",
             Format::PhillyVc => "philly-vc",
             Format::Alibaba => "alibaba",
+            Format::Alibaba2025 => "alibaba-2025",
             Format::Swf => "swf",
             Format::Tiresias => "tiresias",
             Format::Helios => "helios",
@@ -98,6 +105,9 @@ impl Format {
         }
         if has("cpu_milli") && has("creation_time") {
             return Some(Format::Alibaba);
+        }
+        if has("instance_sn") && has("gpu_request") && has("creation_time") {
+            return Some(Format::Alibaba2025);
         }
         if has("timestamp") && has("num_gpus") && has("cluster") {
             return Some(Format::PhillyVc);
@@ -152,6 +162,7 @@ impl Format {
             Format::Philly => PHILLY,
             Format::PhillyVc => PHILLY_VC,
             Format::Alibaba => ALIBABA,
+            Format::Alibaba2025 => ALIBABA_2025,
             Format::Tiresias => TIRESIAS,
             Format::Helios => HELIOS,
             Format::Sacct => SACCT,
@@ -169,7 +180,7 @@ impl fmt::Display for Format {
 /// Error of [`Format::from_str`]: the name is not a known format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, swf, tiresias, helios, sacct, jobcomp)"
+    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, alibaba-2025, swf, tiresias, helios, sacct, jobcomp)"
 )]
 pub struct ParseFormatError(pub String);
 
@@ -193,6 +204,12 @@ pub(crate) enum Role {
     Id,
     Submit,
     Gpus,
+    /// GPUs as a number that may be a share of one GPU below 1 (`0.5`: 500 thousandths).
+    GpusOrShare,
+    /// CPU cores as a number that may have a fraction (rounded up).
+    CpuCores,
+    /// Memory in GiB (a number; converted to MiB, rounded up).
+    MemGib,
     GpuMilli,
     CpuMilli,
     Cpus,
@@ -249,7 +266,7 @@ const PHILLY: &[Column] = &[
     req("arrival time (sec)", Role::Submit),
     opt("topology", Role::Ignore),
     opt("shape", Role::Ignore),
-    req("size", Role::Gpus),
+    req("size", Role::GpusOrShare),
     req("duration (sec)", Role::Duration),
 ];
 
@@ -273,6 +290,26 @@ const ALIBABA: &[Column] = &[
     req("creation_time", Role::Submit),
     req("deletion_time", Role::End),
     req("scheduled_time", Role::Start),
+];
+
+const ALIBABA_2025: &[Column] = &[
+    req("instance_sn", Role::Id),
+    opt("role", Role::Queue),
+    opt("app_name", Role::User),
+    req("cpu_request", Role::CpuCores),
+    opt("cpu_limit", Role::Ignore),
+    req("gpu_request", Role::GpusOrShare),
+    opt("gpu_limit", Role::Ignore),
+    opt("rdma_request", Role::Ignore),
+    opt("rdma_limit", Role::Ignore),
+    req("memory_request", Role::MemGib),
+    opt("memory_limit", Role::Ignore),
+    opt("disk_request", Role::Ignore),
+    opt("disk_limit", Role::Ignore),
+    opt("max_instance_per_node", Role::Ignore),
+    req("creation_time", Role::Submit),
+    req("scheduled_time", Role::Start),
+    req("deletion_time", Role::End),
 ];
 
 const TIRESIAS: &[Column] = &[
@@ -348,6 +385,10 @@ mod tests {
         );
         assert_eq!(line("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"), Some(Format::Alibaba));
         assert_eq!(line("JobID|User|Submit|Elapsed"), Some(Format::Sacct));
+        assert_eq!(
+            line("instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time"),
+            Some(Format::Alibaba2025)
+        );
         assert_eq!(line("JobId=1 UserId=a(1)"), Some(Format::Jobcomp));
         assert_eq!(line("; Version: 2"), Some(Format::Swf));
         assert_eq!(line("1 0 -1 5 1 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1"), Some(Format::Swf));

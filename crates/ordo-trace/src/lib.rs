@@ -1,7 +1,8 @@
 //! ordo-trace: loads real cluster job logs into an [`ordo_core::Workload`].
 //!
 //! Formats (see [`Format`] and `docs/TRACES.md`): ordo's `generic` CSV and `jsonl`, Philly
-//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`), the Standard Workload Format
+//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`) and 2025 inference instances
+//! (`alibaba-2025`), the Standard Workload Format
 //! (`swf`, plain or gzip), the Tiresias and Helios CSVs, Slurm `sacct --parsable2` output and
 //! the `jobcomp/filetxt` log. [`Format::Auto`] detects the format from the first line and the
 //! file name; gzip input is recognised by its magic bytes.
@@ -138,6 +139,9 @@ pub struct LoadedTrace {
     pub dropped_outside_window: usize,
     /// Rows dropped because the job never ran (no start time, unknown run time).
     pub dropped_never_ran: usize,
+    /// Rows dropped because the job ran before the trace began or was still running when it
+    /// ended (Alibaba 2025: no creation or no deletion time), so its run time is unknown.
+    pub dropped_outside_trace: usize,
     /// Rows dropped because the job's size is unknown (SWF: allocated and requested processors
     /// both -1).
     pub dropped_unknown_size: usize,
@@ -167,6 +171,7 @@ impl LoadedTrace {
         self.dropped_zero_duration
             + self.dropped_outside_window
             + self.dropped_never_ran
+            + self.dropped_outside_trace
             + self.dropped_unknown_size
             + self.dropped_filtered
             + self.dropped_max_jobs
@@ -178,6 +183,7 @@ impl LoadedTrace {
         [
             ("bad row (skipped with --skip-bad)", self.skipped_bad),
             ("never ran (no start time or unknown run time)", self.dropped_never_ran),
+            ("began before the trace or outlived it (run time unknown)", self.dropped_outside_trace),
             ("unknown size (processors -1)", self.dropped_unknown_size),
             ("run time 0", self.dropped_zero_duration),
             ("user or group not selected", self.dropped_filtered),

@@ -148,6 +148,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
                 user,
                 group,
                 queue,
+                censored: false,
             }))
         })();
         sink.maybe_row(line, row, repaired, SWF_REPAIR_PROCS, Sink::unknown_size)
@@ -328,6 +329,7 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
                 user,
                 group,
                 queue,
+                censored: false,
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
@@ -432,6 +434,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
             user: text(4).unwrap_or(DEFAULT_NAME),
             group: text(5).unwrap_or(DEFAULT_NAME),
             queue: text(11),
+            censored: false,
         });
         sink.row(line, row)
     })

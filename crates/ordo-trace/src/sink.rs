@@ -23,6 +23,8 @@ pub(crate) struct Row<'a> {
     pub user: &'a str,
     pub group: &'a str,
     pub queue: Option<&'a str>,
+    /// The job ran before the trace began or after it ended (its run time is unknown).
+    pub censored: bool,
 }
 
 /// Submit-time bounds in the trace's time scale.
@@ -55,6 +57,7 @@ pub(crate) struct Sink<'o> {
     zero: usize,
     outside: usize,
     never_ran: usize,
+    censored: usize,
     unknown_size: usize,
     filtered: usize,
     skipped_bad: usize,
@@ -123,6 +126,7 @@ impl<'o> Sink<'o> {
             zero: 0,
             outside: 0,
             never_ran: 0,
+            censored: 0,
             unknown_size: 0,
             filtered: 0,
             skipped_bad: 0,
@@ -189,6 +193,10 @@ impl<'o> Sink<'o> {
             }
             Err(e) => return Err(e),
         };
+        if row.censored {
+            self.censored += 1;
+            return Ok(());
+        }
         let Some(runtime) = row.runtime else {
             self.never_ran += 1;
             return Ok(());
@@ -277,6 +285,7 @@ impl<'o> Sink<'o> {
             dropped_zero_duration: self.zero,
             dropped_outside_window: outside,
             dropped_never_ran: self.never_ran,
+            dropped_outside_trace: self.censored,
             dropped_unknown_size: self.unknown_size,
             dropped_filtered: self.filtered,
             dropped_max_jobs,

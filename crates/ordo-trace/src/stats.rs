@@ -83,25 +83,6 @@ fn bucket(j: &ordo_core::Job) -> (u32, String) {
     }
 }
 
-/// `64x8` or `32x8,16x4`; for clusters with many node groups (an Alibaba node list), node
-/// counts per GPU size, largest first: `1213 nodes: 395x8,...`.
-pub fn short_describe(c: &ClusterSpec) -> String {
-    let d = c.describe();
-    if d.len() <= 40 {
-        return d;
-    }
-    let mut by: Vec<(u32, usize)> = Vec::new();
-    for n in &c.nodes {
-        match by.iter_mut().find(|b| b.0 == n.gpus) {
-            Some(b) => b.1 += 1,
-            None => by.push((n.gpus, 1)),
-        }
-    }
-    by.sort_by_key(|b| std::cmp::Reverse(b.0));
-    let parts: Vec<String> = by.iter().map(|(g, n)| format!("{n}x{g}")).collect();
-    format!("{} nodes: {}", c.nodes.len(), parts.join(","))
-}
-
 fn percentile(sorted: &[Time], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -174,7 +155,7 @@ impl TraceStats {
             with_estimate: jobs.iter().filter(|j| j.estimate.is_some()).count(),
             gpu_hours: work / 3600.0,
             load,
-            cluster: cluster.map(|c| (short_describe(c), c.total_gpus())),
+            cluster: cluster.map(|c| (c.summary(), c.total_gpus())),
             larger_than_cluster: total.map(|g| jobs.iter().filter(|j| u64::from(j.gpus) > g).count()),
             users: t.workload.users.len(),
             groups: t.workload.groups.len(),

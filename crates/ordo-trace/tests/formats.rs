@@ -95,6 +95,54 @@ fn jobcomp_values_are_trimmed_like_csv_cells() {
     assert_eq!(load_reader(&out[..], "b.csv", &LoadOptions::default()).unwrap().workload, t.workload);
 }
 
+/// The header of Alibaba's `cluster-trace-gpu-v2025/disaggregated_DLRM_trace.csv`, with rows
+/// written by hand in its layout (no trace rows are copied here).
+const ALIBABA_2025: &str = "\
+instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time
+inst_a,HN,app_1,12,12,1,1,25,25,120.0,120.0,640.0,800.0,8,,,
+inst_b,CN,app_2,64,64,0,0,100,100,320.0,320.0,255.0,300.0,2,1000.0,1000.0,1500.0
+inst_c,HN,app_1,8,8,1,1,25,25,40.0,40.0,680.0,800.0,8,1200.0,1260.5,4860.5
+inst_d,CN,app_3,96,96,0,0,1,1,480.0,480.0,425.0,500.0,-1,1300.0,1300.0,
+inst_e,HN,app_1,6.5,6.5,0.5,0.5,25,25,60.5,60.5,100.0,100.0,8,1400.0,1400.0,2000.0
+inst_f,HN,app_4,12,12,2,2,25,25,120.0,120.0,640.0,800.0,8,1500.0,,
+";
+
+#[test]
+fn alibaba_2025_instances() {
+    let t = load(ALIBABA_2025, "disaggregated_DLRM_trace.csv").unwrap();
+    assert_eq!(t.format, Format::Alibaba2025);
+    // a existed before the trace began; d and f were still there when it ended.
+    assert_eq!((t.rows, t.dropped_outside_trace, t.dropped_never_ran, t.workload.jobs.len()), (6, 3, 0, 3), "{t:?}");
+    let w = &t.workload;
+    let b = job(w, "inst_b");
+    assert_eq!(
+        (b.submit, b.runtime, b.gpus, b.gpu_milli, b.cpus, b.mem_mib),
+        (0, 500_000, 0, None, Some(64), Some(327_680))
+    );
+    assert_eq!((w.users[b.user as usize].as_str(), b.queue.as_deref()), ("app_2", Some("CN")));
+    // Waited 60.5 s for its scheduling: the run time is deletion - scheduled.
+    let c = job(w, "inst_c");
+    assert_eq!((c.submit, c.runtime, c.gpus, c.cpus, c.mem_mib), (200_000, 3_600_000, 1, Some(8), Some(40_960)));
+    // Half a GPU, 6.5 cores (7), 60.5 GiB.
+    let e = job(w, "inst_e");
+    assert_eq!((e.gpus, e.gpu_milli, e.cpus, e.mem_mib), (1, Some(500), Some(7), Some(61_952)));
+    assert!(t.drops().iter().any(|(why, n)| why.contains("before the trace") && *n == 3));
+}
+
+#[test]
+fn philly_sizes_may_be_shares_of_one_gpu() {
+    let text = "#job id,arrival time (sec),topology,shape,size,duration (sec)\n1,0,CLOS,,0.5,100\n2,5,CLOS,,2,100\n";
+    let t = load(text, "p.csv").unwrap();
+    let a = job(&t.workload, "1");
+    assert_eq!((a.gpus, a.gpu_milli), (1, Some(500)));
+    assert_eq!((job(&t.workload, "2").gpus, job(&t.workload, "2").gpu_milli), (2, None));
+    // A fraction of several GPUs has no share: the error says how to write it.
+    let bad = "#job id,arrival time (sec),topology,shape,size,duration (sec)\n1,0,CLOS,,1.5,100\n";
+    let e = err(bad, "p.csv", Format::Philly);
+    assert!(e.starts_with("p.csv:2: field `size`: expected a whole number of GPUs >= 0, or a share of one GPU"), "{e}");
+    assert!(e.contains("generic format, with `num_gpu` and `gpu_milli`") && e.contains("found \"1.5\""), "{e}");
+}
+
 #[test]
 fn helios() {
     let t = load(HELIOS, "cluster_log.csv").unwrap();

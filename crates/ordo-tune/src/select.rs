@@ -222,6 +222,14 @@ fn simplicity(name: &str) -> (usize, usize) {
     (name.matches('+').count(), name.len())
 }
 
+impl Evaluated {
+    /// True when the policy read true run times (the workload has no estimates): a bound, not
+    /// a policy to deploy.
+    pub fn clairvoyant(&self) -> bool {
+        self.estimates == "oracle"
+    }
+}
+
 /// Whether `a` dominates `b` on (utilisation max, mean JCT min, p99 wait min): no worse on all
 /// three and better on at least one.
 pub fn dominates(a: &Evaluated, b: &Evaluated) -> bool {
@@ -270,11 +278,17 @@ pub struct Summary {
     /// The Pareto front over (utilisation max, mean JCT min, p99 wait min) among feasible
     /// configurations, best by the objective first.
     pub front: Vec<FrontRow>,
-    /// The best feasible configuration by the objective.
+    /// The best feasible configuration by the objective among those that can run with what
+    /// the workload tells: never an oracle (a policy that read true run times because the
+    /// workload has no estimates).
     pub recommended: Option<Evaluated>,
-    /// The best feasible non-preemptive configuration (equal to `recommended` when that is
-    /// non-preemptive): what to deploy where preemption is refused (`ordo slurm drive`).
+    /// The best feasible non-preemptive configuration that is not an oracle (equal to
+    /// `recommended` when that is non-preemptive): what to deploy where preemption is refused
+    /// (`ordo slurm drive`).
     pub non_preemptive: Option<Evaluated>,
+    /// The best feasible oracle, when it beats `recommended` by the objective: a bound on what
+    /// perfect run-time estimates would give, not a policy to deploy.
+    pub bound: Option<Evaluated>,
     /// Every configuration simulated, in the order they were started (the baseline first).
     pub all: Vec<Evaluated>,
     /// Configurations abandoned because they thrash: (policy, why).
@@ -303,8 +317,12 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
     let best = |pred: &dyn Fn(&Evaluated) -> bool| {
         feasible.iter().copied().filter(|e| pred(e)).min_by(|a, b| objective.compare(a, b)).cloned()
     };
-    let recommended = best(&|_| true);
-    let non_preemptive = best(&|e| !e.preemptive);
+    let recommended = best(&|e| !e.clairvoyant());
+    let non_preemptive = best(&|e| !e.preemptive && !e.clairvoyant());
+    let bound = best(&|e| e.clairvoyant()).filter(|o| match &recommended {
+        Some(r) => objective.compare(o, r) == Ordering::Less,
+        None => true,
+    });
     let secs = r.elapsed.as_secs_f64();
     Summary {
         objective,
@@ -319,6 +337,7 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
         front,
         recommended,
         non_preemptive,
+        bound,
         all: r.evaluated.clone(),
         abandoned: r.abandoned.clone(),
     }
@@ -448,6 +467,30 @@ mod tests {
         let c = Constraints { max_mean_jct: Some(Limit::Absolute(10.0)), ..Default::default() };
         let s = summarize(&r, &c, Objective::MeanJct);
         assert_eq!((s.feasible, s.recommended, s.front.len()), (0, None, 0));
+    }
+
+    /// On a workload without estimates, policies that read them are oracles: never the
+    /// recommendation, only a bound beside it.
+    #[test]
+    fn oracles_are_a_bound_never_the_recommendation() {
+        let oracle = |p: &str, u, j, w| Evaluated { estimates: "oracle".into(), ..ev(p, u, j, w) };
+        let r = result(vec![
+            ev("fifo", 0.8, 1000.0, 500.0),
+            oracle("srtf", 0.85, 300.0, 450.0),
+            oracle("sjf+easy", 0.82, 320.0, 480.0),
+            ev("las", 0.84, 340.0, 600.0),
+            ev("sgf", 0.83, 400.0, 900.0),
+        ]);
+        let s = summarize(&r, &Constraints::default(), Objective::MeanJct);
+        assert_eq!(s.recommended.as_ref().map(|e| e.policy.as_str()), Some("las"));
+        assert_eq!(s.non_preemptive.as_ref().map(|e| e.policy.as_str()), Some("sgf"));
+        assert_eq!(s.bound.as_ref().map(|e| e.policy.as_str()), Some("srtf"));
+        // The front still shows the oracles, labelled by their `estimates`.
+        assert!(s.front.iter().any(|r| r.policy.policy == "srtf" && r.policy.clairvoyant()));
+        // No bound when the oracle is not better.
+        let r = result(vec![ev("fifo", 0.8, 1000.0, 500.0), oracle("sjf", 0.8, 1200.0, 500.0)]);
+        let s = summarize(&r, &Constraints::default(), Objective::MeanJct);
+        assert_eq!((s.recommended.as_ref().map(|e| e.policy.as_str()), s.bound), (Some("fifo"), None));
     }
 
     #[test]

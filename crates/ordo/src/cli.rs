@@ -70,12 +70,15 @@ pub struct InputArgs {
     #[command(flatten)]
     select: crate::trace_cmd::SelectArgs,
     /// The cluster: COUNTxGPUS groups (`64x8`, `32x8,16x4`), a TOML file of node groups, an
-    /// Alibaba node list CSV, or `trace` (an SWF trace's `MaxProcs`).
-    #[arg(long, default_value = "64x8")]
-    cluster: String,
-    /// How a job's GPUs may be spread over nodes.
-    #[arg(long, default_value = "pooled")]
-    placement: Placement,
+    /// Alibaba node list CSV, or `trace` (an SWF trace's `MaxProcs`). Default: the trace's own
+    /// cluster where it declares one (SWF `MaxProcs`/`MaxNodes`, a cluster file beside it; see
+    /// docs/TRACES.md), the scenario's for built-in workloads, else 64x8.
+    #[arg(long)]
+    cluster: Option<String>,
+    /// How a job's GPUs may be spread over nodes (default: pooled; the `mixed` workload:
+    /// consolidated).
+    #[arg(long)]
+    placement: Option<Placement>,
     /// Shuffle the order of jobs submitted at the same instant with this seed (to see how much
     /// a result depends on tie order; by default ties keep the order of the input).
     #[arg(long)]
@@ -114,6 +117,7 @@ impl std::str::FromStr for EstimateNoise {
 enum WorkloadArg {
     Online,
     Backlog,
+    Mixed,
 }
 
 #[derive(Args, Debug)]
@@ -168,15 +172,28 @@ pub struct Input {
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
-    let cluster_arg = crate::trace_cmd::cluster_arg(&a.cluster).context("--cluster")?;
-    let mut cluster = cluster_arg.clone().unwrap_or_else(|| ClusterSpec::uniform(64, 8));
-    let (workload, source) = match &a.trace {
+    let cluster_arg = match &a.cluster {
+        Some(c) => crate::trace_cmd::cluster_arg(c).context("--cluster")?,
+        None => None,
+    };
+    let explicit = |c: &ClusterSpec| (c.clone(), "given by --cluster".to_string());
+    let (workload, mut source, (cluster, cluster_from), placement) = match &a.trace {
         Some(path) => {
             let t = crate::trace_cmd::load(path, a.format, &a.select)?;
             crate::trace_cmd::report_other_drops(&t);
-            if cluster_arg.is_none() {
-                cluster = crate::trace_cmd::cluster_from_trace(&t)?;
-            }
+            let cluster = match (&cluster_arg, &a.cluster) {
+                (Some(c), _) => explicit(c),
+                (None, Some(_)) => {
+                    (crate::trace_cmd::cluster_from_trace(&t)?, "from the trace header (--cluster trace)".into())
+                }
+                (None, None) => match crate::trace_cmd::declared_cluster(&t, path)? {
+                    Some(found) => found,
+                    None => (
+                        ClusterSpec::uniform(64, 8),
+                        "ordo's default: the trace declares no cluster; give --cluster".into(),
+                    ),
+                },
+            };
             let info = output::InputInfo {
                 source: path.display().to_string(),
                 format: t.format.to_string(),
@@ -187,26 +204,35 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
                 from_day: a.select.start_day(),
                 to_day: a.select.end_day(),
                 estimates: None,
+                cluster_from: String::new(),
             };
-            (t.workload, info)
+            (t.workload, info, cluster, a.placement.unwrap_or(Placement::Pooled))
         }
         None => {
             if a.select.any() {
                 bail!("--from/--to, --max-jobs, --scale-load, --users/--groups and --skip-bad select part of a trace; give --trace PATH");
             }
-            if cluster_arg.is_none() {
+            if a.cluster.is_some() && cluster_arg.is_none() {
                 bail!("--cluster trace reads the cluster from a trace header; give --trace PATH");
             }
             let scenario = match a.workload {
                 WorkloadArg::Online => Scenario::Online,
                 WorkloadArg::Backlog => Scenario::Backlog,
+                WorkloadArg::Mixed => Scenario::Mixed,
+            };
+            let (cluster, placement) = match &cluster_arg {
+                Some(c) => (explicit(c), a.placement.unwrap_or(scenario.placement())),
+                None => (
+                    (scenario.cluster(), format!("the `{scenario}` workload's cluster")),
+                    a.placement.unwrap_or(scenario.placement()),
+                ),
             };
             let mut p = WorkloadParams::default_for(scenario);
             p.seed = a.seed;
             if let Some(n) = a.jobs {
                 p.jobs = n;
             }
-            let w = generate(&p, cluster.total_gpus());
+            let w = generate(&p, cluster.0.total_gpus());
             let info = output::InputInfo {
                 source: format!("built-in workload `{scenario}` (seed {})", a.seed),
                 format: "generated".into(),
@@ -217,20 +243,38 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
                 from_day: None,
                 to_day: None,
                 estimates: None,
+                cluster_from: String::new(),
             };
-            (w, info)
+            (w, info, cluster, placement)
         }
     };
+    source.cluster_from = cluster_from;
     let mut workload = workload;
     if let Some(seed) = a.shuffle_ties {
         ordo_sim::transform::shuffle_ties(&mut workload, seed);
     }
-    let mut source = source;
     if let Some(EstimateNoise(sigma)) = a.estimate_noise {
         ordo_sim::transform::noisy_estimates(&mut workload, sigma, a.seed);
         source.estimates = Some(format!("noisy: true run time x exp(N(0, {sigma}^2)), seed {}", a.seed));
+    } else {
+        source.estimates = estimates_note(&workload);
     }
-    Ok(Input { workload, cluster, placement: a.placement, source, preemption_overhead: a.preemption_overhead })
+    Ok(Input { workload, cluster, placement, source, preemption_overhead: a.preemption_overhead })
+}
+
+/// What policies that read run-time estimates get from this workload, when not every job has
+/// an estimate and not none (then the `estimates` column says `oracle`).
+fn estimates_note(w: &Workload) -> Option<String> {
+    let without = w.jobs.iter().filter(|j| j.estimate.is_none()).count();
+    let largest = w.jobs.iter().filter_map(|j| j.estimate).max()?;
+    (without > 0).then(|| {
+        format!(
+            "{} of {} carry no run-time estimate; policies that read estimates give them the largest in the trace, {} (as a default time limit would)",
+            output::count(without, "job"),
+            output::thousands(w.jobs.len() as f64),
+            output::dur(ordo_core::time::to_secs_f64(largest))
+        )
+    })
 }
 
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     quiet_on_closed_stdout();
     match cli::run() {
         Ok(code) => code,
+        // A reader that stopped early (`ordo trace convert --out - | head`) is not a failure.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

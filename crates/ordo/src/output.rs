@@ -10,7 +10,7 @@ use std::path::Path;
 pub use ordo_report::InputInfo;
 
 /// `ordo compare --json` (and `ordo simulate --json`): the input, one result per policy, and
-/// the plain-words headline.
+/// the plain-words headline, load and decomposition.
 #[derive(Debug, Serialize)]
 pub struct Comparison {
     /// Where the jobs came from.
@@ -21,10 +21,28 @@ pub struct Comparison {
     pub rejected: Vec<(String, u32)>,
     /// The baseline policy the headline compares against.
     pub baseline: String,
-    /// The policy with the lowest mean JCT.
+    /// The policy with the lowest mean JCT among those that can run with what the trace tells
+    /// (not an oracle).
     pub best: String,
+    /// The oracle policy shown as a bound, if one beats `best`.
+    pub bound: Option<String>,
     /// One sentence: what changes against the baseline.
     pub headline: String,
+    /// The offered load and, above 100% or below 30%, a warning.
+    pub load: ordo_report::Load,
+    /// What the lower bounds allow.
+    pub bounds: String,
+    /// Why utilisation changes from the baseline to the best: idle capacity by cause.
+    pub why: ordo_report::Why,
+}
+
+/// `n` and the noun, plural unless `n` is 1 (`1 job`, `3 jobs`).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{} {noun}s", thousands(n as f64))
+    }
 }
 
 impl Comparison {
@@ -41,6 +59,10 @@ impl Comparison {
             input: input.clone(),
             baseline: b.policy.clone(),
             best: x.policy.clone(),
+            bound: h.bound.map(|i| results[i].policy.clone()),
+            load: ordo_report::headline::load(b),
+            bounds: ordo_report::headline::bounds_text(b),
+            why: ordo_report::headline::why(&results, h.baseline, h.best),
             headline: h.text,
             results,
             rejected,
@@ -52,22 +74,39 @@ impl Comparison {
         let mut s = String::new();
         let i = &self.input;
         let m0 = self.results.first();
-        let _ = writeln!(s, "input:   {} ({}): {} jobs", i.source, i.format, i.jobs);
+        let _ = writeln!(s, "input:   {} ({}): {}", i.source, i.format, count(i.jobs, "job"));
         if i.dropped_zero_duration + i.dropped_outside_window > 0 {
             let _ = writeln!(
                 s,
                 "         {} rows read; dropped {} with duration 0 and {} outside the day window",
-                i.rows, i.dropped_zero_duration, i.dropped_outside_window
+                thousands(i.rows as f64),
+                thousands(i.dropped_zero_duration as f64),
+                thousands(i.dropped_outside_window as f64)
             );
         }
+        if let Some(e) = &i.estimates {
+            let _ = writeln!(s, "         estimates: {e}");
+        }
         if let Some(m) = m0 {
-            let _ = writeln!(s, "cluster: {} ({} GPUs), {} placement", m.cluster, m.gpus, m.placement);
+            let _ = writeln!(
+                s,
+                "cluster: {} ({} GPUs), {} placement; {}",
+                m.cluster,
+                thousands(m.gpus as f64),
+                m.placement,
+                i.cluster_from
+            );
+            let _ = writeln!(s, "load:    {}", self.load.text);
+            if let Some(w) = &self.load.warning {
+                let _ = writeln!(s, "warning: {w}");
+            }
         }
         if !self.rejected.is_empty() {
             let _ = writeln!(
                 s,
-                "warning: {} jobs can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and were not run",
-                self.rejected.len()
+                "warning: {} can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and {} not run",
+                count(self.rejected.len(), "job"),
+                if self.rejected.len() == 1 { "was" } else { "were" }
             );
         }
         let _ = writeln!(s);
@@ -82,7 +121,8 @@ impl Comparison {
             "mean wait",
             "p99 wait",
             "mean bsld",
-            "idle-wait GPU-h",
+            "HOL GPU-h",
+            "frag GPU-h",
             "makespan",
             "fair(users)",
         ];
@@ -100,8 +140,9 @@ impl Comparison {
                     dur(m.p99_jct_s),
                     dur(m.mean_wait_s),
                     dur(m.p99_wait_s),
-                    format!("{:.1}", m.mean_bounded_slowdown),
-                    format!("{:.0}", m.idle_while_waiting_gpu_hours),
+                    ordo_report::fmt::fixed(m.mean_bounded_slowdown, 1),
+                    thousands(m.idle_causes.head_of_line_gpu_hours),
+                    thousands(m.idle_causes.fragmentation_gpu_hours),
                     dur(m.makespan_s),
                     format!("{:.2}", m.fairness_users),
                 ]
@@ -109,28 +150,32 @@ impl Comparison {
             .collect();
         s.push_str(&table(&head, &rows));
         let _ = writeln!(s);
-        if let Some(m) = m0 {
-            let _ = writeln!(
-                s,
-                "lower bounds: makespan >= {}, so utilisation over the makespan <= {:.1}%",
-                dur(m.makespan_lower_bound_s),
-                100.0 * m.utilization_upper_bound
-            );
+        if m0.is_some() {
+            let _ = writeln!(s, "bounds:  {}", self.bounds);
         }
-        if self.results.iter().any(|m| m.estimates == "oracle") {
+        let _ = writeln!(
+            s,
+            "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation); docs/METRICS.md"
+        );
+        let oracles: Vec<&str> = self.results.iter().filter(|m| m.clairvoyant()).map(|m| m.policy.as_str()).collect();
+        if !oracles.is_empty() {
             let _ = writeln!(
                 s,
-                "oracle: the workload has no run-time estimates, so these policies read each job's true run time."
+                "oracle:  the workload has no run-time estimates, so policies marked oracle ({}) read each job's true run time: a bound, not a policy to deploy.",
+                oracles.join(", ")
             );
         }
         if self.results.len() > 1 {
-            let _ = writeln!(s, "{}", self.headline);
+            let _ = writeln!(s, "\n{}", self.headline);
+            for l in &self.why.lines {
+                let _ = writeln!(s, "why:     {l}");
+            }
         }
         s
     }
 }
 
-pub use ordo_report::render::dur;
+pub use ordo_report::fmt::{dur, thousands};
 
 /// A right-aligned text table (first column left-aligned).
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
@@ -158,15 +203,19 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     s
 }
 
-/// Writes one CSV row per job: schedule and placement.
+/// Writes one CSV row per job: schedule, preemptions and placement. `wait_s` is docs/METRICS.md's
+/// wait (all the time the job did not run between submit and end); `first_wait_s` the wait
+/// until its first start.
 pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> std::io::Result<()> {
-    let mut s =
-        String::from("job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement\n");
+    let mut s = String::from(
+        "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,first_wait_s,jct_s,preemptions,placement\n",
+    );
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
+        let ran: ordo_core::Time = r.segments.iter().map(|g| g.end - g.start).sum();
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&j.name),
             csv_field(&w.users[j.user as usize]),
             csv_field(&w.groups[j.group as usize]),
@@ -175,8 +224,10 @@ pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &Si
             to_secs_f64(r.submit),
             to_secs_f64(r.start),
             to_secs_f64(r.end),
+            to_secs_f64(r.end - r.submit - ran),
             to_secs_f64(r.start - r.submit),
             to_secs_f64(r.end - r.submit),
+            r.preemptions,
             r.placement_label(cluster)
         );
     }

@@ -46,10 +46,10 @@ pub enum ServerCmd {
     Explain(JobArgs),
     /// Finished jobs, most recent first.
     History(HistoryArgs),
-    /// Show or change the scheduling policy.
+    /// Show (the default) or change the scheduling policy.
     Policy {
         #[command(subcommand)]
-        cmd: PolicyCmd,
+        cmd: Option<PolicyCmd>,
     },
     /// The audit log: starts, skips with reasons, cancels, policy changes.
     Audit(AuditArgs),
@@ -61,7 +61,7 @@ pub enum ServerCmd {
 }
 
 /// Where the server is and who you are.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct ConnArgs {
     /// Server URL (default: $ORDO_SERVER, else http://127.0.0.1:7700).
     #[arg(long)]
@@ -803,6 +803,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
         }
         ServerCmd::Policy { cmd } => {
+            let cmd = cmd.unwrap_or(PolicyCmd::Show(ConnArgs::default()));
             let (conn, r): (ConnArgs, PolicyBody) = match cmd {
                 PolicyCmd::Show(conn) => {
                     let r = conn.client()?.get("/v1/policy")?;

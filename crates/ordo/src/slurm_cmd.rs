@@ -360,6 +360,11 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
             Err(e) => {
                 println!("{} pass {pass} failed, nothing changed: {e}", stamp());
                 if a.once {
+                    if matches!(e, ordo_slurm::SlurmError::Spawn { .. }) {
+                        // No Slurm client here: Slurm did not answer (docs/SLURM.md: status 3).
+                        eprintln!("error: {e}");
+                        return Ok(ExitCode::from(3));
+                    }
                     bail!(e);
                 }
             }

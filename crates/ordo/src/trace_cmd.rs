@@ -128,6 +128,35 @@ pub fn cluster_from_trace(t: &LoadedTrace) -> Result<ClusterSpec> {
     Ok(ClusterSpec { nodes })
 }
 
+/// The cluster a trace declares, and where it came from, when it declares one: a cluster file
+/// beside it (`NAME.cluster.toml` for a trace `NAME.csv` or `NAME.swf.gz`, else `cluster.toml`
+/// in its folder; for an Alibaba pod list, the `openb_node_list_gpu_node.csv` published with
+/// it), else an SWF header's `MaxProcs` (or `MaxNodes`). `None`: it declares none.
+pub fn declared_cluster(t: &LoadedTrace, path: &std::path::Path) -> Result<Option<(ClusterSpec, String)>> {
+    let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    let mut candidates = vec![dir.join(format!("{stem}.cluster.toml")), dir.join("cluster.toml")];
+    if t.format == Format::Alibaba {
+        candidates.push(dir.join("openb_node_list_gpu_node.csv"));
+    }
+    for c in candidates {
+        if c.is_file() {
+            let spec = ordo_trace::load_cluster(&c.to_string_lossy())
+                .with_context(|| format!("the trace's cluster file {}", c.display()))?;
+            return Ok(Some((spec, format!("the trace's own, from {} beside it; --cluster to change", c.display()))));
+        }
+    }
+    if let Some(p) = t.max_procs {
+        let spec = cluster_from_trace(t)?;
+        return Ok(Some((
+            spec,
+            format!("the trace's own: {p} processors from its header, one per node; --cluster to change"),
+        )));
+    }
+    Ok(None)
+}
+
 /// Loads a trace for a command, saying on stderr what was skipped, dropped or repaired beyond
 /// what the report itself shows.
 pub fn load(path: &std::path::Path, format: Format, select: &SelectArgs) -> Result<LoadedTrace> {
@@ -267,7 +296,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
     match a.cmd {
         TraceCmd::Stats(a) => {
             let t = load(&a.file, a.format, &a.select)?;
-            let cluster = match a.cluster.as_deref().map(cluster_arg).transpose()? {
+            let cluster = match a.cluster.as_deref().map(cluster_arg).transpose().context("--cluster")? {
                 Some(Some(c)) => Some(c),
                 Some(None) => Some(cluster_from_trace(&t)?),
                 None => None,

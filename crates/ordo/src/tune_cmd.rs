@@ -136,6 +136,11 @@ fn deploy(target: &'static str, check: Check, s: &Summary) -> Result<Option<Depl
 struct TuneReport {
     input: crate::output::InputInfo,
     cluster: String,
+    /// The offered load and, above 100% or below 30%, a warning.
+    load: ordo_report::Load,
+    /// `utilisation over the arrival window`, or `... over the makespan` when every job was
+    /// submitted at once: what `utilisation` means in every row.
+    utilisation_measure: String,
     #[serde(flatten)]
     summary: Summary,
     /// Config snippets, one per target that accepts a feasible policy.
@@ -174,7 +179,24 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
         deploy_list.extend(deploy(target, check, &summary)?);
     }
     let cluster = describe_cluster(&input);
-    let report = TuneReport { input: input.source, cluster, summary, deploy: deploy_list };
+    let w = &input.workload;
+    let gpus = input.cluster.total_gpus();
+    let work_h = w.jobs.iter().map(|j| j.gpu_time() as f64).sum::<f64>() / 3_600_000.0;
+    let offered = ordo_sim::workload::offered_load(w, gpus).map(|l| l.total);
+    let spread = w.jobs.iter().map(|j| j.submit).max() > w.jobs.iter().map(|j| j.submit).min();
+    let report = TuneReport {
+        cluster,
+        load: ordo_report::headline::load_of(offered, work_h, gpus),
+        utilisation_measure: if spread {
+            "utilisation over the arrival window"
+        } else {
+            "utilisation over the makespan"
+        }
+        .into(),
+        input: input.source,
+        summary,
+        deploy: deploy_list,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -184,7 +206,13 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
 }
 
 fn describe_cluster(input: &crate::cli::Input) -> String {
-    format!("{} ({} GPUs), {} placement", input.cluster.describe(), input.cluster.total_gpus(), input.placement)
+    format!(
+        "{} ({} GPUs), {} placement; {}",
+        input.cluster.summary(),
+        crate::output::thousands(input.cluster.total_gpus() as f64),
+        input.placement,
+        input.source.cluster_from
+    )
 }
 
 fn pct(x: f64) -> String {
@@ -203,8 +231,21 @@ fn render(r: &TuneReport) -> String {
     let s0 = &r.summary;
     let b = &s0.baseline;
     let mut s = String::new();
-    let _ = writeln!(s, "input:       {} ({}): {} jobs", r.input.source, r.input.format, r.input.jobs);
+    let _ = writeln!(
+        s,
+        "input:       {} ({}): {}",
+        r.input.source,
+        r.input.format,
+        crate::output::count(r.input.jobs, "job")
+    );
+    if let Some(e) = &r.input.estimates {
+        let _ = writeln!(s, "estimates:   {e}");
+    }
     let _ = writeln!(s, "cluster:     {}", r.cluster);
+    let _ = writeln!(s, "load:        {}", r.load.text);
+    if let Some(w) = &r.load.warning {
+        let _ = writeln!(s, "warning:     {w}");
+    }
     let stopped = match s0.stopped {
         ordo_tune::StopReason::Budget => "the budget ended",
         ordo_tune::StopReason::MaxConfigs => "--max-configs reached",
@@ -221,6 +262,7 @@ fn render(r: &TuneReport) -> String {
     let cons = if s0.constraints.is_empty() { "none".to_string() } else { s0.constraints.join("; ") };
     let _ = writeln!(s, "constraints: {cons}; {} of {} feasible", s0.feasible, s0.evaluated);
     let _ = writeln!(s, "objective:   {}", s0.objective);
+    let _ = writeln!(s, "util:        {} (the util column and every line below)", r.utilisation_measure);
     let _ = writeln!(
         s,
         "baseline:    {}: utilisation {}, mean JCT {}, p99 wait {}",
@@ -277,6 +319,13 @@ fn render(r: &TuneReport) -> String {
             let _ = writeln!(s, "recommended: none: no configuration meets the constraints; relax them");
         }
     }
+    if let Some(o) = &s0.bound {
+        let _ = writeln!(
+            s,
+            "bound, not deployable: {} (oracle: it read every job's true run time, which the workload does not give)",
+            line(o)
+        );
+    }
     for d in &r.deploy {
         let _ = writeln!(s);
         match &d.note {
@@ -293,10 +342,10 @@ fn render(r: &TuneReport) -> String {
         }
         let _ = writeln!(s, "    {}", d.snippet);
     }
-    if s0.front.iter().any(|r| r.policy.estimates == "oracle") {
+    if s0.front.iter().any(|r| r.policy.clairvoyant()) {
         let _ = writeln!(
             s,
-            "\noracle: the workload has no run-time estimates, so policies marked oracle read each job's true run time."
+            "\noracle: the workload has no run-time estimates, so policies marked oracle read each job's true run time: a bound, never the recommendation."
         );
     }
     s

@@ -45,7 +45,13 @@ fn compare_json_has_the_documented_keys() {
         assert!(r.get(k).is_some(), "key {k} missing in {r}");
     }
     assert_eq!(v["results"][1]["estimates"], "oracle");
-    assert!(v["headline"].as_str().unwrap().contains("sjf+easy instead of fifo"));
+    // sjf+easy read true run times: a bound beside the headline, not its answer.
+    let h = v["headline"].as_str().unwrap();
+    assert_eq!((v["best"].as_str(), v["bound"].as_str()), (Some("fifo"), Some("sjf+easy")), "{h}");
+    assert!(h.contains("Bound, not deployable: sjf+easy reads every job's true run time (oracle)"), "{h}");
+    for k in ["idle_causes", "offered_load", "jobs_without_estimate"] {
+        assert!(r.get(k).is_some(), "key {k} missing in {r}");
+    }
 }
 
 #[test]
@@ -105,11 +111,30 @@ fn simulate_writes_every_job() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[0], "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,jct_s,placement");
+    assert_eq!(
+        lines[0],
+        "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,first_wait_s,jct_s,preemptions,placement"
+    );
     // a: 0-100 on GPUs 0-3; b: 10-60 on GPUs 4-7; c (8 GPUs) waits for both: 100-110.
-    assert_eq!(lines[1], "a,ann,default,4,,0,0,100,0,100,n0:0+1+2+3");
-    assert_eq!(lines[2], "b,bob,default,4,,10,10,60,0,50,n0:4+5+6+7");
-    assert_eq!(lines[3], "c,ann,default,8,,20,100,110,80,90,n0:0+1+2+3+4+5+6+7");
+    assert_eq!(lines[1], "a,ann,default,4,,0,0,100,0,0,100,0,n0:0+1+2+3");
+    assert_eq!(lines[2], "b,bob,default,4,,10,10,60,0,0,50,0,n0:4+5+6+7");
+    assert_eq!(lines[3], "c,ann,default,8,,20,100,110,80,80,90,0,n0:0+1+2+3+4+5+6+7");
+}
+
+#[test]
+fn jobs_csv_counts_preemptions_and_the_whole_wait() {
+    // srtf on one GPU: a (100 s) runs from 0; b (10 s) arrives at 20 and preempts it; a resumes
+    // at 30 and ends at 110. a waited 10 s in all (first start at 0), b none.
+    let path = tmp("preempt_jobs.csv");
+    let trace = tmp("preempt.csv");
+    std::fs::write(&trace, "job_id,submit_time,num_gpu,duration\na,0,1,100\nb,20,1,10\n").unwrap();
+    let (t, p) = (trace.to_str().unwrap(), path.to_str().unwrap());
+    let out = ordo(&["simulate", "--trace", t, "--cluster", "1x1", "--policy", "srtf", "--jobs-out", p]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[1], "a,default,default,1,,0,0,110,10,0,110,1,n0:0");
+    assert_eq!(lines[2], "b,default,default,1,,20,20,30,0,0,10,0,n0:0");
 }
 
 #[test]
@@ -125,9 +150,9 @@ fn jobs_csv_shows_fractional_shares() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let csv = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines[1], "a,default,default,1,600,0,0,10,0,10,n0:0@600m");
-    assert_eq!(lines[2], "b,default,default,1,400,0,0,20,0,20,n0:0@400m");
-    assert_eq!(lines[3], "c,default,default,1,,1,20,25,19,24,n0:0");
+    assert_eq!(lines[1], "a,default,default,1,600,0,0,10,0,0,10,0,n0:0@600m");
+    assert_eq!(lines[2], "b,default,default,1,400,0,0,20,0,0,20,0,n0:0@400m");
+    assert_eq!(lines[3], "c,default,default,1,,1,20,25,19,19,24,0,n0:0");
 }
 
 #[test]

@@ -4,19 +4,13 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 mod common;
+mod run;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn ordo(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().expect("ordo runs")
-}
-
-fn ok(out: &std::process::Output) -> String {
-    assert!(out.status.success(), "ordo failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
+use run::{ok, ordo};
 
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ordo-report-test-{}", std::process::id()));
@@ -70,7 +64,8 @@ fn keyed_cells(html: &str) -> Vec<(String, f64, String)> {
 
 /// Checks that a shown number (`3.7d`, `93.0%`, `1296`) is `value` rounded as shown.
 fn shown_matches(text: &str, value: f64) -> bool {
-    let t = text.trim();
+    let t = text.trim().replace(',', "");
+    let t = t.as_str();
     let (num, scale) = match t.chars().last() {
         Some('s') => (&t[..t.len() - 1], 1.0),
         Some('m') => (&t[..t.len() - 1], 60.0),
@@ -146,7 +141,7 @@ fn html_md_and_json_agree_with_compare() {
     // Definitions from docs/METRICS.md in both.
     let def = "Jain's index over users of each user's mean bounded slowdown";
     assert!(html.contains(def) && md.contains(def), "METRICS.md definitions missing");
-    assert!(html.contains("<td><code>idle_while_waiting_gpu_hours</code> [idle-wait GPU-h]</td>"));
+    assert!(html.contains("<td><code>idle_causes</code> [HOL GPU-h, frag GPU-h]</td>"));
     // Markdown shows the same cells as the HTML (the same table text).
     for (key, _, text) in keyed_cells(&html) {
         assert!(md.contains(&text), "MD lacks `{text}` ({key})");
@@ -335,4 +330,74 @@ fn philly_report_renders_in_headless_chromium() {
     ]));
     let c: Value = serde_json::from_str(&c).unwrap();
     assert_eq!(c["results"][0]["mean_jct_s"], probe["mean_jct_s"], "probe at {k} extra nodes");
+}
+
+/// Checks the laid-out page from inside Chromium and writes what it found into the DOM:
+/// horizontal overflow of the page and of every table box, SVG text outside its picture, and
+/// legend swatches on another line than their names.
+const LAYOUT_CHECK: &str = r#"<script>
+(function () {
+  var bad = [];
+  var de = document.documentElement;
+  if (de.scrollWidth > window.innerWidth) bad.push('page ' + de.scrollWidth + 'px wide at ' + window.innerWidth + 'px');
+  document.querySelectorAll('.scroll').forEach(function (d, i) {
+    if (d.scrollWidth > d.clientWidth + 1) bad.push('table ' + i + ' (' + (d.querySelector('th') || {}).textContent + ') needs ' + d.scrollWidth + 'px of ' + d.clientWidth);
+  });
+  document.querySelectorAll('svg').forEach(function (svg, i) {
+    var r = svg.getBoundingClientRect();
+    svg.querySelectorAll('text').forEach(function (t) {
+      var b = t.getBoundingClientRect();
+      if (b.width > 0 && (b.left < r.left - 1 || b.top < r.top - 1 || b.right > r.right + 1 || b.bottom > r.bottom + 1))
+        bad.push('chart ' + i + ': text "' + t.textContent.trim() + '" outside the picture');
+    });
+  });
+  document.querySelectorAll('.legend .item').forEach(function (it) {
+    var s = it.querySelector('.swatch').getBoundingClientRect(), n = it.querySelector('.name').getBoundingClientRect();
+    if (s.top > n.bottom || s.bottom < n.top) bad.push('legend swatch apart from "' + it.textContent + '"');
+    if (n.right > it.parentNode.getBoundingClientRect().right + 1) bad.push('legend name cut: "' + it.textContent + '"');
+  });
+  var legends = document.querySelectorAll('.legend').length;
+  var out = document.createElement('pre');
+  out.id = 'layout-result';
+  out.textContent = 'checked ' + document.querySelectorAll('.scroll').length + ' tables, ' + document.querySelectorAll('svg').length + ' charts, ' + legends + ' legends; problems: ' + bad.length + '\n' + bad.join('\n');
+  document.body.appendChild(out);
+})();
+</script>"#;
+
+/// At 1,400 px, with ten policies of which two have long names, nothing is clipped: no table
+/// needs scrolling, no chart text leaves its picture, every legend keeps swatch and name
+/// together, and the baseline and best lines are drawn bold.
+#[test]
+fn ten_policies_fit_at_1400_px_in_chromium() {
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.is_file() {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
+        eprintln!("skipped: /usr/bin/chromium not found (apt-get install chromium)");
+        return;
+    }
+    let policies = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,\
+las:thresholds=10/30/100/300/1000/3000/10000/30000/100000/300000/1000000/3000000,within=gpus,\
+priority:age=1000,fairshare=0,size=-10000,qos=0,half_life=604800,max_age=86400+easy";
+    let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let page = target.join(format!("report-1400-{}.html", std::process::id()));
+    let p = page.to_str().unwrap();
+    let args = ["report", "--quiet", "--workload", "online", "--jobs", "600", "--policies", policies, "--out", p];
+    ok(&ordo(&[&args[..], &["--gpu-hour-price", "2.10", "--currency", "EUR"]].concat()));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("stroke-width=\"3\"") && html.contains("stroke-width=\"1\""), "bold and pale lines");
+    std::fs::write(&page, html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"))).unwrap();
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"])
+        .args(["--virtual-time-budget=2000", "--dump-dom"])
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    let dom = String::from_utf8(out.stdout).unwrap();
+    let at = dom.find("id=\"layout-result\"").expect("the layout check ran");
+    let result = unescape(&dom[at..dom[at..].find("</pre>").map_or(dom.len(), |e| at + e)]);
+    assert!(result.contains("problems: 0\n"), "{result}");
+    assert!(result.contains("checked ") && !result.contains(" 0 tables"), "{result}");
+    let _ = std::fs::remove_file(&page);
 }

@@ -452,3 +452,30 @@ fn drive_survives_a_controller_outage() {
             .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
     });
 }
+
+/// `slurm-dev-cluster.sh stop` ends the munged that `start` started (its pid kept in
+/// `munged.pid`), so `.ci/run` leaves nothing running; a stand-in process plays munged here, so
+/// this needs no Slurm.
+#[test]
+fn dev_cluster_stop_ends_the_munged_start_started() {
+    let dir = tmp("dev-cluster-stop");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A detached stand-in (its parent exits, so init reaps it once it is killed).
+    let out = Command::new("bash").args(["-c", "sleep 600 >/dev/null 2>&1 & echo $!"]).output().unwrap();
+    let pid = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let alive = || std::path::Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive(), "stand-in {pid} started");
+    std::fs::write(dir.join("munged.pid"), &pid).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-dev-cluster.sh");
+    let out = Command::new("bash").arg(&script).arg("stop").arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ended = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        !alive()
+    });
+    if !ended {
+        let _ = Command::new("kill").arg(&pid).status();
+    }
+    assert!(ended, "stop left the munged stand-in {pid} running");
+    assert!(!dir.join("munged.pid").exists(), "stop removes the pid file");
+}

@@ -28,14 +28,15 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-// tests/data/tune_srtf.csv, on one GPU (`--cluster 1x1`), one user:
+// tests/data/tune_srtf.csv, on one GPU (`--cluster 1x1`), one user, each job's estimate its
+// true run time (so policies reading estimates are not oracles and may be recommended):
 //   long   submitted at 0,  runs 1000 s
 //   medium submitted at 10, runs 300 s
 //   short  submitted at 10, runs 100 s
 //   tiny   submitted at 10, runs 20 s
 // On one machine with preemption, shortest remaining processing time first minimises the total
 // completion time, and with distinct lengths any schedule that runs a longer job while a
-// shorter one waits is strictly worse (exchange argument). srtf (oracle estimates) does exactly
+// shorter one waits is strictly worse (exchange argument). srtf (exact estimates) does exactly
 // that: at t=10 it preempts `long` (990 s left) and runs tiny, short, medium, then long:
 // ends 30, 130, 430, 1420, JCTs 20 + 120 + 420 + 1420 = 1980, mean 495 s. Every other order
 // differs: fifo/las/gittins (before any job ends) keep `long` running, rr:quantum and the
@@ -144,7 +145,7 @@ fn without_timing(mut v: serde_json::Value) -> serde_json::Value {
             e.as_object_mut().unwrap().remove("sim_s");
         }
     }
-    for key in ["baseline", "recommended", "non_preemptive"] {
+    for key in ["baseline", "recommended", "non_preemptive", "bound"] {
         if let Some(e) = o[key].as_object_mut() {
             e.remove("sim_s");
         }

@@ -1,0 +1,607 @@
+//! The report's sections as data: for each topic a chart, its legend, a table and notes, every
+//! number a [`Cell`] keyed by its JSON path. The HTML and Markdown renderers only lay them out.
+
+use crate::chart::{self, Axes, Line};
+use crate::fmt::{dur, fixed, gpu_hours, pct1, thousands};
+use crate::model::{OwnerBy, Report};
+
+/// One table cell: its text and, for a number, the JSON path of the value it shows.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// What is shown.
+    pub text: String,
+    /// `(dot-separated JSON path, exact value)` for numbers taken from the report.
+    pub key: Option<(String, f64)>,
+}
+
+impl Cell {
+    /// A cell of plain text.
+    pub fn text(s: impl Into<String>) -> Cell {
+        Cell { text: s.into(), key: None }
+    }
+}
+
+/// A table: header and rows.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    /// Column titles.
+    pub head: Vec<String>,
+    /// Rows of cells.
+    pub rows: Vec<Vec<Cell>>,
+}
+
+/// One legend entry: name, colour index, emphasised (the baseline and the best policy).
+pub type LegendEntry = (String, usize, bool);
+
+/// One topic: a chart and its table of numbers.
+#[derive(Debug, Clone)]
+pub struct Section {
+    /// Anchor id.
+    pub id: &'static str,
+    /// Title.
+    pub title: String,
+    /// What the section shows, in plain words.
+    pub intro: String,
+    /// The chart (an `<svg>` element).
+    pub svg: String,
+    /// The chart's legend.
+    pub legend: Vec<LegendEntry>,
+    /// The numbers.
+    pub table: Table,
+    /// Sentences after the table (may carry numbers).
+    pub notes: Vec<Vec<Cell>>,
+}
+
+fn num(key: String, v: f64, text: String) -> Cell {
+    Cell { text, key: Some((key, v)) }
+}
+/// A duration cell.
+pub fn d(key: String, v: f64) -> Cell {
+    num(key, v, dur(v))
+}
+/// A percentage cell (one decimal).
+pub fn pct(key: String, v: f64) -> Cell {
+    num(key, v, pct1(v))
+}
+/// A number cell with `decimals` decimals and thousands separators.
+pub fn f(key: String, v: f64, decimals: usize) -> Cell {
+    num(key, v, fixed(v, decimals))
+}
+/// A GPU-hours cell ([`gpu_hours`]: whole numbers from 100 up, else one or two decimals).
+pub fn gh(key: String, v: f64) -> Cell {
+    num(key, v, gpu_hours(v))
+}
+
+/// A table with one row per policy: its name, then `cells(name)`.
+pub fn per_policy(p: &[String], head: Vec<String>, cells: impl Fn(&String) -> Vec<Cell>) -> Table {
+    let rows = p
+        .iter()
+        .map(|n| {
+            let mut row = vec![Cell::text(n)];
+            row.extend(cells(n));
+            row
+        })
+        .collect();
+    Table { head, rows }
+}
+
+/// Whether a policy is drawn emphasised: the baseline or the best policy.
+fn emphasised(r: &Report, n: &str) -> bool {
+    n == r.baseline || n == r.best
+}
+
+/// The legend of per-policy charts.
+pub fn policy_legend(r: &Report) -> Vec<LegendEntry> {
+    r.policies.iter().enumerate().map(|(i, n)| (n.clone(), i, emphasised(r, n))).collect()
+}
+
+/// One line per policy, in the policy's colour; the baseline and the best emphasised.
+fn policy_lines(r: &Report, points: impl Fn(&String) -> Vec<(f64, f64)>) -> Vec<Line> {
+    r.policies
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Line { name: n.clone(), color: i, points: points(n), emphasis: emphasised(r, n) })
+        .collect()
+}
+
+/// One bar series per policy: `values(policy)[category]`.
+fn policy_bars(r: &Report, values: impl Fn(&String) -> Vec<f64>) -> Vec<Line> {
+    policy_lines(r, |n| values(n).into_iter().enumerate().map(|(c, v)| (c as f64, v)).collect())
+}
+
+fn heads(h: &[&str]) -> Vec<String> {
+    h.iter().map(|x| x.to_string()).collect()
+}
+
+fn time_axis(span_h: f64) -> (&'static str, f64) {
+    if span_h > 72.0 {
+        ("time since first submit (days)", 24.0)
+    } else {
+        ("time since first submit (hours)", 1.0)
+    }
+}
+
+fn fmt0(v: f64) -> String {
+    thousands(v)
+}
+
+/// A tick label: whole numbers with separators from 100 up, else up to 1 (from 1) or 2
+/// decimals, no trailing zeros.
+fn fmt_g(v: f64) -> String {
+    let s = if v.abs() >= 100.0 {
+        return thousands(v);
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A round duration as a tick label: `10s`, `1m`, `10m`, `1h`, `1d`, `10d`.
+fn dur_tick(secs: f64) -> String {
+    let s = secs.round();
+    for (unit, len) in [("d", 86_400.0), ("h", 3_600.0), ("m", 60.0)] {
+        if s >= len {
+            return format!("{}{unit}", fmt_g(s / len));
+        }
+    }
+    format!("{s:.0}s")
+}
+
+/// Builds every section of `r`, charts included: what it is worth first (cost, equivalent
+/// GPUs), then where the capacity went, then what the jobs saw.
+pub fn sections(r: &Report) -> Result<Vec<Section>, String> {
+    let p = &r.policies;
+    let mut out = vec![cost_section(r)?];
+    if let Some(s) = equivalent_section(r)? {
+        out.push(s);
+    }
+    let span_h = r.allocated_gpus.values().filter_map(|s| s.t_h.last()).fold(0.0f64, |a, &b| a.max(b));
+    let (t_title, t_div) = time_axis(span_h);
+    let over_time = |map: &std::collections::BTreeMap<String, crate::series::Series>| -> Vec<Line> {
+        policy_lines(r, |n| map[n].t_h.iter().zip(&map[n].value).map(|(t, v)| (t / t_div, *v)).collect())
+    };
+    let util_col =
+        if r.metrics.values().any(|m| m.utilization_window.is_some()) { "utilisation (arrival window)" } else { "-" };
+
+    // Allocated GPUs.
+    let axes = Axes { x: t_title, y: "allocated GPUs", x_fmt: &fmt_g, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let head = heads(&[
+        "policy",
+        "mean allocated GPUs (its makespan)",
+        "peak",
+        util_col,
+        "utilisation (makespan)",
+        "makespan",
+    ]);
+    let t = per_policy(p, head, |n| {
+        let (s, m) = (&r.allocated_gpus[n], &r.metrics[n]);
+        vec![
+            f(format!("allocated_gpus.{n}.mean"), s.mean, 1),
+            f(format!("allocated_gpus.{n}.peak"), s.peak, 0),
+            match m.utilization_window {
+                Some(u) => pct(format!("metrics.{n}.utilization_window"), u),
+                None => Cell::text("-"),
+            },
+            pct(format!("metrics.{n}.utilization_makespan"), m.utilization_makespan),
+            d(format!("metrics.{n}.makespan_s"), m.makespan_s),
+        ]
+    });
+    out.push(Section {
+        id: "allocated",
+        title: "Allocated GPUs over time".into(),
+        intro: format!(
+            "GPUs held by running jobs, averaged over {} equal intervals from the first submit to the last end of any policy, out of {} GPUs. The mean is over each policy's own makespan (its utilisation over the makespan times the GPUs).",
+            r.allocated_gpus.values().next().map_or(0, |s| s.t_h.len()),
+            thousands(r.gpus as f64)
+        ),
+        svg: chart::line_chart(&over_time(&r.allocated_gpus), &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    });
+
+    // Queue length.
+    let axes = Axes { x: t_title, y: "waiting jobs", x_fmt: &fmt_g, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let head = heads(&["policy", "mean waiting jobs", "peak", "mean wait", "p95 wait", "p99 wait"]);
+    let t = per_policy(p, head, |n| {
+        let (s, m) = (&r.queue_length[n], &r.metrics[n]);
+        vec![
+            f(format!("metrics.{n}.mean_queue_len"), m.mean_queue_len, 1),
+            f(format!("queue_length.{n}.peak"), s.peak, 0),
+            d(format!("metrics.{n}.mean_wait_s"), m.mean_wait_s),
+            d(format!("metrics.{n}.p95_wait_s"), m.p95_wait_s),
+            d(format!("metrics.{n}.p99_wait_s"), m.p99_wait_s),
+        ]
+    });
+    out.push(Section {
+        id: "queue",
+        title: "Queue length over time".into(),
+        intro: "Jobs submitted but not running (before their first start, and between runs when preempted), averaged over the same intervals.".into(),
+        svg: chart::line_chart(&over_time(&r.queue_length), &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    });
+
+    out.push(idle_section(r)?);
+
+    // JCT CDF (log x).
+    let lines = policy_lines(r, |n| {
+        let c = &r.jct_cdf[n];
+        c.jct_s.iter().zip(&c.fraction).map(|(j, fr)| (j.max(1.0).log10(), 100.0 * fr)).collect()
+    });
+    let (lo, hi) = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let log_dur = |v: f64| dur_tick(10f64.powf(v));
+    let axes = Axes {
+        x: "job completion time (log scale)",
+        y: "jobs finished within (%)",
+        x_fmt: &log_dur,
+        y_fmt: &fmt_g,
+        x_ticks: lo.is_finite().then(|| chart::duration_ticks(lo, hi)),
+        y_ticks: Some(vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]),
+    };
+    let head = heads(&["policy", "mean JCT", "p50 JCT", "p95 JCT", "p99 JCT", "max JCT", "mean bounded slowdown"]);
+    let t = per_policy(p, head, |n| {
+        let m = &r.metrics[n];
+        vec![
+            d(format!("metrics.{n}.mean_jct_s"), m.mean_jct_s),
+            d(format!("metrics.{n}.p50_jct_s"), m.p50_jct_s),
+            d(format!("metrics.{n}.p95_jct_s"), m.p95_jct_s),
+            d(format!("metrics.{n}.p99_jct_s"), m.p99_jct_s),
+            d(format!("metrics.{n}.max_jct_s"), m.max_jct_s),
+            f(format!("metrics.{n}.mean_bounded_slowdown"), m.mean_bounded_slowdown, 1),
+        ]
+    });
+    out.push(Section {
+        id: "jct",
+        title: "Job completion time distribution".into(),
+        intro: format!(
+            "Share of jobs that finished within a given time of their submit (a curve further left and higher is better). {} and {} are drawn bold, the others pale.",
+            r.baseline, r.best
+        ),
+        svg: chart::line_chart(&lines, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    });
+
+    // Wait by size class.
+    let first = &r.wait_by_size[&p[0]];
+    let cats: Vec<String> = r
+        .size_classes
+        .iter()
+        .map(|(k, l)| format!("{l} ({} jobs)", thousands(first.get(k).map_or(0, |x| x.jobs) as f64)))
+        .collect();
+    let bars =
+        policy_bars(r, |n| r.size_classes.iter().map(|(k, _)| r.wait_by_size[n][k].mean_wait_s / 3600.0).collect());
+    let axes =
+        Axes { x: "GPUs asked for", y: "mean wait (hours)", x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let mut head = vec!["policy".to_string()];
+    for (_, l) in &r.size_classes {
+        head.push(format!("{l}: mean"));
+        head.push(format!("{l}: p99"));
+    }
+    let t = per_policy(p, head, |n| {
+        let mut row = Vec::new();
+        for (k, _) in &r.size_classes {
+            let s = &r.wait_by_size[n][k];
+            row.push(d(format!("wait_by_size.{n}.{k}.mean_wait_s"), s.mean_wait_s));
+            row.push(d(format!("wait_by_size.{n}.{k}.p99_wait_s"), s.p99_wait_s));
+        }
+        row
+    });
+    out.push(Section {
+        id: "size",
+        title: "Wait by job size".into(),
+        intro: "How long jobs waited (mean and 99th percentile), by the GPUs they asked for: orders that favour small or short jobs shift the wait onto large ones.".into(),
+        svg: chart::bar_chart(&cats, &bars, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    });
+
+    out.push(owners_section(r)?);
+    Ok(out)
+}
+
+/// Idle GPU-hours by cause (head-of-line blocking, fragmentation, empty queue) per policy.
+fn idle_section(r: &Report) -> Result<Section, String> {
+    let p = &r.policies;
+    // The chart shows what the order moves; idle capacity with an empty queue (set by the
+    // load) is in the table only, where it would otherwise dwarf the rest.
+    let cats = vec!["head-of-line blocking".to_string(), "fragmentation".to_string()];
+    let bars = policy_bars(r, |n| {
+        let c = &r.metrics[n].idle_causes;
+        vec![c.head_of_line_gpu_hours, c.fragmentation_gpu_hours]
+    });
+    let axes = Axes { x: "", y: "idle GPU-hours", x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let head = heads(&[
+        "policy",
+        "head-of-line blocking GPU-h",
+        "fragmentation GPU-h",
+        "empty queue GPU-h",
+        "idle GPU-h in all",
+        "a waiting job fit by GPU count GPU-h",
+    ]);
+    let t = per_policy(p, head, |n| {
+        let (m, i) = (&r.metrics[n], &r.idle[n]);
+        let c = &m.idle_causes;
+        vec![
+            gh(format!("metrics.{n}.idle_causes.head_of_line_gpu_hours"), c.head_of_line_gpu_hours),
+            gh(format!("metrics.{n}.idle_causes.fragmentation_gpu_hours"), c.fragmentation_gpu_hours),
+            gh(format!("metrics.{n}.idle_causes.empty_queue_gpu_hours"), c.empty_queue_gpu_hours),
+            gh(format!("idle.{n}.idle_gpu_hours"), i.idle_gpu_hours),
+            gh(format!("metrics.{n}.idle_while_fit_gpu_hours"), m.idle_while_fit_gpu_hours),
+        ]
+    });
+    Ok(Section {
+        id: "idle",
+        title: "Why GPUs sat idle".into(),
+        intro: "Idle GPU-hours from the first submit to the last end, by cause: head-of-line blocking (jobs waited and one of them fit the idle GPUs under the placement: the order, or a reservation, kept it waiting), fragmentation (jobs waited and none fit: too few idle GPUs, or idle GPUs spread over nodes), and empty queue (no job waited: set mostly by the load, and in a backlog by the tail after the last start; in the table, not the chart).".into(),
+        svg: chart::bar_chart(&cats, &bars, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: r.why.lines.iter().map(|l| vec![Cell::text(l.clone())]).collect(),
+    })
+}
+
+fn owners_section(r: &Report) -> Result<Section, String> {
+    let p = &r.policies;
+    let o = &r.owners;
+    let who = match o.by {
+        OwnerBy::User => "user",
+        OwnerBy::Group => "group",
+    };
+    let bars = policy_bars(r, |n| {
+        o.names.iter().map(|name| o.by_policy[n][name].mean_bounded_slowdown.max(1.0).log10()).collect()
+    });
+    let top = bars.iter().flat_map(|l| l.points.iter().map(|q| q.1)).fold(0.0f64, f64::max);
+    let pow10 = |v: f64| fmt_g(10f64.powf(v));
+    let x_title = format!("{who} (largest share of GPU-hours first)");
+    let axes = Axes {
+        x: &x_title,
+        y: "mean bounded slowdown (log scale)",
+        x_fmt: &fmt0,
+        y_fmt: &pow10,
+        x_ticks: None,
+        y_ticks: Some(chart::decade_ticks(0.0, top.max(1.0))),
+    };
+    // One column per owner (at most top N + 1), one row per figure: this stays narrow however
+    // many policies are compared.
+    let mut head = vec![String::new()];
+    head.extend(o.names.iter().cloned());
+    let mut t = Table { head, rows: vec![] };
+    let share_row = |label: &str, cell: &dyn Fn(&String) -> Cell| {
+        let mut row = vec![Cell::text(label)];
+        row.extend(o.names.iter().map(cell));
+        row
+    };
+    t.rows.push(share_row("jobs", &|n| f(format!("owners.share.{n}.jobs"), o.share[n].jobs as f64, 0)));
+    t.rows.push(share_row("GPU-hours of work", &|n| gh(format!("owners.share.{n}.gpu_hours"), o.share[n].gpu_hours)));
+    t.rows.push(share_row("share of the work", &|n| pct(format!("owners.share.{n}.share"), o.share[n].share)));
+    for pol in p {
+        let label = format!("slowdown under {pol}");
+        t.rows.push(share_row(&label, &|n| {
+            f(format!("owners.by_policy.{pol}.{n}.mean_bounded_slowdown"), o.by_policy[pol][n].mean_bounded_slowdown, 1)
+        }));
+    }
+    let has_others = o.names.last().is_some_and(|x| x == "(others)");
+    let shown = o.names.len() - usize::from(has_others);
+    Ok(Section {
+        id: "owners",
+        title: format!("Share and slowdown per {who}"),
+        intro: format!(
+            "Each {who}'s share of the GPU-hours of work (the same under every policy) and the mean bounded slowdown its jobs saw under each policy (1 = no wait: no bar). {}",
+            if has_others {
+                format!("The {shown} largest by share; the rest are summed as (others).")
+            } else if shown == 1 {
+                format!("The workload has a single {who}.")
+            } else {
+                format!("All {shown} {who}s of the workload.")
+            }
+        ),
+        svg: chart::bar_chart(&o.names, &bars, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    })
+}
+
+/// What the best policy saves against the baseline, in words with keyed numbers: the
+/// idle-while-waiting GPU-hours (and money) per month; `None` when the baseline is the best.
+pub fn saving_line(r: &Report) -> Option<Vec<Cell>> {
+    if r.best == r.baseline {
+        return None;
+    }
+    let c = &r.cost;
+    let saving = c.saving_gpu_hours_per_month;
+    let mut line = vec![Cell::text(format!("{} instead of {} leaves ", r.best, r.baseline))];
+    if saving >= 0.0 {
+        line.push(f("cost.saving_gpu_hours_per_month".into(), saving, 0));
+        line.push(Cell::text(" fewer GPU-hours per month idle while jobs wait"));
+    } else {
+        line.push(Cell::text(thousands(-saving)));
+        line.push(Cell::text(
+            " more GPU-hours per month idle while jobs wait (it trades utilisation for completion time)",
+        ));
+    }
+    match (&c.price, c.saving_per_month) {
+        (Some(pr), Some(s)) if s >= 0.0 => {
+            line.push(Cell::text(format!(", worth {} ", pr.currency)));
+            line.push(f("cost.saving_per_month".into(), s, 0));
+            line.push(Cell::text(format!(" per month at {:.2} {} per GPU-hour.", pr.per_gpu_hour, pr.currency)));
+        }
+        (Some(pr), Some(s)) => {
+            line.push(Cell::text(format!(
+                ", costing {} {} per month at {:.2} {} per GPU-hour.",
+                pr.currency,
+                thousands(-s),
+                pr.per_gpu_hour,
+                pr.currency
+            )));
+        }
+        _ => line.push(Cell::text(
+            ". To see it in money, give a price: `--gpu-hour-price 2.10 --currency EUR` (any three-letter currency code).",
+        )),
+    }
+    Some(line)
+}
+
+/// The equivalent-GPU result in words, with the GPUs keyed; `None` when not asked for.
+pub fn equivalent_line(r: &Report) -> Option<Vec<Cell>> {
+    let e = r.equivalent_gpus.as_ref()?;
+    let mut line = vec![Cell::text(e.message.clone())];
+    if let Some(g) = e.extra_gpus {
+        line.push(Cell::text(" Equivalent GPUs: "));
+        line.push(f("equivalent_gpus.extra_gpus".into(), g as f64, 0));
+        line.push(Cell::text("."));
+    }
+    Some(line)
+}
+
+fn cost_section(r: &Report) -> Result<Section, String> {
+    let p = &r.policies;
+    let c = &r.cost;
+    let (unit, money) = match &c.price {
+        Some(pr) => (format!("{} per 30-day month", pr.currency), true),
+        None => ("GPU-hours per 30-day month".to_string(), false),
+    };
+    let cats = vec![
+        "all idle capacity (mostly the trace's load)".to_string(),
+        "idle while jobs waited (what the order changes)".to_string(),
+    ];
+    let bars = policy_bars(r, |n| {
+        let row = &c.per_policy[n];
+        if money {
+            vec![row.idle_cost_per_month.unwrap_or(0.0), row.idle_wait_cost_per_month.unwrap_or(0.0)]
+        } else {
+            vec![row.idle_gpu_hours_per_month, row.idle_wait_gpu_hours_per_month]
+        }
+    });
+    let axes = Axes { x: "", y: &unit, x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let mut head =
+        vec!["policy".to_string(), "idle GPU-h / month".to_string(), "idle while waiting GPU-h / month".to_string()];
+    if let Some(pr) = &c.price {
+        head.push(format!("idle {} / month", pr.currency));
+        head.push(format!("idle while waiting {} / month", pr.currency));
+    }
+    let t = per_policy(p, head, |n| {
+        let row = &c.per_policy[n];
+        let mut cells = vec![
+            f(format!("cost.per_policy.{n}.idle_gpu_hours_per_month"), row.idle_gpu_hours_per_month, 0),
+            f(format!("cost.per_policy.{n}.idle_wait_gpu_hours_per_month"), row.idle_wait_gpu_hours_per_month, 0),
+        ];
+        if let (Some(a), Some(b)) = (row.idle_cost_per_month, row.idle_wait_cost_per_month) {
+            cells.push(f(format!("cost.per_policy.{n}.idle_cost_per_month"), a, 0));
+            cells.push(f(format!("cost.per_policy.{n}.idle_wait_cost_per_month"), b, 0));
+        }
+        cells
+    });
+    Ok(Section {
+        id: "cost",
+        title: "What idle capacity costs".into(),
+        intro: "Per 30-day month: all idle capacity, (1 - utilisation) x GPUs x 720 h (utilisation as in the headline), which the trace's load sets far more than the order; and the GPU-hours idle while jobs waited, scaled from the run's makespan to 720 h, which is what another order can win back.".into(),
+        svg: chart::bar_chart(&cats, &bars, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: saving_line(r).into_iter().collect(),
+    })
+}
+
+fn equivalent_section(r: &Report) -> Result<Option<Section>, String> {
+    let Some(e) = &r.equivalent_gpus else { return Ok(None) };
+    let bi = r.policies.iter().position(|x| *x == e.baseline).unwrap_or(0);
+    let xi = r.policies.iter().position(|x| *x == e.best).unwrap_or(0);
+    let base_jct = r.metrics.get(&e.baseline).map_or(0.0, |m| m.mean_jct_s);
+    let mut pts = vec![(0.0, base_jct / 3600.0)];
+    pts.extend(e.probes.iter().map(|q| (q.extra_gpus as f64, q.mean_jct_s / 3600.0)));
+    let xmax = pts.iter().map(|q| q.0).fold(1.0f64, f64::max);
+    let lines = vec![
+        Line { name: format!("{} with more GPUs", e.baseline), color: bi, points: pts, emphasis: true },
+        Line {
+            name: format!("{} (target)", e.best),
+            color: xi,
+            points: vec![(0.0, e.target_mean_jct_s / 3600.0), (xmax, e.target_mean_jct_s / 3600.0)],
+            emphasis: true,
+        },
+    ];
+    let legend = lines.iter().map(|l| (l.name.clone(), l.color, true)).collect();
+    let axes =
+        Axes { x: "GPUs added", y: "mean JCT (hours)", x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let mut t = Table { head: ["GPUs added", "nodes added", "mean JCT"].map(String::from).to_vec(), rows: vec![] };
+    for (i, q) in e.probes.iter().enumerate() {
+        t.rows.push(vec![
+            f(format!("equivalent_gpus.probes.{i}.extra_gpus"), q.extra_gpus as f64, 0),
+            f(format!("equivalent_gpus.probes.{i}.extra_nodes"), q.extra_nodes as f64, 0),
+            d(format!("equivalent_gpus.probes.{i}.mean_jct_s"), q.mean_jct_s),
+        ]);
+    }
+    Ok(Some(Section {
+        id: "equivalent",
+        title: "Equivalent GPUs".into(),
+        intro: format!(
+            "How many GPUs {} would need added (nodes like the cluster's most common one, {} GPUs each) to match {}'s mean JCT, found by simulating larger clusters: doubling, then a search between the last size that fell short and the first that reached it (at most {} more nodes).",
+            e.baseline, e.node_gpus, e.best, thousands(e.cap_extra_nodes as f64)
+        ),
+        svg: chart::line_chart(&lines, &axes)?,
+        legend,
+        table: t,
+        notes: equivalent_line(r).into_iter().collect(),
+    }))
+}
+
+/// The overview table at the top: one row per policy, the headline's figures.
+pub fn overview(r: &Report) -> Table {
+    let util = if r.metrics.values().any(|m| m.utilization_window.is_some()) {
+        "utilisation (arrival window)"
+    } else {
+        "utilisation (makespan)"
+    };
+    let head = heads(&[
+        "policy",
+        "estimates",
+        "mean JCT",
+        "p99 wait",
+        util,
+        "head-of-line GPU-h",
+        "fragmentation GPU-h",
+        "fair (users)",
+    ]);
+    per_policy(&r.policies, head, |n| {
+        let m = &r.metrics[n];
+        let util = match m.utilization_window {
+            Some(u) => pct(format!("metrics.{n}.utilization_window"), u),
+            None => pct(format!("metrics.{n}.utilization_makespan"), m.utilization_makespan),
+        };
+        vec![
+            Cell::text(&m.estimates),
+            d(format!("metrics.{n}.mean_jct_s"), m.mean_jct_s),
+            d(format!("metrics.{n}.p99_wait_s"), m.p99_wait_s),
+            util,
+            gh(format!("metrics.{n}.idle_causes.head_of_line_gpu_hours"), m.idle_causes.head_of_line_gpu_hours),
+            gh(format!("metrics.{n}.idle_causes.fragmentation_gpu_hours"), m.idle_causes.fragmentation_gpu_hours),
+            f(format!("metrics.{n}.fairness_users"), m.fairness_users, 2),
+        ]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_labels_read_as_round_values() {
+        let labels: Vec<String> = chart::duration_ticks(0.0, 7.0).iter().map(|v| dur_tick(10f64.powf(*v))).collect();
+        assert_eq!(labels, vec!["1s", "10s", "1m", "10m", "1h", "10h", "1d", "10d", "100d"]);
+        assert_eq!((fmt_g(1700.0), fmt_g(2.5), fmt_g(0.25)), ("1,700".into(), "2.5".into(), "0.25".into()));
+    }
+}
