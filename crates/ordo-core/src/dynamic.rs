@@ -725,7 +725,7 @@ impl Scheduler {
                 bound.set(free);
             }
         }
-        let mut real = self.cap.clone();
+        let mut real = self.what_if();
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
@@ -753,8 +753,18 @@ impl Scheduler {
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
         let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
-        let mut virt =
-            if pooled { Capacity::new(&[self.cap.total() as u32], Placement::Pooled) } else { self.cap.empty_like() };
+        let mut virt = if pooled {
+            crate::whatif::WhatIf::Owned(Capacity::counter(self.cap.total(), self.cap.total()))
+        } else if self.cap.is_detailed() {
+            crate::whatif::WhatIf::Owned(self.cap.empty_like())
+        } else {
+            // The empty cluster: the real state with every running job's GPUs given back.
+            let mut v = self.what_if();
+            for r in self.running.values() {
+                v.give(&r.alloc);
+            }
+            v
+        };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
         let keep = |virt: &mut Capacity, a: &Allocation| {
             if pooled {
@@ -825,7 +835,8 @@ impl Scheduler {
                 }
             }
         }
-        let mut real = self.cap.clone();
+        drop(virt);
+        let mut real = self.what_if();
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }

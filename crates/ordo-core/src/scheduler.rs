@@ -6,6 +6,7 @@ use crate::capacity::{Allocation, Capacity, Demand, Placement};
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::time::Time;
+use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -266,6 +267,8 @@ pub struct Scheduler {
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
     /// a job waits), so a pass finds the next promotion without looking at every job.
     pub(crate) wait_due: BTreeSet<(Time, JobId)>,
+    /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
+    pub(crate) scratch: Scratch,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -322,6 +325,7 @@ impl Scheduler {
             buckets: BTreeMap::new(),
             wait_due: BTreeSet::new(),
             accounts: crate::dynamic::Accounts::default(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -435,6 +439,7 @@ impl Scheduler {
             }
         }
         self.cap.take(alloc);
+        self.scratch.apply(|c| c.take(alloc));
         // The reservation becomes the running job. If it starts off its reserved slot (the plan
         // was made afresh while a job overran its estimate), the standing reservations no longer
         // describe the future: rebuild them once the job is recorded as running.
@@ -575,6 +580,7 @@ impl Scheduler {
 
     fn release(&mut self, job: JobId, r: &Running) {
         self.cap.give(&r.alloc);
+        self.scratch.apply(|c| c.give(&r.alloc));
         if r.alloc.detail.as_ref().is_some_and(|d| d.milli < 1000) {
             return; // shared GPUs have no single owner
         }
@@ -657,6 +663,7 @@ impl Scheduler {
             cap.take(&r.alloc);
         }
         self.cap = cap;
+        self.scratch.reset();
         if self.cons.is_some() {
             self.rebuild_reservations(now);
         }
@@ -724,6 +731,7 @@ impl Scheduler {
         if held != want {
             return Err(format!("{held} GPUs owned but running jobs hold {want}"));
         }
+        self.scratch.check(&self.cap)?;
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
@@ -771,7 +779,7 @@ impl Scheduler {
         indexed: bool,
     ) -> Plan {
         let mut plan = Plan::default();
-        let mut cap = self.cap.clone();
+        let mut cap = self.what_if();
         let mut order = order.into_iter();
         let head = loop {
             let Some(req) = order.next() else { return plan };
@@ -796,7 +804,17 @@ impl Scheduler {
         let mut started: Vec<(Time, &Allocation)> =
             plan.starts.iter().map(|s| (now + self.queue_req(s.job).estimate, &s.alloc)).collect();
         started.sort_by_key(|e| e.0);
-        let mut shadow_cap = cap.clone();
+        // Pooled (count-only) placement: the shadow state only needs a count.
+        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
+        let mut shadow_cap = if pooled {
+            WhatIf::Owned(Capacity::counter(cap.total(), cap.total_free()))
+        } else {
+            let mut s = self.what_if();
+            for st in &plan.starts {
+                s.take(&st.alloc);
+            }
+            s
+        };
         let mut shadow = None;
         let mut started = started.into_iter().peekable();
         let mut running = self.by_end.iter().map(|&(t, id)| (t, &self.running[&id].alloc)).peekable();
@@ -808,7 +826,11 @@ impl Scheduler {
                 (None, None) => break,
             };
             let (t, alloc) = if take_running { running.next() } else { started.next() }.expect("peeked");
-            shadow_cap.give(alloc);
+            if pooled {
+                shadow_cap.give_count(alloc.gpus());
+            } else {
+                shadow_cap.give(alloc);
+            }
             if shadow_cap.fits_for(head.demand()) {
                 // A job overrunning its estimate is expected to end "any moment now".
                 shadow = Some(t.max(now + 1));
@@ -822,7 +844,7 @@ impl Scheduler {
         };
         let head_key = (self.waiting[&head.id], head.id);
         if !explain && indexed && !cap.is_detailed() {
-            self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
+            self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan);
             return plan;
         }
         for req in order {
@@ -851,8 +873,8 @@ impl Scheduler {
         head: &JobReq,
         head_key: QueueKey,
         shadow: Time,
-        mut cap: Capacity,
-        mut shadow_cap: Capacity,
+        cap: &mut Capacity,
+        shadow_cap: &mut Capacity,
         plan: &mut Plan,
     ) {
         use std::collections::BinaryHeap;
@@ -865,7 +887,7 @@ impl Scheduler {
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
         for (&(g, c), set) in &self.buckets {
-            if !may(g, c, &cap, &shadow_cap) {
+            if !may(g, c, cap, shadow_cap) {
                 continue;
             }
             let mut it = set.range((Excluded(head_key), Unbounded));
@@ -876,7 +898,7 @@ impl Scheduler {
         }
         while let Some(std::cmp::Reverse((key, b))) = heap.pop() {
             let (g, c, _) = iters[b];
-            if !may(g, c, &cap, &shadow_cap) {
+            if !may(g, c, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
             let req = &self.queue[&key];
@@ -886,11 +908,16 @@ impl Scheduler {
             if !cap.fits(req.gpus) {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
+            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, cap, shadow_cap) {
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
         // Starts come out in queue order, as from the plain scan.
+    }
+
+    /// A what-if copy of the capacity for a pass (see [`Scratch`]).
+    pub(crate) fn what_if(&self) -> WhatIf<'_> {
+        self.scratch.what_if(&self.cap)
     }
 
     fn queue_req(&self, job: JobId) -> &JobReq {
@@ -901,7 +928,7 @@ impl Scheduler {
     /// come. `None` if a due job cannot take its GPUs (the reservations are stale).
     fn due_reservations(&self, c: &Reservations, now: Time, explain: bool) -> Option<Plan> {
         let mut plan = Plan::default();
-        let mut cap = self.cap.clone();
+        let mut cap = self.what_if();
         for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
@@ -939,7 +966,7 @@ impl Scheduler {
         for &(t, id) in &self.by_end {
             c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
         }
-        let mut now_cap = self.cap.clone();
+        let mut now_cap = self.what_if();
         for req in order {
             let key = (self.waiting[&req.id], req.id);
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
@@ -1049,13 +1076,7 @@ impl Profile {
     /// collapses to one virtual node; a detailed cluster keeps its nodes.
     fn new(now: Time, cap: &Capacity) -> Self {
         let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
-        let first = if pooled {
-            let mut c = Capacity::new(&[cap.total() as u32], Placement::Pooled);
-            c.take(&Allocation { parts: vec![(0, (cap.total() - cap.total_free()) as u32)], detail: None });
-            c
-        } else {
-            cap.clone()
-        };
+        let first = if pooled { Capacity::counter(cap.total(), cap.total_free()) } else { cap.clone() };
         Profile { segs: vec![(now, first)], pooled }
     }
 
