@@ -6,7 +6,9 @@ mod dynamic;
 pub mod model;
 mod nodeset;
 pub mod policy;
+mod profile;
 pub mod scheduler;
+mod sumset;
 pub mod time;
 mod whatif;
 

@@ -5,6 +5,8 @@
 use crate::capacity::{Allocation, Capacity, Demand, Placement};
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
+use crate::profile::Profile;
+use crate::sumset::SumSet;
 use crate::time::Time;
 use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
@@ -252,13 +254,12 @@ pub struct Scheduler {
     /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
     pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
     dyn_key: HashMap<JobId, crate::dynamic::Key>,
-    /// Running jobs by their stored key (where waiting keys are kept sorted), the stored key
-    /// and until when it holds, and those validity ends in time order.
-    pub(crate) run_keys: BTreeSet<(crate::dynamic::Key, JobId)>,
+    /// Running jobs by their stored key (where waiting keys are kept sorted) with their GPUs,
+    /// so that a pass can sum the GPUs of a range of them; the stored key and until when it
+    /// holds, and those validity ends in time order.
+    pub(crate) run_keys: SumSet<(crate::dynamic::Key, JobId)>,
     pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
-    /// `las`: GPUs held by running jobs per queue, by their stored keys.
-    pub(crate) run_q_gpus: BTreeMap<i64, u64>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
@@ -318,10 +319,9 @@ impl Scheduler {
             min_run: 0,
             dyn_wait: BTreeMap::new(),
             dyn_key: HashMap::default(),
-            run_keys: BTreeSet::new(),
+            run_keys: SumSet::default(),
             run_key_of: HashMap::default(),
             run_expiry: BTreeSet::new(),
-            run_q_gpus: BTreeMap::new(),
             buckets: BTreeMap::new(),
             wait_due: BTreeSet::new(),
             accounts: crate::dynamic::Accounts::default(),
@@ -447,7 +447,7 @@ impl Scheduler {
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
                 c.by_start.remove(&(t0, (key, job)));
-                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled && &held != alloc);
+                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled() && &held != alloc);
             }
         }
         let mut gpu_ids = Vec::with_capacity(alloc.parts.len());
@@ -547,17 +547,13 @@ impl Scheduler {
         }
         self.drop_run_key(job);
         let (k, until) = self.run_key(job, now);
-        *self.run_q_gpus.entry(k[1]).or_default() += self.running[&job].req.gpus as u64;
-        self.run_keys.insert((k, job));
+        self.run_keys.insert((k, job), self.running[&job].req.gpus);
         self.run_key_of.insert(job, (k, until));
         self.run_expiry.insert((until, job));
     }
 
     fn drop_run_key(&mut self, job: JobId) {
         if let Some((k, until)) = self.run_key_of.remove(&job) {
-            if let Some(g) = self.run_q_gpus.get_mut(&k[1]) {
-                *g -= self.running.get(&job).map_or(0, |r| r.req.gpus as u64);
-            }
             self.run_keys.remove(&(k, job));
             self.run_expiry.remove(&(until, job));
         }
@@ -631,7 +627,7 @@ impl Scheduler {
             // moment; its real end will rebuild the reservations again. Either way every
             // reservation lands on an instant at which an event happens.
             let free_at = if t < now { now + 1 } else { t };
-            c.profile.give_between(free_at, Time::MAX, &self.running[&id].alloc);
+            c.profile.give_from(free_at, &self.running[&id].alloc);
         }
         c.res.clear();
         c.by_start.clear();
@@ -932,7 +928,7 @@ impl Scheduler {
         for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
-            let a = if c.profile.pooled { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
+            let a = if c.profile.pooled() { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
             if !cap.can_take(&a) {
                 return None;
             }
@@ -964,7 +960,7 @@ impl Scheduler {
         let mut c =
             Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in &self.by_end {
-            c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
+            c.profile.give_from(t.max(now + 1), &self.running[&id].alloc);
         }
         let mut now_cap = self.what_if();
         for req in order {
@@ -1058,116 +1054,6 @@ impl Reservations {
         let (t, a) = self.profile.reserve(now, req.demand(), req.estimate.max(1));
         self.res.insert(key.1, (t, t + req.estimate.max(1), a.clone()));
         self.by_start.insert((t, key));
-        (t, a)
-    }
-}
-
-/// Free GPUs over future time, as a step function: `segs[i]` holds from its time until the next
-/// segment's. The last segment lasts forever. For pooled placement the profile counts GPUs in a
-/// single virtual node, since which nodes a pooled job gets does not matter.
-#[derive(Debug, Clone)]
-struct Profile {
-    segs: Vec<(Time, Capacity)>,
-    pooled: bool,
-}
-
-impl Profile {
-    /// A profile whose every segment is `cap` as it is now. Pooled count-only placement
-    /// collapses to one virtual node; a detailed cluster keeps its nodes.
-    fn new(now: Time, cap: &Capacity) -> Self {
-        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
-        let first = if pooled { Capacity::counter(cap.total(), cap.total_free()) } else { cap.clone() };
-        Profile { segs: vec![(now, first)], pooled }
-    }
-
-    fn collapse(&self, alloc: &Allocation) -> Allocation {
-        if self.pooled {
-            Allocation { parts: vec![(0, alloc.gpus())], detail: None }
-        } else {
-            alloc.clone()
-        }
-    }
-
-    /// Drops the past: segments that ended by `now`.
-    fn trim(&mut self, now: Time) {
-        let keep_from = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
-        if keep_from > 0 {
-            self.segs.drain(..keep_from);
-        }
-        if self.segs[0].0 < now {
-            self.segs[0].0 = now;
-        }
-    }
-
-    /// Index of the segment starting at `t`, splitting one if needed. `t` must not be before
-    /// the first segment.
-    fn split_at(&mut self, t: Time) -> usize {
-        match self.segs.binary_search_by_key(&t, |s| s.0) {
-            Ok(i) => i,
-            Err(i) => {
-                let c = self.segs[i - 1].1.clone();
-                self.segs.insert(i, (t, c));
-                i
-            }
-        }
-    }
-
-    /// The range of segments covering `[from, to)` (`to` may be `Time::MAX`: forever).
-    fn span(&mut self, from: Time, to: Time) -> std::ops::Range<usize> {
-        let i = self.split_at(from);
-        let j = if to == Time::MAX { self.segs.len() } else { self.split_at(to) };
-        i..j
-    }
-
-    /// Resources in `alloc` are free during `[from, to)`.
-    fn give_between(&mut self, from: Time, to: Time, alloc: &Allocation) {
-        let a = self.collapse(alloc);
-        let r = self.span(from.max(self.segs[0].0), to);
-        for s in &mut self.segs[r] {
-            s.1.give(&a);
-        }
-    }
-
-    /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
-    /// there, and returns that time and the allocation (in the profile's terms).
-    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
-        let mut found = None;
-        let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
-        for i in first..self.segs.len() {
-            if !self.segs[i].1.fits_for(g) {
-                continue;
-            }
-            let t = self.segs[i].0.max(now);
-            let mut j = i + 1;
-            let mut m: Option<Capacity> = None;
-            let mut ok = true;
-            while j < self.segs.len() && self.segs[j].0 < t + d {
-                let seg = &self.segs[j].1;
-                if !seg.fits_for(g) {
-                    ok = false;
-                    break;
-                }
-                if !self.pooled {
-                    m.get_or_insert_with(|| self.segs[i].1.clone()).min_with(seg);
-                    if !m.as_ref().expect("set").fits_for(g) {
-                        ok = false;
-                        break;
-                    }
-                }
-                j += 1;
-            }
-            if !ok {
-                continue;
-            }
-            let a = m.as_ref().unwrap_or(&self.segs[i].1).place_for(g).expect("fits every segment");
-            found = Some((t, a));
-            break;
-        }
-        let (t, a) = found.expect("the last segment is the empty cluster, where every job fits");
-        let r = self.span(t, t + d);
-        for s in &mut self.segs[r] {
-            s.1.take(&a);
-        }
         (t, a)
     }
 }
