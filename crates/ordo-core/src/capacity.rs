@@ -1000,6 +1000,8 @@ impl Capacity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn consolidated_best_fit_and_whole_nodes() {
@@ -1035,13 +1037,8 @@ mod tests {
     fn the_index_places_as_a_scan_of_every_node() {
         // Seeded random takes and gives on heterogeneous clusters: the indexed capacity chooses
         // exactly the nodes the scans choose, and rolling back restores it exactly.
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut rnd = |m: u64| rng.random_range(0..m);
         for placement in [Placement::Pooled, Placement::Consolidated] {
             for nodes in [vec![8u32; 70], vec![1; 200], [vec![8; 30], vec![4; 20], vec![2; 15], vec![0; 3]].concat()] {
                 let mut a = Capacity::new(&nodes, placement);

@@ -100,6 +100,8 @@ impl NodeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use std::collections::BTreeSet;
 
     #[test]
@@ -108,11 +110,9 @@ mod tests {
         let n = 10_000u32;
         let mut s = NodeSet::new(n as usize);
         let mut b = BTreeSet::new();
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
         for step in 0..40_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x: u64 = rng.random();
             let i = (x % n as u64) as u32;
             if step % 3 == 0 {
                 s.remove(i);

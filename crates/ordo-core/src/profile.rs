@@ -338,6 +338,8 @@ impl CountProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     /// The plain profile the counting one replaces: a vector of steps, scanned.
     struct Plain(Vec<(Time, i64)>);
@@ -395,13 +397,8 @@ mod tests {
         // A seeded run of submissions (reservations), running jobs' ends (additions) and passing
         // time (trims) on a 64-GPU cluster, with enough steps to fill many blocks.
         let total = 64i64;
-        let mut x: u64 = 0x1234_5678_9abc_def1;
-        let mut rnd = |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut rnd = |m: u64| rng.random_range(0..m);
         let mut now = 0;
         let mut c = CountProfile::new(now, 20);
         let mut p = Plain(vec![(now, 20)]);

@@ -140,19 +140,16 @@ impl<T: Ord + Copy> SumSet<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
     use std::collections::BTreeMap;
 
     #[test]
     fn matches_a_btreemap() {
         let mut s: SumSet<(u32, u32)> = SumSet::default();
         let mut m: BTreeMap<(u32, u32), u32> = BTreeMap::new();
-        let mut x: u64 = 0x853c_49e6_748f_ea9b;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut next = || rng.random::<u64>();
         for step in 0..30_000 {
             let k = ((next() % 3_000) as u32, (next() % 3) as u32);
             let w = (next() % 9) as u32;
