@@ -154,10 +154,13 @@ struct Block {
     add: i64,
     min: i64,
     max: i64,
+    /// [`Runs`] by raw threshold (free count less `add`), valid until `times` or `free` change.
+    runs: Vec<(i64, Runs)>,
 }
 
 impl Block {
     fn refresh(&mut self) {
+        self.runs.clear();
         self.min = self.free.iter().copied().min().unwrap_or(0) + self.add;
         self.max = self.free.iter().copied().max().unwrap_or(0) + self.add;
     }
@@ -179,13 +182,16 @@ type Pos = (usize, usize);
 
 impl CountProfile {
     fn new(now: Time, free: i64) -> Self {
-        CountProfile { blocks: vec![Block { times: vec![now], free: vec![free], add: 0, min: free, max: free }] }
+        CountProfile {
+            blocks: vec![Block { times: vec![now], free: vec![free], add: 0, min: free, max: free, runs: Vec::new() }],
+        }
     }
 
     fn value(&self, (b, k): Pos) -> i64 {
         self.blocks[b].free[k] + self.blocks[b].add
     }
 
+    #[cfg(test)]
     fn time(&self, (b, k): Pos) -> Time {
         self.blocks[b].times[k]
     }
@@ -196,16 +202,6 @@ impl CountProfile {
         let b = self.blocks.partition_point(|blk| blk.times[0] <= t).saturating_sub(1);
         let k = self.blocks[b].times.partition_point(|&x| x <= t).saturating_sub(1);
         (b, k)
-    }
-
-    fn next(&self, (b, k): Pos) -> Option<Pos> {
-        if k + 1 < self.blocks[b].times.len() {
-            Some((b, k + 1))
-        } else if b + 1 < self.blocks.len() {
-            Some((b + 1, 0))
-        } else {
-            None
-        }
     }
 
     fn trim(&mut self, now: Time) {
@@ -219,6 +215,7 @@ impl CountProfile {
         }
         if blk.times[0] < now {
             blk.times[0] = now;
+            blk.runs.clear();
         }
     }
 
@@ -229,6 +226,7 @@ impl CountProfile {
         if blk.times[k] == t {
             return;
         }
+        blk.runs.clear();
         debug_assert!(blk.times[k] < t);
         blk.times.insert(k + 1, t);
         let f = blk.free[k];
@@ -241,6 +239,7 @@ impl CountProfile {
                 add: blk.add,
                 min: 0,
                 max: 0,
+                runs: Vec::new(),
             };
             tail.refresh();
             blk.refresh();
@@ -279,53 +278,51 @@ impl CountProfile {
         self.add_range(p, None, delta);
     }
 
-    /// The first step at or after `p` with at least `g` free.
-    fn first_at_least(&self, (b, k): Pos, g: i64) -> Option<Pos> {
-        let blk = &self.blocks[b];
-        if let Some(i) = (k..blk.times.len()).find(|&i| blk.free[i] + blk.add >= g) {
-            return Some((b, i));
+    /// The runs of steps with at least `g` free in block `b` (cached per raw threshold until
+    /// the block's steps change).
+    fn runs(&mut self, b: usize, g: i64) -> Runs {
+        let blk = &mut self.blocks[b];
+        let raw = g - blk.add;
+        if let Some(&(_, r)) = blk.runs.iter().find(|c| c.0 == raw) {
+            return r;
         }
-        let b = b + 1 + self.blocks[b + 1..].iter().position(|blk| blk.max >= g)?;
-        let blk = &self.blocks[b];
-        let i = (0..blk.times.len()).find(|&i| blk.free[i] + blk.add >= g).expect("its max says so");
-        Some((b, i))
-    }
-
-    /// The first step at or after `p` with fewer than `g` free, if it starts before `until`.
-    fn first_below(&self, (b, k): Pos, g: i64, until: Time) -> Option<Pos> {
-        let within = |b: usize, from: usize| {
-            let blk = &self.blocks[b];
-            (from..blk.times.len()).find(|&i| blk.free[i] + blk.add < g)
+        // One pass: the first and last steps below the threshold, and the longest run between
+        // two such steps.
+        let (mut first, mut last) = (None, None);
+        let mut max_inner = 0;
+        for (i, &f) in blk.free.iter().enumerate() {
+            if f < raw {
+                if let Some(p) = last {
+                    if i > p + 1 {
+                        max_inner = max_inner.max(blk.times[i] - blk.times[p + 1]);
+                    }
+                }
+                first.get_or_insert(i);
+                last = Some(i);
+            }
+        }
+        let r = match (first, last) {
+            (Some(first), Some(last)) => Runs {
+                all_fit: false,
+                prefix_end: blk.times[first],
+                suffix_start: blk.times.get(last + 1).copied(),
+                max_inner,
+            },
+            _ => Runs { all_fit: true, prefix_end: Time::MAX, suffix_start: None, max_inner: 0 },
         };
-        if let Some(i) = within(b, k) {
-            return (self.blocks[b].times[i] < until).then_some((b, i));
+        if blk.runs.len() >= RUNS_CACHED {
+            blk.runs.remove(0);
         }
-        for b2 in b + 1..self.blocks.len() {
-            let blk = &self.blocks[b2];
-            if blk.times[0] >= until {
-                return None;
-            }
-            if blk.min < g {
-                let i = within(b2, 0).expect("its min says so");
-                return (blk.times[i] < until).then_some((b2, i));
-            }
-        }
-        None
+        blk.runs.push((raw, r));
+        r
     }
 
     /// Reserves `g` GPUs for `d` at the earliest time from `now` at which they are free
-    /// throughout, and returns that time. A step that is too full rules out every start from
-    /// the last step that fitted up to it, so the search jumps past it.
+    /// throughout, and returns that time: the start of the first run of steps with at least `g`
+    /// free that lasts `d` (the first step counting from `now`). Whole blocks are judged by
+    /// their runs, so the search skips the many short gaps that earlier reservations left.
     fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
-        let mut p = self.pos_of(now);
-        let t = loop {
-            p = self.first_at_least(p, g).expect("the last step is the empty cluster, where every job fits");
-            let t = self.time(p).max(now);
-            match self.next(p).and_then(|q| self.first_below(q, g, t + d)) {
-                None => break t,
-                Some(blocked) => p = self.next(blocked).expect("the last step fits every job"),
-            }
-        };
+        let t = self.find_slot(now, g, d);
         self.split_at(t);
         self.split_at(t + d);
         let (from, to) = (self.pos_of(t), self.pos_of(t + d));
@@ -333,7 +330,71 @@ impl CountProfile {
         self.add_range(from, Some(to), -g);
         t
     }
+
+    fn find_slot(&mut self, now: Time, g: i64, d: Time) -> Time {
+        let long_enough = |start: Time, end: Time| end.saturating_sub(start) >= d;
+        // The block in force at `now`, step by step from there.
+        let (b0, k0) = self.pos_of(now);
+        let mut open: Option<Time> = None;
+        {
+            let blk = &self.blocks[b0];
+            for i in k0..blk.times.len() {
+                if blk.free[i] + blk.add >= g {
+                    open.get_or_insert(blk.times[i].max(now));
+                } else if let Some(s) = open.take() {
+                    if long_enough(s, blk.times[i]) {
+                        return s;
+                    }
+                }
+            }
+        }
+        // Later blocks by their runs; step by step only in the block that holds the slot.
+        for b in b0 + 1..self.blocks.len() {
+            let start = self.blocks[b].times[0];
+            let r = self.runs(b, g);
+            if r.all_fit {
+                open.get_or_insert(start);
+                continue;
+            }
+            // The leading run: the open one going on, or one starting with this block.
+            let lead = open.take().or((r.prefix_end > start).then_some(start));
+            if lead.is_some_and(|s| long_enough(s, r.prefix_end)) {
+                return lead.expect("checked");
+            }
+            if r.max_inner >= d {
+                let blk = &self.blocks[b];
+                let mut run: Option<Time> = None;
+                for i in 0..blk.times.len() {
+                    if blk.free[i] + blk.add >= g {
+                        run.get_or_insert(blk.times[i]);
+                    } else if let Some(s) = run.take() {
+                        if s != start && long_enough(s, blk.times[i]) {
+                            return s;
+                        }
+                    }
+                }
+                debug_assert!(false, "a run of {d} was promised in block {b}");
+            }
+            open = r.suffix_start;
+        }
+        // The last step lasts forever.
+        open.expect("the last step is the empty cluster, where every job fits")
+    }
 }
+
+/// The runs of steps with at least some free count in one block: whether every step has it,
+/// where the leading run ends (the first step without it), where the trailing run starts (if
+/// the last step has it), and the longest run between two steps without it.
+#[derive(Debug, Clone, Copy)]
+struct Runs {
+    all_fit: bool,
+    prefix_end: Time,
+    suffix_start: Option<Time>,
+    max_inner: Time,
+}
+
+/// Thresholds whose [`Runs`] a block keeps.
+const RUNS_CACHED: usize = 8;
 
 #[cfg(test)]
 mod tests {
@@ -416,7 +477,8 @@ mod tests {
             }
             let range = if rnd(8) == 0 { total as u64 } else { 8 };
             let g = 1 + rnd(range) as i64;
-            let d = 1 + rnd(2_000) as Time;
+            let long = rnd(4) == 0;
+            let d = 1 + rnd(if long { 20_000 } else { 2_000 }) as Time;
             assert_eq!(c.reserve(now, g, d), p.reserve(now, g, d), "step {step}");
             if step % 100 == 0 {
                 assert_eq!(Plain::steps(&c), p.0);
