@@ -262,7 +262,9 @@ pub struct Scheduler {
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
-    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
+    /// Each entry carries the job's estimate, so the scan rejects a job that would run past
+    /// the reservation without looking it up.
+    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<(QueueKey, Time)>>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
@@ -385,7 +387,7 @@ impl Scheduler {
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
-        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
+        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert(((key, req.id), req.estimate));
         self.waiting.insert(req.id, key);
         self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
@@ -433,7 +435,7 @@ impl Scheduler {
         self.queue.remove(&(key, job));
         let b = (req.gpus, est_class(req.estimate));
         if let Some(set) = self.buckets.get_mut(&b) {
-            set.remove(&(key, job));
+            set.remove(&((key, job), req.estimate));
             if set.is_empty() {
                 self.buckets.remove(&b);
             }
@@ -514,7 +516,7 @@ impl Scheduler {
         let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
         self.queue.insert((key, job), r.req);
         self.waiting.insert(job, key);
-        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert((key, job));
+        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert(((key, job), r.req.estimate));
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
@@ -886,24 +888,30 @@ impl Scheduler {
             if !may(g, c, cap, shadow_cap) {
                 continue;
             }
-            let mut it = set.range((Excluded(head_key), Unbounded));
+            let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
                 heap.push(std::cmp::Reverse((k, iters.len())));
                 iters.push((g, c, it));
             }
         }
-        while let Some(std::cmp::Reverse((key, b))) = heap.pop() {
+        let pooled = cap.placement() == Placement::Pooled;
+        while let Some(std::cmp::Reverse(((key, est), b))) = heap.pop() {
             let (g, c, _) = iters[b];
             if !may(g, c, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            let req = &self.queue[&key];
             if let Some(&k) = iters[b].2.next() {
                 heap.push(std::cmp::Reverse((k, b)));
             }
-            if !cap.fits(req.gpus) {
+            if !cap.fits(g) {
                 continue;
             }
+            // Pooled: a job past the reservation needs the head's GPUs to be left at the
+            // shadow time (`easy_backfill_one` checks the same), known without the job itself.
+            if pooled && now + est > shadow && (g as u64) > extra(shadow_cap) {
+                continue;
+            }
+            let req = &self.queue[&key];
             if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, cap, shadow_cap) {
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
