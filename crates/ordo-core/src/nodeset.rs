@@ -78,7 +78,7 @@ impl NodeSet {
         // The next non-empty word after `w`, found through the summary.
         let next = w + 1;
         let mut s = next / 64;
-        let mut mask = if next % 64 == 0 { !0u64 } else { !0u64 << (next % 64) };
+        let mut mask = if next.is_multiple_of(64) { !0u64 } else { !0u64 << (next % 64) };
         while s < self.summary.len() {
             let m = self.summary[s] & mask;
             if m != 0 {
