@@ -2,6 +2,7 @@
 //! consolidated placement model. Feasibility checks are O(max GPUs per node); choosing nodes is
 //! O(nodes).
 
+use crate::nodeset::NodeSet;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -172,49 +173,107 @@ impl Used {
     }
 }
 
-/// Free GPUs per node plus the indexes that make feasibility checks cheap. Cloning it is cheap
-/// (a few small vectors), which what-if planning (backfill shadows, reservation profiles) relies on.
+/// Free GPUs per node plus the indexes that make feasibility checks and placement cheap: the
+/// nodes with each free count (a bitset per count), and under consolidated placement the idle
+/// nodes of each size, so that the best-fit node or a multi-node job's nodes are found without
+/// looking at every node (costs in docs/ARCHITECTURE.md, "Cost of each structure"). Cloning
+/// copies the free counts and the bitsets (`n x (4 + (max GPUs per node + sizes) / 8)` bytes); a
+/// scheduler's passes mostly avoid it by changing a scratch copy and rolling it back
+/// ([`Capacity::begin_undo`], [`Capacity::rollback`]).
 /// A *detailed* capacity (see [`Capacity::detailed`]) also tracks each GPU's used thousandths
 /// and each node's CPUs and memory; its `free` counts GPUs no job holds any part of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capacity {
     placement: Placement,
-    cap: Vec<u32>,
+    /// GPUs of each node (never changes; shared between clones).
+    cap: Arc<[u32]>,
     free: Vec<u32>,
     total_free: u64,
     total: u64,
     max_cap: u32,
-    /// `by_free[f]` = number of nodes with exactly `f` free GPUs (consolidated only; pooled
-    /// feasibility needs just the total, and skipping it keeps what-if clones small).
-    by_free: Vec<u32>,
+    /// `by_free[f - 1]`: the nodes with exactly `f` free GPUs, `f` in `1..=max_cap`. Empty (no
+    /// index) for a single node, where a node-level index has nothing to find, and for nodes of
+    /// more than [`MAX_INDEXED_GPUS`] GPUs (then lookups scan the nodes).
+    by_free: Vec<NodeSet>,
+    /// Consolidated placement with an index: the idle nodes (all GPUs free) of each node size,
+    /// largest size first.
+    idle: Vec<(u32, NodeSet)>,
     /// Sum of the capacities of nodes that are entirely free.
     idle_cap: u64,
     /// Fractional GPUs, CPUs and memory, only when the cluster or its jobs use them.
     det: Option<Box<Detailed>>,
+    /// While `logging` (between `begin_undo` and `rollback`): each node's free count before
+    /// every change, in order.
+    undo: Vec<(u32, u32)>,
+    logging: bool,
 }
+
+/// Largest node size (GPUs) the free-count index covers; clusters with larger nodes scan.
+const MAX_INDEXED_GPUS: u32 = 1024;
 
 impl Capacity {
     /// An empty (all free) cluster with the given GPUs per node.
     pub fn new(node_gpus: &[u32], placement: Placement) -> Self {
         let max_cap = node_gpus.iter().copied().max().unwrap_or(0);
+        let n = node_gpus.len();
+        let indexed = n > 1 && max_cap <= MAX_INDEXED_GPUS;
         let mut by_free = Vec::new();
-        if placement == Placement::Consolidated {
-            by_free = vec![0u32; max_cap as usize + 1];
-            for &g in node_gpus {
-                by_free[g as usize] += 1;
+        let mut idle: Vec<(u32, NodeSet)> = Vec::new();
+        if indexed {
+            by_free = (0..max_cap).map(|_| NodeSet::new(n)).collect();
+            if placement == Placement::Consolidated {
+                let mut sizes: Vec<u32> = node_gpus.iter().copied().filter(|&g| g > 0).collect();
+                sizes.sort_unstable_by(|a, b| b.cmp(a));
+                sizes.dedup();
+                idle = sizes.into_iter().map(|g| (g, NodeSet::new(n))).collect();
+            }
+            for (i, &g) in node_gpus.iter().enumerate() {
+                if g > 0 {
+                    by_free[g as usize - 1].insert(i as u32);
+                    if let Ok(k) = idle.binary_search_by(|e| g.cmp(&e.0)) {
+                        idle[k].1.insert(i as u32);
+                    }
+                }
             }
         }
         let total: u64 = node_gpus.iter().map(|&g| g as u64).sum();
         Capacity {
             placement,
-            cap: node_gpus.to_vec(),
+            cap: node_gpus.into(),
             free: node_gpus.to_vec(),
             total_free: total,
             total,
             max_cap,
             by_free,
+            idle,
             idle_cap: total,
             det: None,
+            undo: Vec::new(),
+            logging: false,
+        }
+    }
+
+    /// A single virtual node of `total` GPUs with `free` of them free: the counter that pooled
+    /// what-if planning uses, since which nodes a pooled job gets does not matter there.
+    pub(crate) fn counter(total: u64, free: u64) -> Self {
+        let mut c = Capacity::new(&[total as u32], Placement::Pooled);
+        c.take_count((total - free) as u32);
+        c
+    }
+
+    /// Starts logging changes, so that [`Capacity::rollback`] can undo them (count-only
+    /// capacities; a detailed one is never rolled back).
+    pub(crate) fn begin_undo(&mut self) {
+        debug_assert!(self.det.is_none(), "rollback is for count-only capacities");
+        self.undo.clear();
+        self.logging = true;
+    }
+
+    /// Undoes every change since [`Capacity::begin_undo`] and stops logging.
+    pub(crate) fn rollback(&mut self) {
+        self.logging = false;
+        while let Some((n, old)) = self.undo.pop() {
+            self.set_free(n as usize, old);
         }
     }
 
@@ -375,7 +434,7 @@ impl Capacity {
             Placement::Pooled => self.total_free >= g as u64,
             Placement::Consolidated => {
                 if g <= self.max_cap {
-                    self.by_free[g as usize..].iter().any(|&c| c > 0)
+                    self.best_fit_node(g).is_some()
                 } else {
                     // Cheap necessary condition first; the exact check is rare (jobs larger
                     // than a node are a small minority).
@@ -406,9 +465,6 @@ impl Capacity {
     }
 
     fn place_count(&self, g: u32) -> Option<Allocation> {
-        if !self.fits_count(g) {
-            return None;
-        }
         if g == 0 {
             return Some(Allocation::default());
         }
@@ -418,23 +474,43 @@ impl Capacity {
             }
         }
         if self.placement == Placement::Consolidated {
+            // Cheap necessary condition first (jobs larger than a node are a small minority).
+            if g <= self.max_cap || self.idle_cap + self.max_cap as u64 <= g as u64 {
+                return None;
+            }
             return self.place_multi_node(g);
+        }
+        if self.total_free < g as u64 {
+            return None;
         }
         // Pooled, larger than any one node's free GPUs: fewest nodes, most free first, lowest
         // index on ties.
-        let mut order: Vec<u32> = (0..self.cap.len() as u32).filter(|&n| self.free[n as usize] > 0).collect();
-        order.sort_by_key(|&n| (std::cmp::Reverse(self.free[n as usize]), n));
         let mut left = g;
         let mut parts = Vec::new();
-        for n in order {
-            if left == 0 {
-                break;
+        if self.by_free.is_empty() {
+            let mut order: Vec<u32> = (0..self.cap.len() as u32).filter(|&n| self.free[n as usize] > 0).collect();
+            order.sort_by_key(|&n| (std::cmp::Reverse(self.free[n as usize]), n));
+            for n in order {
+                if left == 0 {
+                    break;
+                }
+                let take = left.min(self.free[n as usize]);
+                parts.push((n, take));
+                left -= take;
             }
-            let take = left.min(self.free[n as usize]);
-            parts.push((n, take));
-            left -= take;
+        } else {
+            'nodes: for f in (1..=self.max_cap).rev() {
+                for n in self.by_free[f as usize - 1].iter_from(0) {
+                    let take = left.min(f);
+                    parts.push((n, take));
+                    left -= take;
+                    if left == 0 {
+                        break 'nodes;
+                    }
+                }
+            }
         }
-        debug_assert_eq!(left, 0, "fits() said yes");
+        debug_assert_eq!(left, 0, "the free total said yes");
         parts.sort_unstable();
         Some(Allocation { parts, detail: None })
     }
@@ -638,31 +714,64 @@ impl Capacity {
     /// remainder is at least a whole node; the remainder goes on the node with the most free
     /// GPUs among the others (lowest index on ties), if it holds it.
     fn place_multi_node(&self, g: u32) -> Option<Allocation> {
-        let mut idle: Vec<u32> = (0..self.cap.len() as u32)
-            .filter(|&n| self.free[n as usize] == self.cap[n as usize] && self.cap[n as usize] > 0)
-            .collect();
-        idle.sort_by_key(|&n| (std::cmp::Reverse(self.cap[n as usize]), n));
         let mut left = g;
         let mut parts = Vec::new();
-        for &n in &idle {
-            let c = self.cap[n as usize];
-            if left >= c {
-                parts.push((n, c));
+        if self.by_free.is_empty() {
+            let mut idle: Vec<u32> = (0..self.cap.len() as u32)
+                .filter(|&n| self.free[n as usize] == self.cap[n as usize] && self.cap[n as usize] > 0)
+                .collect();
+            idle.sort_by_key(|&n| (std::cmp::Reverse(self.cap[n as usize]), n));
+            for &n in &idle {
+                let c = self.cap[n as usize];
+                if left >= c {
+                    parts.push((n, c));
+                    left -= c;
+                }
+            }
+            if left > 0 {
+                let used = |n: u32| parts.iter().any(|&(m, _)| m == n);
+                let best = (0..self.cap.len() as u32)
+                    .filter(|&n| !used(n) && self.free[n as usize] >= left)
+                    .max_by_key(|&n| (self.free[n as usize], std::cmp::Reverse(n)))?;
+                parts.push((best, left));
+            }
+            parts.sort_unstable();
+            return Some(Allocation { parts, detail: None });
+        }
+        // Indexed: the idle nodes of each size in index order, largest size first; a size
+        // larger than what is left is skipped whole.
+        for (c, set) in &self.idle {
+            if left < *c {
+                continue;
+            }
+            for n in set.iter_from(0) {
+                parts.push((n, *c));
                 left -= c;
+                if left < *c {
+                    break;
+                }
             }
         }
-        if left > 0 {
-            let used = |n: u32| parts.iter().any(|&(m, _)| m == n);
-            let best = (0..self.cap.len() as u32)
-                .filter(|&n| !used(n) && self.free[n as usize] >= left)
-                .max_by_key(|&n| (self.free[n as usize], std::cmp::Reverse(n)))?;
-            parts.push((best, left));
-        }
         parts.sort_unstable();
+        if left > 0 {
+            // The most free GPUs first, lowest index first: the first node not already taken.
+            let taken = |n: u32| parts.binary_search_by_key(&n, |p| p.0).is_ok();
+            let best = (left..=self.max_cap)
+                .rev()
+                .find_map(|f| self.by_free[f as usize - 1].iter_from(0).find(|&n| !taken(n)))?;
+            let at = parts.partition_point(|p| p.0 < best);
+            parts.insert(at, (best, left));
+        }
         Some(Allocation { parts, detail: None })
     }
 
+    /// The node a job of `g` GPUs (`1..=max_cap`) goes on: the fewest free GPUs that hold it,
+    /// lowest index on ties.
     fn best_fit_node(&self, g: u32) -> Option<u32> {
+        debug_assert!(g >= 1);
+        if !self.by_free.is_empty() {
+            return (g..=self.max_cap).find_map(|f| self.by_free[f as usize - 1].first_from(0));
+        }
         let mut best: Option<(u32, u32)> = None;
         for (n, &f) in self.free.iter().enumerate() {
             if f >= g && best.is_none_or(|(bf, _)| f < bf) {
@@ -673,6 +782,14 @@ impl Capacity {
             }
         }
         best.map(|(_, n)| n)
+    }
+
+    /// Gives `g` GPUs back to a single-node capacity (the pooled counters of what-if planning).
+    pub(crate) fn give_count(&mut self, g: u32) {
+        debug_assert_eq!(self.free.len(), 1);
+        let f = self.free[0];
+        assert!(f + g <= self.cap[0], "giving back {g} GPUs with {f} of {} free", self.cap[0]);
+        self.set_free(0, f + g);
     }
 
     /// Takes `g` GPUs from a single-node capacity (the pooled counters of what-if planning).
@@ -819,16 +936,32 @@ impl Capacity {
 
     fn set_free(&mut self, n: usize, new: u32) {
         let old = self.free[n];
+        if old == new {
+            return;
+        }
+        if self.logging {
+            self.undo.push((n as u32, old));
+        }
         let cap = self.cap[n];
         if !self.by_free.is_empty() {
-            self.by_free[old as usize] -= 1;
-            self.by_free[new as usize] += 1;
+            if old > 0 {
+                self.by_free[old as usize - 1].remove(n as u32);
+            }
+            if new > 0 {
+                self.by_free[new as usize - 1].insert(n as u32);
+            }
         }
         if old == cap {
             self.idle_cap -= cap as u64;
+            if let Ok(k) = self.idle.binary_search_by(|e| cap.cmp(&e.0)) {
+                self.idle[k].1.remove(n as u32);
+            }
         }
         if new == cap {
             self.idle_cap += cap as u64;
+            if let Ok(k) = self.idle.binary_search_by(|e| cap.cmp(&e.0)) {
+                self.idle[k].1.insert(n as u32);
+            }
         }
         self.total_free = self.total_free - old as u64 + new as u64;
         self.free[n] = new;
@@ -867,6 +1000,8 @@ impl Capacity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn consolidated_best_fit_and_whole_nodes() {
@@ -887,6 +1022,53 @@ mod tests {
         assert!(c.fits(15));
         assert_eq!(c.place(7).unwrap().parts, vec![(1, 7)]);
         assert_eq!(c.place(8).unwrap().parts, vec![(2, 8)]);
+    }
+
+    /// The same cluster without the free-count index: every lookup scans the nodes, as it did
+    /// before the index existed.
+    fn unindexed(node_gpus: &[u32], placement: Placement) -> Capacity {
+        let mut c = Capacity::new(node_gpus, placement);
+        c.by_free.clear();
+        c.idle.clear();
+        c
+    }
+
+    #[test]
+    fn the_index_places_as_a_scan_of_every_node() {
+        // Seeded random takes and gives on heterogeneous clusters: the indexed capacity chooses
+        // exactly the nodes the scans choose, and rolling back restores it exactly.
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut rnd = |m: u64| rng.random_range(0..m);
+        for placement in [Placement::Pooled, Placement::Consolidated] {
+            for nodes in [vec![8u32; 70], vec![1; 200], [vec![8; 30], vec![4; 20], vec![2; 15], vec![0; 3]].concat()] {
+                let mut a = Capacity::new(&nodes, placement);
+                let mut b = unindexed(&nodes, placement);
+                let start = a.clone();
+                a.begin_undo();
+                let mut held: Vec<Allocation> = Vec::new();
+                for _ in 0..3_000 {
+                    if rnd(3) > 0 || held.is_empty() {
+                        let range = if rnd(10) == 0 { 120 } else { 9 };
+                        let g = 1 + rnd(range) as u32;
+                        let pa = a.place(g);
+                        assert_eq!(pa, b.place(g), "{placement} {g} GPUs");
+                        assert_eq!(a.fits(g), pa.is_some());
+                        if let Some(al) = pa {
+                            a.take(&al);
+                            b.take(&al);
+                            held.push(al);
+                        }
+                    } else {
+                        let al = held.swap_remove(rnd(held.len() as u64) as usize);
+                        a.give(&al);
+                        b.give(&al);
+                    }
+                    assert_eq!(a.free, b.free);
+                }
+                a.rollback();
+                assert_eq!(a, start);
+            }
+        }
     }
 
     #[test]

@@ -258,6 +258,14 @@ impl Scheduler {
         k
     }
 
+    /// The inverse of `actual_run_key`: a key at `now` in the terms running keys are stored in.
+    fn stored_run_key(&self, mut k: Key, now: Time) -> Key {
+        if let Order::Srtf = self.policy.order {
+            k[1] += now;
+        }
+        k
+    }
+
     /// Whether waiting jobs' keys stay fixed while they wait, so they can be kept sorted
     /// between passes (`srtf`, and `las` without promotion, without `+maxwait`).
     pub(crate) fn waiting_keys_static(&self) -> bool {
@@ -563,7 +571,7 @@ impl Scheduler {
             // could start only changes with an event, and every event brings a pass.)
             return Plan::default();
         }
-        if let Some(mut plan) = self.select_las_pooled(now, explain) {
+        if let Some(mut plan) = self.select_sorted_pooled(now, explain) {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
@@ -582,8 +590,8 @@ impl Scheduler {
             let kept = self
                 .run_keys
                 .iter()
-                .filter(|(_, id)| !moved_ids.contains(id))
-                .map(|&(k, id)| (self.actual_run_key(k, now), id, true));
+                .filter(|((_, id), _)| !moved_ids.contains(id))
+                .map(|((k, id), _)| (self.actual_run_key(k, now), id, true));
             let running = Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() };
             let bound = Cell::new(u64::MAX);
             let mut merged =
@@ -672,15 +680,18 @@ impl Scheduler {
         }
     }
 
-    /// `las` under pooled placement, queue by queue: the same decisions as the general pass
-    /// (tests compare them), but a queue whose running jobs all still fit is kept whole with
-    /// one subtraction, so a pass costs little more than the waiting jobs it looks at. `None`
-    /// where it does not apply (explaining, consolidated placement, a restart-protection time,
-    /// stored keys that moved since the last commit).
-    fn select_las_pooled(&self, now: Time, explain: bool) -> Option<Plan> {
-        let Order::Las(lp) = &self.policy.order else { return None };
+    /// Preemptive orders whose waiting keys are kept sorted (`srtf`, `las` without promotion)
+    /// under pooled placement: the same decisions as the general pass (tests compare them after
+    /// every pass), but running jobs are ranked in runs. Between two waiting jobs in key order,
+    /// the running jobs whose GPUs all still fit are kept with one sum over `run_keys`; only
+    /// from the first that does not fit is each one looked at. A pass so costs about the waiting
+    /// jobs it considers and the running jobs it preempts, not every running job. `None` where
+    /// it does not apply (explaining, consolidated or detailed placement, a restart-protection
+    /// time, stored keys that moved since the last commit).
+    fn select_sorted_pooled(&self, now: Time, explain: bool) -> Option<Plan> {
         let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
         if explain
+            || !self.policy.order.preemptive()
             || !self.waiting_keys_static()
             || self.cap.placement() != Placement::Pooled
             || self.cap.is_detailed()
@@ -691,48 +702,58 @@ impl Scheduler {
         }
         let mut plan = Plan::default();
         let mut free = self.cap.total();
-        let mut chosen = Vec::new();
+        let held = self.cap.total() - self.cap.total_free();
+        // Keeps the running jobs in `[lo, hi)` (stored keys; `None`: from the first, to past
+        // the last) that fit, in key order, and preempts the others.
+        let run_range = |lo: Option<&(Key, JobId)>, hi: Option<&(Key, JobId)>, free: &mut u64, out: &mut Vec<JobId>| {
+            let base = lo.map_or(0, |k| self.run_keys.sum_below(k));
+            let top = hi.map_or(held, |k| self.run_keys.sum_below(k));
+            if top - base <= *free {
+                *free -= top - base;
+                return;
+            }
+            let (first, before) = self.run_keys.first_exceeding(base + *free).expect("the range holds more");
+            *free -= before - base;
+            for (k, g) in self.run_keys.iter_from(&first) {
+                if hi.is_some_and(|h| k >= *h) {
+                    break;
+                }
+                if g as u64 <= *free {
+                    *free -= g as u64;
+                } else {
+                    out.push(k.1);
+                }
+            }
+        };
         let bound = Cell::new(free);
-        for q in 0..=lp.thresholds.len() as i64 {
-            let held = self.run_q_gpus.get(&q).copied().unwrap_or(0);
-            let lo = |flag: i64| ([1, q, flag, i64::MIN, i64::MIN], JobId(0));
-            let hi = |flag: i64| ([1, q, flag, i64::MAX, i64::MAX], JobId(u32::MAX));
-            if free >= held {
-                free -= held;
-            } else {
-                for &(_, id) in self.run_keys.range(lo(0)..=hi(0)) {
-                    let g = self.running[&id].req.gpus as u64;
-                    if g <= free {
-                        free -= g;
-                    } else {
-                        plan.preempt.push(id);
-                    }
-                }
-            }
-            bound.set(free);
-            let mut waiting = GroupMerge {
-                running: std::iter::empty().peekable(),
-                heap: BinaryHeap::new(),
-                groups: Vec::new(),
-                bound: &bound,
-            };
-            for (&g, set) in self.dyn_wait.range(..=free.min(u32::MAX as u64) as u32) {
-                let mut it = set.range(lo(1)..=hi(1));
-                if let Some(&(k, id)) = it.next() {
-                    waiting.heap.push(Reverse((k, id, waiting.groups.len())));
-                    waiting.groups.push((g, it));
-                }
-            }
-            for (_, id, _) in waiting {
-                let req = &self.queue[&(self.waiting[&id], id)];
-                if req.gpus as u64 <= free {
-                    free -= req.gpus as u64;
-                    chosen.push(req);
-                }
-                bound.set(free);
+        let mut waiting = GroupMerge {
+            running: std::iter::empty().peekable(),
+            heap: BinaryHeap::new(),
+            groups: Vec::new(),
+            bound: &bound,
+        };
+        for (&g, set) in &self.dyn_wait {
+            let mut it = set.range(..);
+            if let Some(&(k, id)) = it.next() {
+                waiting.heap.push(Reverse((k, id, waiting.groups.len())));
+                waiting.groups.push((g, it));
             }
         }
-        let mut real = self.cap.clone();
+        let mut chosen = Vec::new();
+        let mut lo: Option<(Key, JobId)> = None;
+        for (k, id, _) in waiting {
+            let hi = (self.stored_run_key(k, now), id);
+            run_range(lo.as_ref(), Some(&hi), &mut free, &mut plan.preempt);
+            let req = &self.queue[&(self.waiting[&id], id)];
+            if req.gpus as u64 <= free {
+                free -= req.gpus as u64;
+                chosen.push(req);
+            }
+            bound.set(free);
+            lo = Some(hi);
+        }
+        run_range(lo.as_ref(), None, &mut free, &mut plan.preempt);
+        let mut real = self.what_if();
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
@@ -760,8 +781,18 @@ impl Scheduler {
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
         let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
-        let mut virt =
-            if pooled { Capacity::new(&[self.cap.total() as u32], Placement::Pooled) } else { self.cap.empty_like() };
+        let mut virt = if pooled {
+            crate::whatif::WhatIf::Owned(Capacity::counter(self.cap.total(), self.cap.total()))
+        } else if self.cap.is_detailed() {
+            crate::whatif::WhatIf::Owned(self.cap.empty_like())
+        } else {
+            // The empty cluster: the real state with every running job's GPUs given back.
+            let mut v = self.what_if();
+            for r in self.running.values() {
+                v.give(&r.alloc);
+            }
+            v
+        };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
         let keep = |virt: &mut Capacity, a: &Allocation| {
             if pooled {
@@ -832,7 +863,8 @@ impl Scheduler {
                 }
             }
         }
-        let mut real = self.cap.clone();
+        drop(virt);
+        let mut real = self.what_if();
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }

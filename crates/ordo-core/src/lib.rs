@@ -4,9 +4,13 @@
 pub mod capacity;
 mod dynamic;
 pub mod model;
+mod nodeset;
 pub mod policy;
+mod profile;
 pub mod scheduler;
+mod sumset;
 pub mod time;
+mod whatif;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};

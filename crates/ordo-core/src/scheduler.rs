@@ -5,7 +5,10 @@
 use crate::capacity::{Allocation, Capacity, Demand, Placement};
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
+use crate::profile::Profile;
+use crate::sumset::SumSet;
 use crate::time::Time;
+use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -251,21 +254,24 @@ pub struct Scheduler {
     /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
     pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
     dyn_key: HashMap<JobId, crate::dynamic::Key>,
-    /// Running jobs by their stored key (where waiting keys are kept sorted), the stored key
-    /// and until when it holds, and those validity ends in time order.
-    pub(crate) run_keys: BTreeSet<(crate::dynamic::Key, JobId)>,
+    /// Running jobs by their stored key (where waiting keys are kept sorted) with their GPUs,
+    /// so that a pass can sum the GPUs of a range of them; the stored key and until when it
+    /// holds, and those validity ends in time order.
+    pub(crate) run_keys: SumSet<(crate::dynamic::Key, JobId)>,
     pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
-    /// `las`: GPUs held by running jobs per queue, by their stored keys.
-    pub(crate) run_q_gpus: BTreeMap<i64, u64>,
     /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
-    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<QueueKey>>,
+    /// Each entry carries the job's estimate, so the scan rejects a job that would run past
+    /// the reservation without looking it up.
+    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<(QueueKey, Time)>>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
     /// a job waits), so a pass finds the next promotion without looking at every job.
     pub(crate) wait_due: BTreeSet<(Time, JobId)>,
+    /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
+    pub(crate) scratch: Scratch,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -315,13 +321,13 @@ impl Scheduler {
             min_run: 0,
             dyn_wait: BTreeMap::new(),
             dyn_key: HashMap::default(),
-            run_keys: BTreeSet::new(),
+            run_keys: SumSet::default(),
             run_key_of: HashMap::default(),
             run_expiry: BTreeSet::new(),
-            run_q_gpus: BTreeMap::new(),
             buckets: BTreeMap::new(),
             wait_due: BTreeSet::new(),
             accounts: crate::dynamic::Accounts::default(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -381,7 +387,7 @@ impl Scheduler {
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
-        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert((key, req.id));
+        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert(((key, req.id), req.estimate));
         self.waiting.insert(req.id, key);
         self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
@@ -429,12 +435,13 @@ impl Scheduler {
         self.queue.remove(&(key, job));
         let b = (req.gpus, est_class(req.estimate));
         if let Some(set) = self.buckets.get_mut(&b) {
-            set.remove(&(key, job));
+            set.remove(&((key, job), req.estimate));
             if set.is_empty() {
                 self.buckets.remove(&b);
             }
         }
         self.cap.take(alloc);
+        self.scratch.apply(|c| c.take(alloc));
         // The reservation becomes the running job. If it starts off its reserved slot (the plan
         // was made afresh while a job overran its estimate), the standing reservations no longer
         // describe the future: rebuild them once the job is recorded as running.
@@ -442,7 +449,7 @@ impl Scheduler {
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
                 c.by_start.remove(&(t0, (key, job)));
-                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled && &held != alloc);
+                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled() && &held != alloc);
             }
         }
         let mut gpu_ids = Vec::with_capacity(alloc.parts.len());
@@ -509,7 +516,7 @@ impl Scheduler {
         let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
         self.queue.insert((key, job), r.req);
         self.waiting.insert(job, key);
-        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert((key, job));
+        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert(((key, job), r.req.estimate));
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
@@ -542,17 +549,13 @@ impl Scheduler {
         }
         self.drop_run_key(job);
         let (k, until) = self.run_key(job, now);
-        *self.run_q_gpus.entry(k[1]).or_default() += self.running[&job].req.gpus as u64;
-        self.run_keys.insert((k, job));
+        self.run_keys.insert((k, job), self.running[&job].req.gpus);
         self.run_key_of.insert(job, (k, until));
         self.run_expiry.insert((until, job));
     }
 
     fn drop_run_key(&mut self, job: JobId) {
         if let Some((k, until)) = self.run_key_of.remove(&job) {
-            if let Some(g) = self.run_q_gpus.get_mut(&k[1]) {
-                *g -= self.running.get(&job).map_or(0, |r| r.req.gpus as u64);
-            }
             self.run_keys.remove(&(k, job));
             self.run_expiry.remove(&(until, job));
         }
@@ -575,6 +578,7 @@ impl Scheduler {
 
     fn release(&mut self, job: JobId, r: &Running) {
         self.cap.give(&r.alloc);
+        self.scratch.apply(|c| c.give(&r.alloc));
         if r.alloc.detail.as_ref().is_some_and(|d| d.milli < 1000) {
             return; // shared GPUs have no single owner
         }
@@ -625,7 +629,7 @@ impl Scheduler {
             // moment; its real end will rebuild the reservations again. Either way every
             // reservation lands on an instant at which an event happens.
             let free_at = if t < now { now + 1 } else { t };
-            c.profile.give_between(free_at, Time::MAX, &self.running[&id].alloc);
+            c.profile.give_from(free_at, &self.running[&id].alloc);
         }
         c.res.clear();
         c.by_start.clear();
@@ -657,6 +661,7 @@ impl Scheduler {
             cap.take(&r.alloc);
         }
         self.cap = cap;
+        self.scratch.reset();
         if self.cons.is_some() {
             self.rebuild_reservations(now);
         }
@@ -724,6 +729,7 @@ impl Scheduler {
         if held != want {
             return Err(format!("{held} GPUs owned but running jobs hold {want}"));
         }
+        self.scratch.check(&self.cap)?;
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
@@ -771,7 +777,7 @@ impl Scheduler {
         indexed: bool,
     ) -> Plan {
         let mut plan = Plan::default();
-        let mut cap = self.cap.clone();
+        let mut cap = self.what_if();
         let mut order = order.into_iter();
         let head = loop {
             let Some(req) = order.next() else { return plan };
@@ -796,7 +802,17 @@ impl Scheduler {
         let mut started: Vec<(Time, &Allocation)> =
             plan.starts.iter().map(|s| (now + self.queue_req(s.job).estimate, &s.alloc)).collect();
         started.sort_by_key(|e| e.0);
-        let mut shadow_cap = cap.clone();
+        // Pooled (count-only) placement: the shadow state only needs a count.
+        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
+        let mut shadow_cap = if pooled {
+            WhatIf::Owned(Capacity::counter(cap.total(), cap.total_free()))
+        } else {
+            let mut s = self.what_if();
+            for st in &plan.starts {
+                s.take(&st.alloc);
+            }
+            s
+        };
         let mut shadow = None;
         let mut started = started.into_iter().peekable();
         let mut running = self.by_end.iter().map(|&(t, id)| (t, &self.running[&id].alloc)).peekable();
@@ -808,7 +824,11 @@ impl Scheduler {
                 (None, None) => break,
             };
             let (t, alloc) = if take_running { running.next() } else { started.next() }.expect("peeked");
-            shadow_cap.give(alloc);
+            if pooled {
+                shadow_cap.give_count(alloc.gpus());
+            } else {
+                shadow_cap.give(alloc);
+            }
             if shadow_cap.fits_for(head.demand()) {
                 // A job overrunning its estimate is expected to end "any moment now".
                 shadow = Some(t.max(now + 1));
@@ -822,7 +842,7 @@ impl Scheduler {
         };
         let head_key = (self.waiting[&head.id], head.id);
         if !explain && indexed && !cap.is_detailed() {
-            self.easy_backfill_indexed(now, &head, head_key, shadow, cap, shadow_cap, &mut plan);
+            self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan);
             return plan;
         }
         for req in order {
@@ -851,8 +871,8 @@ impl Scheduler {
         head: &JobReq,
         head_key: QueueKey,
         shadow: Time,
-        mut cap: Capacity,
-        mut shadow_cap: Capacity,
+        cap: &mut Capacity,
+        shadow_cap: &mut Capacity,
         plan: &mut Plan,
     ) {
         use std::collections::BinaryHeap;
@@ -867,32 +887,43 @@ impl Scheduler {
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
         for (&(g, c), set) in &self.buckets {
-            if !may(g, c, &cap, &shadow_cap) {
+            if !may(g, c, cap, shadow_cap) {
                 continue;
             }
-            let mut it = set.range((Excluded(head_key), Unbounded));
+            let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
                 heap.push(std::cmp::Reverse((k, iters.len())));
                 iters.push((g, c, it));
             }
         }
-        while let Some(std::cmp::Reverse((key, b))) = heap.pop() {
+        let pooled = cap.placement() == Placement::Pooled;
+        while let Some(std::cmp::Reverse(((key, est), b))) = heap.pop() {
             let (g, c, _) = iters[b];
-            if !may(g, c, &cap, &shadow_cap) {
+            if !may(g, c, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            let req = &self.queue[&key];
             if let Some(&k) = iters[b].2.next() {
                 heap.push(std::cmp::Reverse((k, b)));
             }
-            if !cap.fits(req.gpus) {
+            if !cap.fits(g) {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
+            // Pooled: a job past the reservation needs the head's GPUs to be left at the
+            // shadow time (`easy_backfill_one` checks the same), known without the job itself.
+            if pooled && now + est > shadow && (g as u64) > extra(shadow_cap) {
+                continue;
+            }
+            let req = &self.queue[&key];
+            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, cap, shadow_cap) {
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
         // Starts come out in queue order, as from the plain scan.
+    }
+
+    /// A what-if copy of the capacity for a pass (see [`Scratch`]).
+    pub(crate) fn what_if(&self) -> WhatIf<'_> {
+        self.scratch.what_if(&self.cap)
     }
 
     fn queue_req(&self, job: JobId) -> &JobReq {
@@ -903,11 +934,11 @@ impl Scheduler {
     /// come. `None` if a due job cannot take its GPUs (the reservations are stale).
     fn due_reservations(&self, c: &Reservations, now: Time, explain: bool) -> Option<Plan> {
         let mut plan = Plan::default();
-        let mut cap = self.cap.clone();
+        let mut cap = self.what_if();
         for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
-            let a = if c.profile.pooled { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
+            let a = if c.profile.pooled() { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
             if !cap.can_take(&a) {
                 return None;
             }
@@ -939,9 +970,9 @@ impl Scheduler {
         let mut c =
             Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in &self.by_end {
-            c.profile.give_between(t.max(now + 1), Time::MAX, &self.running[&id].alloc);
+            c.profile.give_from(t.max(now + 1), &self.running[&id].alloc);
         }
-        let mut now_cap = self.cap.clone();
+        let mut now_cap = self.what_if();
         for req in order {
             let key = (self.waiting[&req.id], req.id);
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
@@ -1033,122 +1064,6 @@ impl Reservations {
         let (t, a) = self.profile.reserve(now, req.demand(), req.estimate.max(1));
         self.res.insert(key.1, (t, t + req.estimate.max(1), a.clone()));
         self.by_start.insert((t, key));
-        (t, a)
-    }
-}
-
-/// Free GPUs over future time, as a step function: `segs[i]` holds from its time until the next
-/// segment's. The last segment lasts forever. For pooled placement the profile counts GPUs in a
-/// single virtual node, since which nodes a pooled job gets does not matter.
-#[derive(Debug, Clone)]
-struct Profile {
-    segs: Vec<(Time, Capacity)>,
-    pooled: bool,
-}
-
-impl Profile {
-    /// A profile whose every segment is `cap` as it is now. Pooled count-only placement
-    /// collapses to one virtual node; a detailed cluster keeps its nodes.
-    fn new(now: Time, cap: &Capacity) -> Self {
-        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
-        let first = if pooled {
-            let mut c = Capacity::new(&[cap.total() as u32], Placement::Pooled);
-            c.take(&Allocation { parts: vec![(0, (cap.total() - cap.total_free()) as u32)], detail: None });
-            c
-        } else {
-            cap.clone()
-        };
-        Profile { segs: vec![(now, first)], pooled }
-    }
-
-    fn collapse(&self, alloc: &Allocation) -> Allocation {
-        if self.pooled {
-            Allocation { parts: vec![(0, alloc.gpus())], detail: None }
-        } else {
-            alloc.clone()
-        }
-    }
-
-    /// Drops the past: segments that ended by `now`.
-    fn trim(&mut self, now: Time) {
-        let keep_from = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
-        if keep_from > 0 {
-            self.segs.drain(..keep_from);
-        }
-        if self.segs[0].0 < now {
-            self.segs[0].0 = now;
-        }
-    }
-
-    /// Index of the segment starting at `t`, splitting one if needed. `t` must not be before
-    /// the first segment.
-    fn split_at(&mut self, t: Time) -> usize {
-        match self.segs.binary_search_by_key(&t, |s| s.0) {
-            Ok(i) => i,
-            Err(i) => {
-                let c = self.segs[i - 1].1.clone();
-                self.segs.insert(i, (t, c));
-                i
-            }
-        }
-    }
-
-    /// The range of segments covering `[from, to)` (`to` may be `Time::MAX`: forever).
-    fn span(&mut self, from: Time, to: Time) -> std::ops::Range<usize> {
-        let i = self.split_at(from);
-        let j = if to == Time::MAX { self.segs.len() } else { self.split_at(to) };
-        i..j
-    }
-
-    /// Resources in `alloc` are free during `[from, to)`.
-    fn give_between(&mut self, from: Time, to: Time, alloc: &Allocation) {
-        let a = self.collapse(alloc);
-        let r = self.span(from.max(self.segs[0].0), to);
-        for s in &mut self.segs[r] {
-            s.1.give(&a);
-        }
-    }
-
-    /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
-    /// there, and returns that time and the allocation (in the profile's terms).
-    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
-        let mut found = None;
-        let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
-        for i in first..self.segs.len() {
-            if !self.segs[i].1.fits_for(g) {
-                continue;
-            }
-            let t = self.segs[i].0.max(now);
-            let mut j = i + 1;
-            let mut m: Option<Capacity> = None;
-            let mut ok = true;
-            while j < self.segs.len() && self.segs[j].0 < t + d {
-                let seg = &self.segs[j].1;
-                if !seg.fits_for(g) {
-                    ok = false;
-                    break;
-                }
-                if !self.pooled {
-                    m.get_or_insert_with(|| self.segs[i].1.clone()).min_with(seg);
-                    if !m.as_ref().expect("set").fits_for(g) {
-                        ok = false;
-                        break;
-                    }
-                }
-                j += 1;
-            }
-            if !ok {
-                continue;
-            }
-            let a = m.as_ref().unwrap_or(&self.segs[i].1).place_for(g).expect("fits every segment");
-            found = Some((t, a));
-            break;
-        }
-        let (t, a) = found.expect("the last segment is the empty cluster, where every job fits");
-        let r = self.span(t, t + d);
-        for s in &mut self.segs[r] {
-            s.1.take(&a);
-        }
         (t, a)
     }
 }

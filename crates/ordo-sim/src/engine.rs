@@ -136,11 +136,13 @@ pub enum SimError {
     },
 }
 
+/// What an event in the heap is. Arrivals are not in the heap: they are read in submit order
+/// from the workload, between the ends and the wake-ups of their instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
-    // Order matters: at one instant, ends free GPUs before arrivals join the queue.
+    // Order matters: at one instant, ends free GPUs before arrivals join the queue, and
+    // wake-ups come after both.
     End,
-    Arrival,
     Wake,
 }
 
@@ -166,14 +168,20 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     sched.set_min_run(2 * cfg.preemption_overhead);
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
     let total_milli = cfg.cluster.total_gpus() * 1000;
-    // Events: (time, kind, sequence, job, run epoch), earliest first.
+    // Events: (time, kind, sequence, job, run epoch), earliest first: ends and wake-ups only,
+    // so the heap holds about one event per running job.
     type Event = (Time, Kind, u64, JobId, u32);
-    let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::with_capacity(w.jobs.len() * 2);
+    let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
     let mut seq = 0u64;
-    for j in &w.jobs {
-        heap.push(Reverse((j.submit, Kind::Arrival, seq, j.id, 0)));
-        seq += 1;
-    }
+    // Arrivals in (submit, index) order; a renumbered workload is in that order already.
+    let arrivals: Vec<u32> = if w.jobs.windows(2).all(|p| p[0].submit <= p[1].submit) {
+        (0..w.jobs.len() as u32).collect()
+    } else {
+        let mut a: Vec<u32> = (0..w.jobs.len() as u32).collect();
+        a.sort_by_key(|&i| (w.jobs[i as usize].submit, i));
+        a
+    };
+    let mut next_arrival = 0usize;
     let first_submit = w.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
     let last_submit = w.jobs.iter().map(|j| j.submit).max().unwrap_or(0);
     let mut integ = RunIntegrals::new(first_submit, last_submit);
@@ -216,20 +224,44 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut passes = 0u64;
     let mut events = 0u64;
 
-    while let Some(&Reverse((t, _, _, _, _))) = heap.peek() {
+    loop {
+        let next_event = heap.peek().map(|e| e.0 .0);
+        let next_submit = arrivals.get(next_arrival).map(|&i| w.jobs[i as usize].submit);
+        let t = match (next_event, next_submit) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => break,
+            },
+        };
         let min_waiting = waiting_sizes.keys().next().copied();
         let (running, waiting) = (sched.running_len() as u64, sched.waiting_len() as u64);
         integ.advance(prev_t, t, busy, total_milli, running, waiting, min_waiting, cause);
         prev_t = t;
         let mut happened = false;
-        while let Some(&Reverse((et, kind, _, id, epoch))) = heap.peek() {
-            if et != t {
-                break;
-            }
-            heap.pop();
+        // Ends at `t`, then arrivals at `t` (in submit order), then wake-ups at `t`.
+        let mut arrivals_done = false;
+        loop {
+            let (id, kind, epoch) = match heap.peek() {
+                Some(&Reverse((et, kind, _, id, epoch))) if et == t && (kind == Kind::End || arrivals_done) => {
+                    heap.pop();
+                    (id, Some(kind), epoch)
+                }
+                _ if !arrivals_done => match arrivals.get(next_arrival) {
+                    Some(&i) if w.jobs[i as usize].submit == t => {
+                        next_arrival += 1;
+                        (JobId(i), None, 0)
+                    }
+                    _ => {
+                        arrivals_done = true;
+                        continue;
+                    }
+                },
+                _ => break,
+            };
             let job = &w.jobs[id.idx()];
             match kind {
-                Kind::End => {
+                Some(Kind::End) => {
                     if epoch != live[id.idx()].epoch || sched.running_start(id).is_none() {
                         continue; // the run this end belonged to was preempted
                     }
@@ -244,7 +276,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         }
                     }
                 }
-                Kind::Arrival => {
+                None => {
                     happened = true;
                     events += 1;
                     let req = JobReq {
@@ -270,7 +302,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
                     }
                 }
-                Kind::Wake => {
+                Some(Kind::Wake) => {
                     wakes.remove(&t);
                     happened |= !latest_wake_only || wake_due == Some(t);
                 }
@@ -380,7 +412,9 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             what: format!("{} jobs still waiting and {} running at the end", sched.waiting_len(), sched.running_len()),
         });
     }
-    let records: Vec<JobRecord> = records.into_iter().flatten().collect();
+    // Jobs that never ran (rejected) leave a gap; closing the gaps reuses the same allocation.
+    records.retain(Option::is_some);
+    let records: Vec<JobRecord> = records.into_iter().map(|r| r.expect("kept")).collect();
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;

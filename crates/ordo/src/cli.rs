@@ -362,17 +362,22 @@ pub fn run() -> Result<ExitCode> {
             let mut rows = Vec::new();
             let bar = crate::progress::bar((a.policies.0.len() * a.repeat.max(1)) as u64, "timing");
             for p in &a.policies.0 {
+                output::reset_peak_rss();
                 let mut times = Vec::with_capacity(a.repeat);
+                let mut cpu = Vec::with_capacity(a.repeat);
                 let mut last = None;
                 for _ in 0..a.repeat.max(1) {
-                    let t0 = Instant::now();
+                    // The previous run's output goes first, so the peak is one run's.
+                    drop(last.take());
+                    let (c0, t0) = (output::thread_cpu_s(), Instant::now());
                     let out = simulate(&input.workload, &config(&input, p))?;
                     times.push(t0.elapsed().as_secs_f64());
+                    cpu.push(c0.zip(output::thread_cpu_s()).map(|(a, b)| b - a));
                     last = Some(out);
                     bar.inc(1);
                 }
                 let out = last.expect("at least one run");
-                rows.push(output::BenchRow::new(p, &times, &out));
+                rows.push(output::BenchRow::new(p, &times, &cpu, &out, output::peak_rss_mib()));
             }
             bar.finish_and_clear();
             let b = output::Bench { input: input.source, rows, peak_rss_mib: output::peak_rss_mib() };

@@ -264,6 +264,14 @@ pub struct BenchRow {
     pub median_ms: f64,
     /// Fastest run, milliseconds.
     pub min_ms: f64,
+    /// Median CPU time of one simulation (this thread's time on a CPU, from
+    /// /proc/thread-self/schedstat), milliseconds: what the run costs whatever else the
+    /// machine does; null where unavailable.
+    pub cpu_ms: Option<f64>,
+    /// Peak resident memory of the whole process while this policy ran (VmHWM, reset before
+    /// the policy through /proc/self/clear_refs; where the reset is refused, the peak since
+    /// the process started), MiB; null where unavailable.
+    pub peak_rss_mib: Option<f64>,
     /// Events per second at the median.
     pub events_per_s: f64,
     /// Jobs simulated.
@@ -273,17 +281,24 @@ pub struct BenchRow {
 }
 
 impl BenchRow {
-    /// Summarises repeated timings of one policy.
-    pub fn new(p: &PolicySpec, times: &[f64], out: &SimOutput) -> Self {
-        let mut t = times.to_vec();
-        t.sort_by(f64::total_cmp);
-        let median = t[t.len() / 2];
+    /// Summarises repeated timings of one policy: wall and CPU seconds per run, the last run's
+    /// output and the peak memory while it ran.
+    pub fn new(p: &PolicySpec, times: &[f64], cpu: &[Option<f64>], out: &SimOutput, peak_rss_mib: Option<f64>) -> Self {
+        let median = |xs: &[f64]| {
+            let mut t = xs.to_vec();
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        };
+        let cpu: Option<Vec<f64>> = cpu.iter().copied().collect();
+        let median_wall = median(times);
         BenchRow {
             policy: p.to_string(),
-            runs: t.len(),
-            median_ms: median * 1000.0,
-            min_ms: t[0] * 1000.0,
-            events_per_s: out.metrics.events as f64 / median,
+            runs: times.len(),
+            median_ms: median_wall * 1000.0,
+            min_ms: times.iter().copied().fold(f64::INFINITY, f64::min) * 1000.0,
+            cpu_ms: cpu.filter(|c| !c.is_empty()).map(|c| median(&c) * 1000.0),
+            peak_rss_mib,
+            events_per_s: out.metrics.events as f64 / median_wall,
             jobs: out.metrics.jobs,
             mean_jct_s: out.metrics.mean_jct_s,
         }
@@ -303,18 +318,36 @@ impl Bench {
                     r.runs.to_string(),
                     format!("{:.1}", r.median_ms),
                     format!("{:.1}", r.min_ms),
+                    r.cpu_ms.map_or("-".into(), |c| format!("{c:.1}")),
+                    r.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
                     format!("{:.2}M", r.events_per_s / 1e6),
                     format!("{:.0}", r.mean_jct_s),
                 ]
             })
             .collect();
         let mut s = format!("input: {} ({} jobs)\n\n", self.input.source, self.input.jobs);
-        s.push_str(&table(&["policy", "jobs", "runs", "median ms", "min ms", "events/s", "mean JCT s"], &rows));
+        s.push_str(&table(
+            &["policy", "jobs", "runs", "median ms", "min ms", "cpu ms", "peak MiB", "events/s", "mean JCT s"],
+            &rows,
+        ));
         if let Some(m) = self.peak_rss_mib {
             let _ = writeln!(s, "\npeak memory (VmHWM, whole process): {m:.1} MiB");
         }
         s
     }
+}
+
+/// Resets this process's peak resident set size (VmHWM) to its current size, so that the next
+/// [`peak_rss_mib`] reports the peak from now on (Linux; false where refused).
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// CPU time this thread has used, seconds (/proc/thread-self/schedstat, Linux).
+pub fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
 }
 
 /// Peak resident set size of this process, from /proc/self/status (Linux).

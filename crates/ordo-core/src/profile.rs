@@ -1,0 +1,494 @@
+//! Conservative backfill's profile of future free resources: a step function over time in which
+//! each waiting job reserves the earliest slot that delays no reservation made before it.
+
+use crate::capacity::{Allocation, Capacity, Demand, Placement};
+use crate::time::Time;
+
+/// Free resources over future time, from `now` on; the last step lasts forever. Pooled
+/// count-only placement counts GPUs ([`CountProfile`]), since which nodes a pooled job gets does
+/// not matter; other placements keep every node in every step ([`NodeProfile`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Profile {
+    /// Pooled, count-only.
+    Count(CountProfile),
+    /// Consolidated, or a detailed cluster.
+    Nodes(NodeProfile),
+}
+
+impl Profile {
+    /// A profile in which `cap`, as it is now, lasts forever.
+    pub(crate) fn new(now: Time, cap: &Capacity) -> Self {
+        if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+            Profile::Count(CountProfile::new(now, cap.total_free() as i64))
+        } else {
+            Profile::Nodes(NodeProfile { segs: vec![(now, cap.clone())] })
+        }
+    }
+
+    /// Whether it counts GPUs only (reservations then hold no particular nodes).
+    pub(crate) fn pooled(&self) -> bool {
+        matches!(self, Profile::Count(_))
+    }
+
+    /// Drops the steps that ended by `now`.
+    pub(crate) fn trim(&mut self, now: Time) {
+        match self {
+            Profile::Count(p) => p.trim(now),
+            Profile::Nodes(p) => p.trim(now),
+        }
+    }
+
+    /// The resources of `alloc` are free from `from` on (a running job's estimated end).
+    pub(crate) fn give_from(&mut self, from: Time, alloc: &Allocation) {
+        match self {
+            Profile::Count(p) => p.add_from(from, alloc.gpus() as i64),
+            Profile::Nodes(p) => p.give_from(from, alloc),
+        }
+    }
+
+    /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
+    /// there, and returns that time and the allocation (a counting profile's is empty: the
+    /// nodes are chosen when the job starts).
+    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
+        match self {
+            Profile::Count(p) => (p.reserve(now, g.gpus as i64, d), Allocation::default()),
+            Profile::Nodes(p) => p.reserve(now, g, d),
+        }
+    }
+}
+
+/// Every node in every step: `segs[i]` holds from its time until the next step's.
+/// Memory and each reservation cost O(steps x nodes).
+#[derive(Debug, Clone)]
+pub(crate) struct NodeProfile {
+    segs: Vec<(Time, Capacity)>,
+}
+
+impl NodeProfile {
+    fn trim(&mut self, now: Time) {
+        let keep_from = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
+        if keep_from > 0 {
+            self.segs.drain(..keep_from);
+        }
+        if self.segs[0].0 < now {
+            self.segs[0].0 = now;
+        }
+    }
+
+    /// Index of the step starting at `t`, splitting one if needed. `t` must not be before
+    /// the first step.
+    fn split_at(&mut self, t: Time) -> usize {
+        match self.segs.binary_search_by_key(&t, |s| s.0) {
+            Ok(i) => i,
+            Err(i) => {
+                let c = self.segs[i - 1].1.clone();
+                self.segs.insert(i, (t, c));
+                i
+            }
+        }
+    }
+
+    /// The range of steps covering `[from, to)` (`to` may be `Time::MAX`: forever).
+    fn span(&mut self, from: Time, to: Time) -> std::ops::Range<usize> {
+        let i = self.split_at(from);
+        let j = if to == Time::MAX { self.segs.len() } else { self.split_at(to) };
+        i..j
+    }
+
+    fn give_from(&mut self, from: Time, alloc: &Allocation) {
+        let r = self.span(from.max(self.segs[0].0), Time::MAX);
+        for s in &mut self.segs[r] {
+            s.1.give(alloc);
+        }
+    }
+
+    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
+        let mut found = None;
+        let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
+        for i in first..self.segs.len() {
+            if !self.segs[i].1.fits_for(g) {
+                continue;
+            }
+            let t = self.segs[i].0.max(now);
+            let mut j = i + 1;
+            let mut m: Option<Capacity> = None;
+            let mut ok = true;
+            while j < self.segs.len() && self.segs[j].0 < t + d {
+                let seg = &self.segs[j].1;
+                if !seg.fits_for(g) {
+                    ok = false;
+                    break;
+                }
+                m.get_or_insert_with(|| self.segs[i].1.clone()).min_with(seg);
+                if !m.as_ref().expect("set").fits_for(g) {
+                    ok = false;
+                    break;
+                }
+                j += 1;
+            }
+            if !ok {
+                continue;
+            }
+            let a = m.as_ref().unwrap_or(&self.segs[i].1).place_for(g).expect("fits every step");
+            found = Some((t, a));
+            break;
+        }
+        let (t, a) = found.expect("the last step is the empty cluster, where every job fits");
+        let r = self.span(t, t + d);
+        for s in &mut self.segs[r] {
+            s.1.take(&a);
+        }
+        (t, a)
+    }
+}
+
+/// Steps per block of a [`CountProfile`] before the block is split.
+const STEP_BLOCK: usize = 128;
+
+/// One block of steps: their start times and free GPUs (each plus `add`, a pending addition
+/// to the whole block), with the block's smallest and largest free count.
+#[derive(Debug, Clone)]
+struct Block {
+    times: Vec<Time>,
+    free: Vec<i64>,
+    add: i64,
+    min: i64,
+    max: i64,
+    /// [`Runs`] by raw threshold (free count less `add`), valid until `times` or `free` change.
+    runs: Vec<(i64, Runs)>,
+}
+
+impl Block {
+    fn refresh(&mut self) {
+        self.runs.clear();
+        self.min = self.free.iter().copied().min().unwrap_or(0) + self.add;
+        self.max = self.free.iter().copied().max().unwrap_or(0) + self.add;
+    }
+}
+
+/// Free GPUs over time as steps in blocks of at most [`STEP_BLOCK`], each block knowing its
+/// smallest and largest free count and taking additions to all its steps at once. Finding a
+/// slot skips whole blocks (none free enough, or none too full), and adding to a span of time
+/// touches its two end blocks step by step and the rest once each: O(steps / block + block)
+/// per operation where the plain vector of steps cost O(steps).
+#[derive(Debug, Clone)]
+pub(crate) struct CountProfile {
+    /// Non-empty, in time order.
+    blocks: Vec<Block>,
+}
+
+/// A step's place: (block, index in the block).
+type Pos = (usize, usize);
+
+impl CountProfile {
+    fn new(now: Time, free: i64) -> Self {
+        CountProfile {
+            blocks: vec![Block { times: vec![now], free: vec![free], add: 0, min: free, max: free, runs: Vec::new() }],
+        }
+    }
+
+    fn value(&self, (b, k): Pos) -> i64 {
+        self.blocks[b].free[k] + self.blocks[b].add
+    }
+
+    #[cfg(test)]
+    fn time(&self, (b, k): Pos) -> Time {
+        self.blocks[b].times[k]
+    }
+
+    /// The step in force at `t`: the last one starting at or before it (the first step if `t`
+    /// is before every step).
+    fn pos_of(&self, t: Time) -> Pos {
+        let b = self.blocks.partition_point(|blk| blk.times[0] <= t).saturating_sub(1);
+        let k = self.blocks[b].times.partition_point(|&x| x <= t).saturating_sub(1);
+        (b, k)
+    }
+
+    fn trim(&mut self, now: Time) {
+        let (b, k) = self.pos_of(now);
+        self.blocks.drain(..b);
+        let blk = &mut self.blocks[0];
+        if k > 0 {
+            blk.times.drain(..k);
+            blk.free.drain(..k);
+            blk.refresh();
+        }
+        if blk.times[0] < now {
+            blk.times[0] = now;
+            blk.runs.clear();
+        }
+    }
+
+    /// Makes a step start at `t` (`t` not before the first step), splitting the one in force.
+    fn split_at(&mut self, t: Time) {
+        let (b, k) = self.pos_of(t);
+        let blk = &mut self.blocks[b];
+        if blk.times[k] == t {
+            return;
+        }
+        blk.runs.clear();
+        debug_assert!(blk.times[k] < t);
+        blk.times.insert(k + 1, t);
+        let f = blk.free[k];
+        blk.free.insert(k + 1, f);
+        if blk.times.len() > STEP_BLOCK {
+            let half = blk.times.len() / 2;
+            let mut tail = Block {
+                times: blk.times.split_off(half),
+                free: blk.free.split_off(half),
+                add: blk.add,
+                min: 0,
+                max: 0,
+                runs: Vec::new(),
+            };
+            tail.refresh();
+            blk.refresh();
+            self.blocks.insert(b + 1, tail);
+        }
+    }
+
+    /// Adds `delta` to every step in `[from, to)` (both step starts; `to` `None`: to the end).
+    fn add_range(&mut self, from: Pos, to: Option<Pos>, delta: i64) {
+        let (end_b, end_k) = to.unwrap_or((self.blocks.len(), 0));
+        let (mut b, k0) = from;
+        let mut k = k0;
+        while b < end_b || (b == end_b && k < end_k) {
+            let blk = &mut self.blocks[b];
+            let stop = if b == end_b { end_k } else { blk.times.len() };
+            if k == 0 && stop == blk.times.len() {
+                blk.add += delta;
+                blk.min += delta;
+                blk.max += delta;
+            } else {
+                for f in &mut blk.free[k..stop] {
+                    *f += delta;
+                }
+                blk.refresh();
+            }
+            b += 1;
+            k = 0;
+        }
+    }
+
+    /// `delta` more free GPUs from `from` on (`from` no earlier than the first step).
+    fn add_from(&mut self, from: Time, delta: i64) {
+        let from = from.max(self.blocks[0].times[0]);
+        self.split_at(from);
+        let p = self.pos_of(from);
+        self.add_range(p, None, delta);
+    }
+
+    /// The runs of steps with at least `g` free in block `b` (cached per raw threshold until
+    /// the block's steps change).
+    fn runs(&mut self, b: usize, g: i64) -> Runs {
+        let blk = &mut self.blocks[b];
+        let raw = g - blk.add;
+        if let Some(&(_, r)) = blk.runs.iter().find(|c| c.0 == raw) {
+            return r;
+        }
+        // One pass: the first and last steps below the threshold, and the longest run between
+        // two such steps.
+        let (mut first, mut last) = (None, None);
+        let mut max_inner = 0;
+        for (i, &f) in blk.free.iter().enumerate() {
+            if f < raw {
+                if let Some(p) = last {
+                    if i > p + 1 {
+                        max_inner = max_inner.max(blk.times[i] - blk.times[p + 1]);
+                    }
+                }
+                first.get_or_insert(i);
+                last = Some(i);
+            }
+        }
+        let r = match (first, last) {
+            (Some(first), Some(last)) => Runs {
+                all_fit: false,
+                prefix_end: blk.times[first],
+                suffix_start: blk.times.get(last + 1).copied(),
+                max_inner,
+            },
+            _ => Runs { all_fit: true, prefix_end: Time::MAX, suffix_start: None, max_inner: 0 },
+        };
+        if blk.runs.len() >= RUNS_CACHED {
+            blk.runs.remove(0);
+        }
+        blk.runs.push((raw, r));
+        r
+    }
+
+    /// Reserves `g` GPUs for `d` at the earliest time from `now` at which they are free
+    /// throughout, and returns that time: the start of the first run of steps with at least `g`
+    /// free that lasts `d` (the first step counting from `now`). Whole blocks are judged by
+    /// their runs, so the search skips the many short gaps that earlier reservations left.
+    fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
+        let t = self.find_slot(now, g, d);
+        self.split_at(t);
+        self.split_at(t + d);
+        let (from, to) = (self.pos_of(t), self.pos_of(t + d));
+        debug_assert!(self.value(from) >= g);
+        self.add_range(from, Some(to), -g);
+        t
+    }
+
+    fn find_slot(&mut self, now: Time, g: i64, d: Time) -> Time {
+        let long_enough = |start: Time, end: Time| end.saturating_sub(start) >= d;
+        // The block in force at `now`, step by step from there.
+        let (b0, k0) = self.pos_of(now);
+        let mut open: Option<Time> = None;
+        {
+            let blk = &self.blocks[b0];
+            for i in k0..blk.times.len() {
+                if blk.free[i] + blk.add >= g {
+                    open.get_or_insert(blk.times[i].max(now));
+                } else if let Some(s) = open.take() {
+                    if long_enough(s, blk.times[i]) {
+                        return s;
+                    }
+                }
+            }
+        }
+        // Later blocks by their runs; step by step only in the block that holds the slot.
+        for b in b0 + 1..self.blocks.len() {
+            let start = self.blocks[b].times[0];
+            let r = self.runs(b, g);
+            if r.all_fit {
+                open.get_or_insert(start);
+                continue;
+            }
+            // The leading run: the open one going on, or one starting with this block.
+            let lead = open.take().or((r.prefix_end > start).then_some(start));
+            if lead.is_some_and(|s| long_enough(s, r.prefix_end)) {
+                return lead.expect("checked");
+            }
+            if r.max_inner >= d {
+                let blk = &self.blocks[b];
+                let mut run: Option<Time> = None;
+                for i in 0..blk.times.len() {
+                    if blk.free[i] + blk.add >= g {
+                        run.get_or_insert(blk.times[i]);
+                    } else if let Some(s) = run.take() {
+                        if s != start && long_enough(s, blk.times[i]) {
+                            return s;
+                        }
+                    }
+                }
+                debug_assert!(false, "a run of {d} was promised in block {b}");
+            }
+            open = r.suffix_start;
+        }
+        // The last step lasts forever.
+        open.expect("the last step is the empty cluster, where every job fits")
+    }
+}
+
+/// The runs of steps with at least some free count in one block: whether every step has it,
+/// where the leading run ends (the first step without it), where the trailing run starts (if
+/// the last step has it), and the longest run between two steps without it.
+#[derive(Debug, Clone, Copy)]
+struct Runs {
+    all_fit: bool,
+    prefix_end: Time,
+    suffix_start: Option<Time>,
+    max_inner: Time,
+}
+
+/// Thresholds whose [`Runs`] a block keeps.
+const RUNS_CACHED: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// The plain profile the counting one replaces: a vector of steps, scanned.
+    struct Plain(Vec<(Time, i64)>);
+
+    impl Plain {
+        fn split_at(&mut self, t: Time) -> usize {
+            match self.0.binary_search_by_key(&t, |s| s.0) {
+                Ok(i) => i,
+                Err(i) => {
+                    let f = self.0[i - 1].1;
+                    self.0.insert(i, (t, f));
+                    i
+                }
+            }
+        }
+        fn trim(&mut self, now: Time) {
+            let keep_from = self.0.partition_point(|s| s.0 <= now).saturating_sub(1);
+            self.0.drain(..keep_from);
+            if self.0[0].0 < now {
+                self.0[0].0 = now;
+            }
+        }
+        fn add_from(&mut self, from: Time, g: i64) {
+            let i = self.split_at(from.max(self.0[0].0));
+            for s in &mut self.0[i..] {
+                s.1 += g;
+            }
+        }
+        fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
+            let first = self.0.partition_point(|s| s.0 <= now).saturating_sub(1);
+            let i = (first..self.0.len())
+                .find(|&i| {
+                    let t = self.0[i].0.max(now);
+                    self.0[i].1 >= g && self.0[i + 1..].iter().take_while(|s| s.0 < t + d).all(|s| s.1 >= g)
+                })
+                .expect("the last step fits");
+            let t = self.0[i].0.max(now);
+            let a = self.split_at(t);
+            let b = self.split_at(t + d);
+            for s in &mut self.0[a..b] {
+                s.1 -= g;
+            }
+            t
+        }
+        fn steps(p: &CountProfile) -> Vec<(Time, i64)> {
+            (0..p.blocks.len())
+                .flat_map(|b| (0..p.blocks[b].times.len()).map(move |k| (b, k)))
+                .map(|pos| (p.time(pos), p.value(pos)))
+                .collect()
+        }
+    }
+
+    #[test]
+    fn reserves_as_a_scan_of_every_step() {
+        // A seeded run of submissions (reservations), running jobs' ends (additions) and passing
+        // time (trims) on a 64-GPU cluster, with enough steps to fill many blocks.
+        let total = 64i64;
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut rnd = |m: u64| rng.random_range(0..m);
+        let mut now = 0;
+        let mut c = CountProfile::new(now, 20);
+        let mut p = Plain(vec![(now, 20)]);
+        // The 44 GPUs in use end at various times.
+        for _ in 0..44 {
+            let t = now + 1 + rnd(5_000) as Time;
+            c.add_from(t, 1);
+            p.add_from(t, 1);
+        }
+        for step in 0..4_000 {
+            if step % 50 == 49 {
+                now += rnd(300) as Time;
+                c.trim(now);
+                p.trim(now);
+            }
+            let range = if rnd(8) == 0 { total as u64 } else { 8 };
+            let g = 1 + rnd(range) as i64;
+            let long = rnd(4) == 0;
+            let d = 1 + rnd(if long { 20_000 } else { 2_000 }) as Time;
+            assert_eq!(c.reserve(now, g, d), p.reserve(now, g, d), "step {step}");
+            if step % 100 == 0 {
+                assert_eq!(Plain::steps(&c), p.0);
+                for blk in &c.blocks {
+                    let vals: Vec<i64> = blk.free.iter().map(|f| f + blk.add).collect();
+                    assert_eq!(blk.min, *vals.iter().min().unwrap());
+                    assert_eq!(blk.max, *vals.iter().max().unwrap());
+                }
+            }
+        }
+        assert!(c.blocks.len() > 10, "the test should span many blocks, got {}", c.blocks.len());
+    }
+}

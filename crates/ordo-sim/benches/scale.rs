@@ -1,0 +1,97 @@
+//! Scale benchmarks at the size of real clusters (`cargo bench -p ordo-sim --bench scale`):
+//! generated `online` workloads of 200,000 jobs on 25,000 one-GPU nodes and 1,000,000 jobs on
+//! 10,000 x 8 GPUs under each policy, and a growth run that doubles jobs and nodes four times
+//! and prints the time and memory ratio per doubling. Wall time, CPU time and peak memory per
+//! run; one run each (these take seconds, so criterion's ten samples would take hours here).
+//! `ORDO_SCALE=quick` runs only the growth series for `fifo` and `fifo+easy`.
+
+#![allow(clippy::unwrap_used)]
+
+use ordo_core::{ClusterSpec, Placement, PolicySpec, Workload};
+use ordo_sim::workload::{generate, Scenario, WorkloadParams};
+use ordo_sim::{simulate, SimConfig};
+use std::time::Instant;
+
+/// Resets the process's peak resident memory (VmHWM) where Linux allows it.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident memory since the last reset, MiB (Linux).
+fn peak_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// CPU time of this thread, seconds (Linux).
+fn cpu_s() -> f64 {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e9)
+}
+
+fn online(jobs: usize, cluster: &ClusterSpec) -> Workload {
+    let p = WorkloadParams { jobs, ..WorkloadParams::default_for(Scenario::Online) };
+    generate(&p, cluster.total_gpus())
+}
+
+/// Simulates once; returns (wall s, CPU s, peak MiB while it ran, mean JCT s).
+fn run(w: &Workload, cluster: &ClusterSpec, policy: &str) -> (f64, f64, f64, f64) {
+    let cfg = SimConfig::new(cluster.clone(), Placement::Pooled, policy.parse::<PolicySpec>().unwrap());
+    reset_peak();
+    let (c0, t0) = (cpu_s(), Instant::now());
+    let out = simulate(w, &cfg).unwrap();
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_s() - c0);
+    (wall, cpu, peak_mib(), out.metrics.mean_jct_s)
+}
+
+fn size(jobs: usize, cluster: &str, policies: &[&str]) {
+    let c = ClusterSpec::parse(cluster).unwrap();
+    let w = online(jobs, &c);
+    println!("\n{jobs} jobs on {cluster} (online, seed 1)");
+    println!("{:<20} {:>9} {:>9} {:>9} {:>12}", "policy", "wall s", "cpu s", "peak MiB", "mean JCT s");
+    for p in policies {
+        let (wall, cpu, peak, jct) = run(&w, &c, p);
+        println!("{p:<20} {wall:>9.2} {cpu:>9.2} {peak:>9.0} {jct:>12.0}");
+    }
+}
+
+fn growth(policies: &[&str]) {
+    // 25,000 jobs on 250 x 8 GPUs, doubled four times up to 400,000 jobs on 4,000 x 8.
+    println!("\ngrowth: jobs and nodes doubled four times (online, seed 1, x8-GPU nodes)");
+    println!(
+        "{:<20} {:>8} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}",
+        "policy", "jobs", "nodes", "wall s", "cpu s", "peak MiB", "x time", "x mem"
+    );
+    for p in policies {
+        let mut prev: Option<(f64, f64)> = None;
+        for k in 0..5u32 {
+            let (jobs, nodes) = (25_000usize << k, 250u32 << k);
+            let c = ClusterSpec::uniform(nodes, 8);
+            let w = online(jobs, &c);
+            let (wall, cpu, peak, _) = run(&w, &c, p);
+            let ratio = |now: f64, before: Option<f64>| before.map_or("-".to_string(), |b| format!("{:.2}", now / b));
+            println!(
+                "{p:<20} {jobs:>8} {nodes:>6} {wall:>9.2} {cpu:>9.2} {peak:>9.0} {:>8} {:>8}",
+                ratio(cpu, prev.map(|x| x.0)),
+                ratio(peak, prev.map(|x| x.1))
+            );
+            prev = Some((cpu, peak));
+        }
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not used here.
+    let quick = std::env::var("ORDO_SCALE").is_ok_and(|v| v == "quick");
+    if quick {
+        growth(&["fifo", "fifo+easy"]);
+        return;
+    }
+    let all = ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "fifo+conservative", "srtf", "las"];
+    size(200_000, "25000x1", &all);
+    size(1_000_000, "10000x8", &all);
+    growth(&["fifo", "fifo+easy", "fifo+conservative", "srtf"]);
+}
