@@ -161,12 +161,12 @@ fn parse_row<'r>(
     };
     let name = match layout.col(Role::Id) {
         Some(c) => {
-            std::str::from_utf8(field(c)).ok().filter(|s| !s.is_empty()).ok_or_else(|| bad(c, EXPECT_ID))?.to_string()
+            std::str::from_utf8(field(c)).ok().filter(|s| !s.is_empty()).ok_or_else(|| bad(c, EXPECT_ID))?.into()
         }
         None => {
             use std::fmt::Write;
             let _ = write!(line_name, "line{line}");
-            line_name.clone()
+            line_name.clone().into()
         }
     };
     let submit_col = layout.col(Role::Submit).unwrap_or(0);
@@ -362,6 +362,9 @@ fn line_of(record: &csv::ByteRecord, fallback: u64) -> u64 {
 /// A count: a whole number >= 0 fitting `u32`, written as an integer or an integral decimal
 /// (`8` or `8.0`).
 pub(crate) fn parse_count(raw: &[u8]) -> Option<u32> {
+    if let Some(n) = crate::timefmt::parse_digits(raw, 9) {
+        return Some(n as u32);
+    }
     let s = std::str::from_utf8(raw).ok()?;
     if let Ok(n) = s.parse::<u32>() {
         return Some(n);

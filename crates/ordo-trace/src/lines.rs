@@ -136,7 +136,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
             let group = id(12)?.unwrap_or(DEFAULT_NAME);
             let queue = id(14)?;
             Ok(Some(Row {
-                name,
+                name: name.into(),
                 submit,
                 gpus,
                 gpu_milli: None,
@@ -317,7 +317,7 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
             };
             let queue = get("Partition").filter(|p| !p.is_empty());
             Ok(Some(Row {
-                name: name.to_string(),
+                name: name.to_string().into(),
                 submit,
                 gpus: tres.gpus.unwrap_or(0),
                 gpu_milli: None,
@@ -422,7 +422,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         })();
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
         let row = row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli)| Row {
-            name,
+            name: name.into(),
             submit,
             gpus,
             gpu_milli,
