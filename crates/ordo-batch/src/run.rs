@@ -22,22 +22,8 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// An API key; its Debug form never shows it.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Wrap a key (surrounding whitespace removed).
-    pub fn new(k: &str) -> Self {
-        ApiKey(k.trim().to_string())
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(<hidden>)")
-    }
-}
+pub use crate::http::ApiKey;
+use crate::http::{join_url, retry_after};
 
 /// Options of a live run.
 #[derive(Debug, Clone)]
@@ -126,16 +112,6 @@ pub struct RunSummary {
     /// Spend of this run's answered requests (from their `usage`, else estimated), when prices
     /// are known.
     pub spend: f64,
-}
-
-fn join_url(base: &str, path: &str) -> String {
-    let b = base.trim_end_matches('/');
-    if b.ends_with("/v1") {
-        if let Some(rest) = path.strip_prefix("/v1") {
-            return format!("{b}{rest}");
-        }
-    }
-    format!("{b}{path}")
 }
 
 /// Read the ids from a JSONL file written by an earlier run; a last line without its newline
@@ -228,17 +204,6 @@ fn open_append(p: &Path) -> Result<File, BatchError> {
     let mut f = OpenOptions::new().create(true).append(true).open(p).map_err(|e| BatchError::io(p, e))?;
     f.seek(SeekFrom::End(0)).map_err(|e| BatchError::io(p, e))?;
     Ok(f)
-}
-
-fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
-    let h = resp.headers();
-    if let Some(ms) = h.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    }
-    h.get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .map(|s| Duration::from_secs_f64(s.max(0.0)))
 }
 
 /// Requests still to send, one queue per model in send order: a worker takes the first head
@@ -369,7 +334,7 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
         bar.set_style(style);
     }
     let currency = prices.currency.clone();
-    let auth = opts.api_key.as_ref().map(|k| format!("Bearer {}", k.0));
+    let auth = opts.api_key.as_ref().map(|k| format!("Bearer {}", k.expose()));
 
     std::thread::scope(|s| {
         for _ in 0..opts.concurrency.min(todo.len().max(1)) {
@@ -439,7 +404,7 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
                                 .and_then(|v| v.to_str().ok())
                                 .map(str::to_string);
                             if status == 429 && n_429 < opts.max_429_retries {
-                                let wait = retry_after(&resp).unwrap_or_else(|| transient_wait(n_429, &mut rng));
+                                let wait = retry_after(resp.headers()).unwrap_or_else(|| transient_wait(n_429, &mut rng));
                                 let _ = resp.body_mut().read_to_vec();
                                 limiter.pause(&r.model, wait);
                                 n_429 += 1;
@@ -543,21 +508,5 @@ fn spend_of(r: &crate::input::Request, body: &Value, prices: &Prices, assumed: u
     match input {
         Some(i) => p.cost(i.saturating_sub(cached), cached.min(i), output.unwrap_or(0)),
         None => p.cost(r.input_tokens, 0, output_tokens(r, assumed)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_join_without_doubling_v1() {
-        assert_eq!(join_url("http://h:1/v1/", "/v1/embeddings"), "http://h:1/v1/embeddings");
-        assert_eq!(join_url("https://api.x.com", "/v1/chat/completions"), "https://api.x.com/v1/chat/completions");
-    }
-
-    #[test]
-    fn api_key_debug_hides_it() {
-        assert_eq!(format!("{:?}", ApiKey::new(" sk-secret ")), "ApiKey(<hidden>)");
     }
 }
