@@ -165,6 +165,15 @@ pub fn write_atomic_with<T>(dest: &Path, f: impl FnOnce(&mut File) -> std::io::R
     let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| BatchError::io(dir, e))?;
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // Temporary files of writers killed before their rename are of no use: remove them.
+    let stale = format!(".{name}.tmp-");
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&stale) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
         let mut file = File::create(&tmp)?;

@@ -211,6 +211,57 @@ pub fn check_source(state: &State, source: &Source) -> Result<(), BatchError> {
     Ok(())
 }
 
+/// One part as `status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PartView {
+    /// Part name.
+    pub name: String,
+    /// 0, or the retry it belongs to.
+    pub attempt: u32,
+    /// The provider's batch id.
+    pub batch_id: Option<String>,
+    /// The provider's status word, or `not created`, `creating` (interrupted: the next
+    /// command looks for it), `never created` (cancelled first).
+    pub status: String,
+    /// Requests in it.
+    pub requests: usize,
+    /// Endpoint.
+    pub endpoint: String,
+    /// Model.
+    pub model: String,
+    /// The provider's counts.
+    pub counts: crate::state::Counts,
+    /// Final status reached.
+    pub ended: bool,
+    /// Results downloaded.
+    pub fetched: bool,
+}
+
+/// Every part of `state`, for display.
+pub fn views(state: &State) -> Vec<PartView> {
+    state
+        .parts
+        .iter()
+        .map(|p| PartView {
+            name: p.name.clone(),
+            attempt: p.attempt,
+            batch_id: p.batch_id.clone(),
+            status: match (&p.status, p.cancelled_before_create, p.create_started) {
+                (_, true, _) => "never created".into(),
+                (Some(s), _, _) => s.clone(),
+                (None, _, Some(_)) => "creating".into(),
+                (None, _, None) => "not created".into(),
+            },
+            requests: p.rows.len(),
+            endpoint: p.endpoint.clone(),
+            model: p.model.clone(),
+            counts: p.counts,
+            ended: p.ended,
+            fetched: p.fetched,
+        })
+        .collect()
+}
+
 /// The session of one command: the provider API, the state and where it is kept.
 #[derive(Debug)]
 pub struct Session<'a> {
@@ -403,8 +454,20 @@ impl Session<'_> {
     }
 
     /// New parts (attempt k+1) for every request without a successful answer. Every part must
-    /// have ended and been fetched. Returns the number of requests resubmitted.
+    /// have ended and been fetched. Returns the number of requests resubmitted. When parts of an
+    /// earlier call are not created yet (it was interrupted), none are added: [`Session::submit`]
+    /// creates those (their requests are returned).
     pub fn add_retry(&mut self, limits: &BatchLimits) -> Result<usize, BatchError> {
+        let pending: usize = self
+            .state
+            .parts
+            .iter()
+            .filter(|p| p.attempt > 0 && p.batch_id.is_none() && !p.cancelled_before_create)
+            .map(|p| p.rows.len())
+            .sum();
+        if pending > 0 {
+            return Ok(pending);
+        }
         let open: Vec<&str> = self
             .state
             .parts

@@ -1,9 +1,11 @@
-//! `ordo batch plan|split|run`: ordo's ordering applied to requests for OpenAI-compatible AI
-//! APIs (see docs/BATCH.md). Argument parsing and printing only; the work is in ordo-batch.
+//! `ordo batch plan|split|run|submit|status|fetch|cancel`: ordo's ordering applied to requests
+//! for AI APIs (see docs/BATCH.md). Argument parsing and printing only; the work is in ordo-batch.
+
+mod remote;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ordo_batch::run::ApiKey;
+use ordo_batch::http::ApiKey;
 use ordo_batch::{Limits, LoadOptions, Order, PlanOptions, Prices, RunOptions, TokenMode};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +26,14 @@ enum BatchCmd {
     Split(SplitArgs),
     /// Send the requests live to an OpenAI-compatible endpoint, paced and resumable.
     Run(RunArgs),
+    /// Upload the requests and create provider batches (OpenAI or Anthropic); resumable.
+    Submit(remote::SubmitArgs),
+    /// Show each batch's status and counts.
+    Status(remote::StatusArgs),
+    /// Download results and errors and merge them into one output, in input order.
+    Fetch(remote::FetchArgs),
+    /// Cancel every batch that has not ended.
+    Cancel(remote::StatusArgs),
 }
 
 #[derive(Args, Debug)]
@@ -123,7 +133,7 @@ struct RunArgs {
     json: bool,
 }
 
-fn parse_duration_s(s: &str) -> Result<f64> {
+fn parse_duration_s(s: &str, flag: &str) -> Result<f64> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
         Some((i, 's')) => (&s[..i], 1.0),
@@ -132,18 +142,37 @@ fn parse_duration_s(s: &str) -> Result<f64> {
         Some((i, 'd')) => (&s[..i], 86400.0),
         _ => (s, 1.0),
     };
-    let v: f64 = num.parse().with_context(|| format!("--deadline: expected e.g. 90m, 2h or 3600, found {s:?}"))?;
+    let v: f64 = num.parse().with_context(|| format!("{flag}: expected e.g. 90m, 2h or 3600, found {s:?}"))?;
     if !(v > 0.0 && v.is_finite()) {
-        bail!("--deadline: expected a duration > 0, found {s:?}");
+        bail!("{flag}: expected a duration > 0, found {s:?}");
     }
     Ok(v * mult)
 }
 
-fn load(c: &Common) -> Result<(ordo_batch::Loaded, Limits)> {
-    let limits = match &c.limits {
+fn load_limits(p: Option<&std::path::Path>) -> Result<Limits> {
+    Ok(match p {
         Some(p) => Limits::load(p)?,
         None => Limits::default(),
-    };
+    })
+}
+
+/// The API key: the first line of `file`, else `$ORDO_API_KEY`, else `$fallback_env`; never
+/// printed. None: no key (local servers).
+fn api_key(file: Option<&std::path::Path>, fallback_env: Option<&str>) -> Result<Option<ApiKey>> {
+    if let Some(p) = file {
+        let k = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let k = k.lines().next().unwrap_or("").trim().to_string();
+        if k.is_empty() {
+            bail!("{}: the API key file is empty", p.display());
+        }
+        return Ok(Some(ApiKey::new(&k)));
+    }
+    let env = |name: &str| std::env::var(name).ok().filter(|k| !k.trim().is_empty()).map(|k| ApiKey::new(&k));
+    Ok(env("ORDO_API_KEY").or_else(|| fallback_env.and_then(env)))
+}
+
+fn load(c: &Common) -> Result<(ordo_batch::Loaded, Limits)> {
+    let limits = load_limits(c.limits.as_deref())?;
     let opts = LoadOptions { skip_bad: c.skip_bad, tokens: c.tokens, threads: 0 };
     let loaded = ordo_batch::load_path(&c.file, &opts)?;
     for e in &loaded.skipped {
@@ -168,7 +197,7 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             let opts = PlanOptions {
                 order: p.order,
                 assumed_output_tokens: p.output_tokens,
-                deadline_s: p.deadline.as_deref().map(parse_duration_s).transpose()?,
+                deadline_s: p.deadline.as_deref().map(|d| parse_duration_s(d, "--deadline")).transpose()?,
                 allow_batch: !p.no_batch,
             };
             let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &opts);
@@ -187,17 +216,7 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             println!("wrote {} batch files and manifest.json to {}", sum.files.len(), sum.dir.display());
         }
         BatchCmd::Run(r) => {
-            let api_key = match &r.api_key_file {
-                Some(p) => {
-                    let k = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-                    let k = k.lines().next().unwrap_or("").trim().to_string();
-                    if k.is_empty() {
-                        bail!("{}: the API key file is empty", p.display());
-                    }
-                    Some(ApiKey::new(&k))
-                }
-                None => std::env::var("ORDO_API_KEY").ok().filter(|k| !k.trim().is_empty()).map(|k| ApiKey::new(&k)),
-            };
+            let api_key = api_key(r.api_key_file.as_deref(), None)?;
             if !(r.timeout > 0.0 && r.timeout.is_finite()) {
                 bail!("--timeout: expected seconds > 0");
             }
@@ -257,6 +276,10 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
+        BatchCmd::Submit(a) => return remote::submit(a),
+        BatchCmd::Status(a) => return remote::status(a),
+        BatchCmd::Fetch(a) => return remote::fetch(a),
+        BatchCmd::Cancel(a) => return remote::cancel(a),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -114,7 +114,7 @@ fn check(r: &Value, seen: &mut std::collections::HashSet<String>) -> Result<(Str
     if !p.get("model").is_some_and(Value::is_string) {
         return Err("params.model: Field required".into());
     }
-    if !p.get("max_tokens").and_then(Value::as_u64).is_some_and(|m| m >= 1) {
+    if p.get("max_tokens").and_then(Value::as_u64).is_none_or(|m| m < 1) {
         return Err("params.max_tokens: Field required (an integer >= 1)".into());
     }
     let msgs = p.get("messages").and_then(Value::as_array).ok_or("params.messages: Field required")?;

@@ -172,7 +172,9 @@ struct Shared {
     store: Mutex<Store>,
     hold: Mutex<Option<(Step, u64)>>,
     held: std::sync::atomic::AtomicBool,
-    gate: tokio::sync::Semaphore,
+    /// The gate of the call held now: one per hold, so that a held call whose client went away
+    /// (hyper drops its handler) cannot leave a permit for the next one.
+    gate: Mutex<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Shared {
@@ -198,10 +200,9 @@ impl Shared {
             }
         };
         if take {
+            let gate = self.gate.lock().unwrap_or_else(|p| p.into_inner()).clone();
             self.held.store(true, std::sync::atomic::Ordering::SeqCst);
-            if let Ok(p) = self.gate.acquire().await {
-                p.forget();
-            }
+            let _ = gate.acquire().await;
         }
     }
 
@@ -233,7 +234,7 @@ impl Shared {
         if first {
             store.seen += 1;
         }
-        !(first && self.cfg.batch_fail_every.is_some_and(|e| store.seen % e == 0))
+        !(first && self.cfg.batch_fail_every.is_some_and(|e| store.seen.is_multiple_of(e)))
     }
 }
 
@@ -383,6 +384,11 @@ impl std::fmt::Debug for Shared {
 impl TestServer {
     /// Start on 127.0.0.1 with an OS-chosen port.
     pub fn start(cfg: ServerConfig) -> std::io::Result<TestServer> {
+        TestServer::start_on(0, cfg)
+    }
+
+    /// Start on 127.0.0.1:`port` (0: chosen by the OS).
+    pub fn start_on(port: u16, cfg: ServerConfig) -> std::io::Result<TestServer> {
         let limits = Limits {
             default: ModelLimits {
                 requests_per_minute: cfg.requests_per_minute,
@@ -400,10 +406,10 @@ impl TestServer {
             store: Mutex::new(Store::default()),
             hold: Mutex::new(None),
             held: std::sync::atomic::AtomicBool::new(false),
-            gate: tokio::sync::Semaphore::new(0),
+            gate: Mutex::new(Arc::new(tokio::sync::Semaphore::new(0))),
         });
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))?;
         let addr = listener.local_addr()?;
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
@@ -450,6 +456,7 @@ impl TestServer {
     /// effect, then its answer waits until [`TestServer::release`].
     pub fn hold(&self, step: Step, nth: u64) {
         self.shared.held.store(false, std::sync::atomic::Ordering::SeqCst);
+        *self.shared.gate.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(tokio::sync::Semaphore::new(0));
         *self.shared.hold.lock().unwrap_or_else(|p| p.into_inner()) = Some((step, nth.max(1)));
     }
 
@@ -468,9 +475,8 @@ impl TestServer {
     /// Let a held answer go (and cancel a hold that did not fire).
     pub fn release(&self) {
         *self.shared.hold.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        if self.shared.held.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            self.shared.gate.add_permits(1);
-        }
+        self.shared.held.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.shared.gate.lock().unwrap_or_else(|p| p.into_inner()).add_permits(1);
     }
 }
 

@@ -56,8 +56,11 @@ fn gate(s: &Shared, headers: &HeaderMap) -> Option<Response> {
     s.injected_429()
 }
 
-/// The parts of a multipart/form-data body: (name, filename, content).
-fn multipart(headers: &HeaderMap, body: &[u8]) -> Result<Vec<(String, Option<String>, Vec<u8>)>, String> {
+/// One part of a multipart/form-data body: (name, filename, content).
+type FormPart = (String, Option<String>, Vec<u8>);
+
+/// The parts of a multipart/form-data body.
+fn multipart(headers: &HeaderMap, body: &[u8]) -> Result<Vec<FormPart>, String> {
     let ct = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
     if !ct.starts_with("multipart/form-data") {
         return Err(format!("expected multipart/form-data, found {ct:?}"));
