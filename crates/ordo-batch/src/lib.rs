@@ -2,9 +2,11 @@
 //! Reads batch-input JSONL, estimates tokens, groups and orders requests, plans, splits, runs
 //! live, and submits to providers' batch APIs (OpenAI, Anthropic), resumably.
 
+pub mod budget;
 pub mod clock;
 pub mod config;
 pub mod convert;
+pub mod deadline;
 pub mod error;
 pub mod http;
 pub mod input;
@@ -17,6 +19,7 @@ pub mod split;
 pub mod state;
 pub mod submit;
 pub mod tokens;
+pub mod usage;
 pub mod window;
 
 #[cfg(feature = "test-server")]

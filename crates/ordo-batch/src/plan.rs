@@ -2,7 +2,10 @@
 //! shortest-first), estimate cached tokens, cost, duration under rate limits, and batch vs live.
 
 use crate::config::{CacheRules, Limits, Prices};
+use crate::deadline::{due_times, earliest_deadline_first, late, predicted_sends, Deadline, Late};
 use crate::input::{Endpoint, Loaded, Request, PREFIX_BLOCK};
+use crate::window::Window;
+use jiff::Timestamp;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -41,16 +44,28 @@ pub struct PlanOptions {
     pub order: Order,
     /// Output tokens assumed for a request without `max_tokens` (and the like).
     pub assumed_output_tokens: u64,
-    /// Everything must be answered within this many seconds (a deadline shorter than the batch
-    /// completion window rules batch files out).
-    pub deadline_s: Option<f64>,
+    /// Deadline of requests without their own `metadata.deadline`. A group with a request due
+    /// before the batch completion window ends is sent live; live requests go earliest deadline
+    /// first, and the plan names those that cannot make it.
+    pub deadline: Option<Deadline>,
     /// Whether batch files may be used at all.
     pub allow_batch: bool,
+    /// When sending would start (deadlines given as durations count from here).
+    pub start: Timestamp,
+    /// Live sending only inside this daily window.
+    pub window: Option<Window>,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { order: Order::Fair, assumed_output_tokens: 256, deadline_s: None, allow_batch: true }
+        PlanOptions {
+            order: Order::Fair,
+            assumed_output_tokens: 256,
+            deadline: None,
+            allow_batch: true,
+            start: Timestamp::now(),
+            window: None,
+        }
     }
 }
 
@@ -274,8 +289,16 @@ pub struct Plan {
     pub peak_rps_unpaced: f64,
     /// Highest request rate (per second) allowed by the limits when paced.
     pub peak_rps_paced: f64,
-    /// Requests that would be sent after the deadline in the planned live order.
+    /// Requests that would be sent after their deadline in the planned live order (when there
+    /// are deadlines).
     pub late_requests: Option<usize>,
+    /// Those requests, earliest deadline first.
+    pub late: Vec<Late>,
+    /// The live sending window, when there is one.
+    pub window: Option<String>,
+    /// When live sending would end under the limits and inside the window (RFC 3339), when
+    /// there is a window.
+    pub live_done_at: Option<String>,
     /// Per client, file order vs planned order.
     pub clients: Vec<ClientPlan>,
     /// The first custom_ids of the planned live order.
@@ -284,7 +307,7 @@ pub struct Plan {
 
 /// Send times (seconds from the start) of requests sent live in `order`, each model paced by
 /// its own limits: the fluid bound max(requests/rpm, tokens/tpm) of what went before.
-fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) -> Vec<f64> {
+pub(crate) fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) -> Vec<f64> {
     let mut t = vec![0.0; reqs.len()];
     let mut acc: HashMap<&str, (f64, f64, f64, f64)> = HashMap::new();
     for &i in order {
@@ -306,7 +329,9 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
     let assumed = opts.assumed_output_tokens;
     let cached = cached_tokens(reqs, &prices.cache);
     let window_s = limits.batch.completion_window_hours * 3600.0;
-    let batch_ok = opts.allow_batch && opts.deadline_s.is_none_or(|d| d >= window_s);
+    let due = due_times(reqs, opts.deadline, opts.start);
+    let batch_by = opts.start.checked_add(jiff::SignedDuration::from_secs_f64(window_s)).unwrap_or(Timestamp::MAX);
+    let has_deadlines = due.iter().any(Option::is_some);
 
     // Groups in first-appearance order.
     let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
@@ -333,7 +358,12 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         let prefixes: HashSet<u64> = m.iter().filter_map(|&i| reqs[i].prefix_blocks.first().copied()).collect();
         let live_seconds =
             (m.len() as f64 / lim.requests_per_minute).max((input + out) as f64 / lim.tokens_per_minute) * 60.0;
-        let route = if batch_ok && m.len() as u64 >= limits.batch.min_requests { Route::Batch } else { Route::Live };
+        let in_time = m.iter().all(|&i| due[i].is_none_or(|d| d >= batch_by));
+        let route = if opts.allow_batch && in_time && m.len() as u64 >= limits.batch.min_requests {
+            Route::Batch
+        } else {
+            Route::Live
+        };
         let sizes: Vec<usize> = m.iter().map(|&i| reqs[i].span.1 - reqs[i].span.0 + 1).collect();
         let files = crate::split::count_files(&sizes, &limits.batch);
         let avg_tokens = (input + out) as f64 / m.len() as f64;
@@ -372,12 +402,16 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         });
     }
 
-    let order = order_requests(reqs, opts.order, assumed);
+    let mut order = order_requests(reqs, opts.order, assumed);
+    if has_deadlines {
+        earliest_deadline_first(&mut order, &due);
+    }
     let input_order: Vec<usize> = (0..reqs.len()).collect();
     let t_plan = send_times(reqs, &order, limits, assumed);
     let t_input = send_times(reqs, &input_order, limits, assumed);
     let live_seconds = t_plan.iter().copied().fold(0.0, f64::max);
-    let late = opts.deadline_s.map(|d| t_plan.iter().filter(|&&t| t > d).count());
+    let sends = predicted_sends(reqs, &order, limits, assumed, opts.start, opts.window.as_ref());
+    let late_list = if has_deadlines { late(reqs, &due, &sends) } else { Vec::new() };
 
     let mut cindex: HashMap<&str, usize> = HashMap::new();
     let mut per_client: Vec<(String, Vec<usize>)> = Vec::new();
@@ -424,7 +458,13 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         live_seconds,
         peak_rps_unpaced: reqs.len() as f64,
         peak_rps_paced: peak_paced,
-        late_requests: late,
+        late_requests: has_deadlines.then_some(late_list.len()),
+        late: late_list,
+        window: opts.window.as_ref().map(|w| w.describe().to_string()),
+        live_done_at: opts
+            .window
+            .as_ref()
+            .map(|_| crate::deadline::whole_seconds(sends.iter().max().copied().unwrap_or(opts.start))),
         clients,
         order_preview: order.iter().take(20).map(|&i| reqs[i].custom_id.clone()).collect(),
     }
@@ -543,8 +583,28 @@ impl fmt::Display for Plan {
             "peak request rate: {:.0}/s if fired at once; {:.1}/s paced by the limits",
             self.peak_rps_unpaced, self.peak_rps_paced
         )?;
+        if let (Some(w), Some(t)) = (&self.window, &self.live_done_at) {
+            writeln!(f, "window: live calls only {w}: the last would go at {t}")?;
+        }
         if let Some(l) = self.late_requests {
-            writeln!(f, "deadline: {l} requests would be sent after it")?;
+            writeln!(
+                f,
+                "deadlines: earliest first; {l} requests cannot be sent before their deadline under the limits"
+            )?;
+            for x in self.late.iter().take(10) {
+                writeln!(
+                    f,
+                    "  {} (line {}): due {}, earliest {} ({} late)",
+                    x.custom_id,
+                    x.line,
+                    x.due,
+                    x.earliest,
+                    fmt_duration(x.late_s)
+                )?;
+            }
+            if self.late.len() > 10 {
+                writeln!(f, "  ... and {} more (all in --json)", self.late.len() - 10)?;
+            }
         }
         writeln!(f)?;
         writeln!(

@@ -61,6 +61,15 @@ impl Window {
         &self.text
     }
 
+    /// An RFC 3339 time as local time in the window's zone (`2025-01-15 22:00:00 EET`); the
+    /// text as it is when it is not a time.
+    pub fn local(&self, t: &str) -> String {
+        match t.parse::<Timestamp>() {
+            Ok(ts) => ts.to_zoned_datetime(self.tz.clone()).strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+            Err(_) => t.to_string(),
+        }
+    }
+
     /// The time zone of the window.
     pub fn tz(&self) -> &TimeZone {
         &self.tz
@@ -142,6 +151,7 @@ mod tests {
         // Bucharest is UTC+2 in winter: 22:00-06:00 local is 20:00-04:00 UTC.
         let w = Window::parse("22:00-06:00", Some("Europe/Bucharest")).expect("window");
         assert_eq!(w.describe(), "22:00-06:00 Europe/Bucharest");
+        assert_eq!(w.local("2025-01-15T20:00:00Z"), "2025-01-15 22:00:00 EET");
         assert!(!w.is_open(ts("2025-01-15T12:00:00Z")));
         assert!(w.is_open(ts("2025-01-15T20:00:00Z")));
         assert!(w.is_open(ts("2025-01-16T03:59:59Z")));

@@ -5,7 +5,10 @@ mod remote;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use ordo_batch::budget::Budget;
+use ordo_batch::deadline::Deadline;
 use ordo_batch::http::ApiKey;
+use ordo_batch::window::Window;
 use ordo_batch::{Limits, LoadOptions, Order, PlanOptions, Prices, RunOptions, TokenMode};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,16 +67,40 @@ struct PlanArgs {
     /// Output tokens assumed for a request without max_tokens.
     #[arg(long, default_value_t = 256)]
     output_tokens: u64,
-    /// Everything must be answered within this time (e.g. 2h, 90m); shorter than the batch
-    /// completion window means no batch files.
-    #[arg(long)]
-    deadline: Option<String>,
+    #[command(flatten)]
+    when: When,
     /// Never plan batch files.
     #[arg(long)]
     no_batch: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// When live calls may go.
+#[derive(Args, Debug)]
+struct When {
+    /// Deadline of requests without their own `metadata.deadline`: a time after the start (2h,
+    /// 90m) or an RFC 3339 time. Requests go earliest deadline first; those that cannot make it
+    /// are named before anything is sent; a deadline before the batch window ends means live.
+    #[arg(long)]
+    deadline: Option<String>,
+    /// Send live calls only inside this daily window, e.g. 22:00-06:00 (off-peak); pause outside it.
+    #[arg(long)]
+    window: Option<String>,
+    /// Time zone of --window: an IANA name such as Europe/Bucharest or UTC (default: the system's).
+    #[arg(long, requires = "window")]
+    tz: Option<String>,
+}
+
+impl When {
+    fn deadline(&self) -> Result<Option<Deadline>> {
+        self.deadline.as_deref().map(|d| Deadline::parse(d).map_err(|e| anyhow::anyhow!("--deadline: {e}"))).transpose()
+    }
+
+    fn window(&self) -> Result<Option<Window>> {
+        self.window.as_deref().map(|w| Window::parse(w, self.tz.as_deref()).map_err(anyhow::Error::msg)).transpose()
+    }
 }
 
 #[derive(Args, Debug)]
@@ -128,25 +155,46 @@ struct RunArgs {
     /// Timeout of one HTTP exchange, seconds.
     #[arg(long, default_value_t = 600.0)]
     timeout: f64,
+    #[command(flatten)]
+    when: When,
+    /// Stop a client before it spends more than AMOUNT (in the prices' currency, counting
+    /// earlier runs' answers): `5` for every client or `acme=2.5` for one; repeatable; needs --prices.
+    #[arg(long, value_name = "[CLIENT=]AMOUNT")]
+    max_cost: Vec<String>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
 }
 
-fn parse_duration_s(s: &str, flag: &str) -> Result<f64> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 's')) => (&s[..i], 1.0),
-        Some((i, 'm')) => (&s[..i], 60.0),
-        Some((i, 'h')) => (&s[..i], 3600.0),
-        Some((i, 'd')) => (&s[..i], 86400.0),
-        _ => (s, 1.0),
-    };
-    let v: f64 = num.parse().with_context(|| format!("{flag}: expected e.g. 90m, 2h or 3600, found {s:?}"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        bail!("{flag}: expected a duration > 0, found {s:?}");
+/// What a run will do, before it starts (on stderr): the window, and requests that cannot
+/// make their deadline.
+fn print_preview(p: &ordo_batch::run::Preview, opts: &RunOptions) {
+    if let Some(w) = &opts.window {
+        eprintln!(
+            "window: {}: {} requests to send, the first at {}, the last about {}",
+            w.describe(),
+            p.to_send,
+            w.local(&p.first_send),
+            w.local(&p.last_send)
+        );
     }
-    Ok(v * mult)
+    if !p.late.is_empty() {
+        eprintln!(
+            "deadline: {} of {} requests cannot be sent before their deadline under the limits (earliest deadline first):",
+            p.late.len(),
+            p.to_send
+        );
+        for l in p.late.iter().take(10) {
+            eprintln!("  {} (line {}): due {}, earliest {}", l.custom_id, l.line, l.due, l.earliest);
+        }
+        if p.late.len() > 10 {
+            eprintln!("  ... and {} more (all in --json's `late`)", p.late.len() - 10);
+        }
+    }
+}
+
+fn parse_duration_s(s: &str, flag: &str) -> Result<f64> {
+    ordo_batch::deadline::parse_duration(s).map_err(|e| anyhow::anyhow!("{flag}: {e}"))
 }
 
 fn load_limits(p: Option<&std::path::Path>) -> Result<Limits> {
@@ -197,8 +245,10 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             let opts = PlanOptions {
                 order: p.order,
                 assumed_output_tokens: p.output_tokens,
-                deadline_s: p.deadline.as_deref().map(|d| parse_duration_s(d, "--deadline")).transpose()?,
+                deadline: p.when.deadline()?,
                 allow_batch: !p.no_batch,
+                window: p.when.window()?,
+                ..PlanOptions::default()
             };
             let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &opts);
             if p.json {
@@ -236,9 +286,13 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             opts.seed = r.seed;
             opts.timeout = Duration::from_secs_f64(r.timeout);
             opts.quiet = crate::progress::quiet();
+            opts.window = r.when.window()?;
+            opts.default_deadline = r.when.deadline()?;
+            opts.budget = Budget::parse(&r.max_cost).map_err(anyhow::Error::msg)?;
             if opts.api_key.is_none() && !crate::progress::quiet_flag() {
                 eprintln!("note: no API key ($ORDO_API_KEY or --api-key-file); sending without Authorization");
             }
+            print_preview(&ordo_batch::run::preview(&loaded, &limits, &opts)?, &opts);
             let s = ordo_batch::run(&loaded, &limits, &prices, &opts)?;
             if r.json {
                 println!("{}", serde_json::to_string_pretty(&s)?);
@@ -272,7 +326,13 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
                     s.unknown_skipped.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
                 );
             }
-            if s.failed > 0 {
+            for o in &s.over_budget {
+                eprintln!(
+                    "max-cost: {} stopped at {:.4} of its {:.4} {}; {} of its requests not sent (raise --max-cost and rerun to send them)",
+                    o.client, o.spent, o.limit, prices.currency, o.not_sent
+                );
+            }
+            if s.failed > 0 || !s.over_budget.is_empty() {
                 return Ok(ExitCode::from(1));
             }
         }
