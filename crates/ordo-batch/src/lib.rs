@@ -12,6 +12,7 @@ pub mod http;
 pub mod input;
 pub mod plan;
 pub mod provider;
+pub mod report;
 pub mod results;
 pub mod run;
 pub mod source;

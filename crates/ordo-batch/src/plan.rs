@@ -1,7 +1,7 @@
 //! Planning: group requests by endpoint+model and prompt prefix, order them (client-fair or
 //! shortest-first), estimate cached tokens, cost, duration under rate limits, and batch vs live.
 
-use crate::config::{CacheRules, Limits, Prices};
+use crate::config::{CacheRules, Limits, ModelPrice, Prices};
 use crate::deadline::{due_times, earliest_deadline_first, late, predicted_sends, Deadline, Late};
 use crate::input::{Endpoint, Loaded, Request, PREFIX_BLOCK};
 use crate::window::Window;
@@ -190,6 +190,33 @@ pub struct Costs {
     pub planned: f64,
 }
 
+impl Costs {
+    /// `(field name, amount)` of each, in the order of the fields.
+    pub fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            ("live", self.live),
+            ("live_cached", self.live_cached),
+            ("batch", self.batch),
+            ("batch_cached", self.batch_cached),
+            ("planned", self.planned),
+        ]
+    }
+
+    /// The costs of `input` input tokens (`cached` of them cached) and `out` output tokens at
+    /// `p`, `planned` on `route`.
+    pub fn of(p: &ModelPrice, input: u64, cached: u64, out: u64, route: Route) -> Costs {
+        let live = p.cost(input, 0, out);
+        let live_cached = p.cost(input - cached.min(input), cached.min(input), out);
+        Costs {
+            live,
+            live_cached,
+            batch: live * p.batch_multiplier,
+            batch_cached: live_cached * p.batch_multiplier,
+            planned: if route == Route::Batch { live_cached * p.batch_multiplier } else { live_cached },
+        }
+    }
+}
+
 impl std::ops::AddAssign for Costs {
     fn add_assign(&mut self, o: Costs) {
         self.live += o.live;
@@ -201,7 +228,7 @@ impl std::ops::AddAssign for Costs {
 }
 
 /// How a group is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Route {
     /// Provider batch files.
@@ -239,6 +266,29 @@ pub struct GroupPlan {
     pub requests_per_minute: f64,
     /// Tokens per minute limit used.
     pub tokens_per_minute: f64,
+    /// Costs, when prices.toml has the model.
+    pub cost: Option<Costs>,
+}
+
+/// One client's requests to one endpoint and model, and what they cost each way.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientCost {
+    /// The client.
+    pub client: String,
+    /// Endpoint path.
+    pub endpoint: &'static str,
+    /// Model.
+    pub model: String,
+    /// Requests.
+    pub requests: usize,
+    /// Estimated input tokens.
+    pub input_tokens: u64,
+    /// Of which expected to be cached.
+    pub cached_tokens: u64,
+    /// Output tokens (max_tokens where given, else assumed).
+    pub output_tokens: u64,
+    /// The route of their endpoint+model group.
+    pub route: Route,
     /// Costs, when prices.toml has the model.
     pub cost: Option<Costs>,
 }
@@ -281,6 +331,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// Sum of the groups' costs (groups without a price are left out).
     pub total_cost: Costs,
+    /// Costs per client and endpoint+model, in order of first appearance.
+    pub by_client: Vec<ClientCost>,
     /// Models without a price.
     pub unpriced_models: Vec<String>,
     /// Seconds to send everything live (`ordo batch run`) under the limits, groups in parallel.
@@ -369,15 +421,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         let avg_tokens = (input + out) as f64 / m.len() as f64;
         peak_paced += (lim.requests_per_minute / 60.0).min(lim.tokens_per_minute / 60.0 / avg_tokens.max(1.0));
         let cost = prices.for_model(&first.model).map(|p| {
-            let live = p.cost(input, 0, out);
-            let live_cached = p.cost(input - cach, cach, out);
-            let c = Costs {
-                live,
-                live_cached,
-                batch: live * p.batch_multiplier,
-                batch_cached: live_cached * p.batch_multiplier,
-                planned: if route == Route::Batch { live_cached * p.batch_multiplier } else { live_cached },
-            };
+            let c = Costs::of(&p, input, cach, out, route);
             total += c;
             c
         });
@@ -400,6 +444,37 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
             tokens_per_minute: lim.tokens_per_minute,
             cost,
         });
+    }
+
+    // Per client and endpoint+model, in first-appearance order.
+    let mut cc_index: HashMap<(&str, Endpoint, &str), usize> = HashMap::new();
+    let mut by_client: Vec<ClientCost> = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let n = by_client.len();
+        let k = *cc_index.entry((&r.client, r.endpoint, &r.model)).or_insert(n);
+        if k == n {
+            by_client.push(ClientCost {
+                client: r.client.to_string(),
+                endpoint: r.endpoint.url(),
+                model: r.model.to_string(),
+                requests: 0,
+                input_tokens: 0,
+                cached_tokens: 0,
+                output_tokens: 0,
+                route: groups[gindex[&(r.endpoint, &*r.model)]].route,
+                cost: None,
+            });
+        }
+        let c = &mut by_client[k];
+        c.requests += 1;
+        c.input_tokens += r.input_tokens;
+        c.cached_tokens += cached[i];
+        c.output_tokens += output_tokens(r, assumed);
+    }
+    for c in &mut by_client {
+        c.cost = prices
+            .for_model(&c.model)
+            .map(|p| Costs::of(&p, c.input_tokens, c.cached_tokens, c.output_tokens, c.route));
     }
 
     let mut order = order_requests(reqs, opts.order, assumed);
@@ -454,6 +529,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         order: opts.order,
         groups,
         total_cost: total,
+        by_client,
         unpriced_models: unpriced,
         live_seconds,
         peak_rps_unpaced: reqs.len() as f64,
@@ -535,8 +611,13 @@ impl fmt::Display for Plan {
         writeln!(f)?;
         writeln!(
             f,
-            "cost ({})                                   {:>11} {:>11} {:>11} {:>13} {:>11}",
-            self.currency, "live", "live+cache", "batch", "batch+cache", "planned"
+            "{:<48} {:>11} {:>11} {:>11} {:>13} {:>11}",
+            format!("cost ({})", self.currency),
+            "live",
+            "live+cache",
+            "batch",
+            "batch+cache",
+            "planned"
         )?;
         for g in &self.groups {
             match &g.cost {
@@ -566,6 +647,35 @@ impl fmt::Display for Plan {
         )?;
         if t.live > 0.0 {
             writeln!(f, "  planned vs all live without caching: {:+.1}%", (t.planned / t.live - 1.0) * 100.0)?;
+        }
+        if self.by_client.iter().any(|c| c.cost.is_some()) {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "{:<48} {:>11} {:>11} {:>11} {:>13} {:>11}",
+                format!("cost per client and model ({})", self.currency),
+                "live",
+                "live+cache",
+                "batch",
+                "batch+cache",
+                "planned"
+            )?;
+            for c in &self.by_client {
+                let label = format!("{} {}", c.client, c.model);
+                match &c.cost {
+                    Some(x) => writeln!(
+                        f,
+                        "  {:<46} {:>11} {:>11} {:>11} {:>13} {:>11}",
+                        label,
+                        money(x.live),
+                        money(x.live_cached),
+                        money(x.batch),
+                        money(x.batch_cached),
+                        money(x.planned)
+                    )?,
+                    None => writeln!(f, "  {label:<46} no price in prices.toml")?,
+                }
+            }
         }
         writeln!(f)?;
         writeln!(

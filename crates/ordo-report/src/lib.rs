@@ -8,6 +8,7 @@ pub mod chart;
 pub mod equiv;
 pub mod headline;
 pub mod model;
+pub mod page;
 pub mod render;
 pub mod series;
 

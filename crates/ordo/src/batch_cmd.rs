@@ -8,6 +8,8 @@ use clap::{Args, Subcommand};
 use ordo_batch::budget::Budget;
 use ordo_batch::deadline::Deadline;
 use ordo_batch::http::ApiKey;
+use ordo_batch::plan::Route;
+use ordo_batch::report::{BatchReport, Results};
 use ordo_batch::window::Window;
 use ordo_batch::{Limits, LoadOptions, Order, PlanOptions, Prices, RunOptions, TokenMode};
 use std::path::PathBuf;
@@ -37,6 +39,9 @@ enum BatchCmd {
     Fetch(remote::FetchArgs),
     /// Cancel every batch that has not ended.
     Cancel(remote::StatusArgs),
+    /// The money, as a page like `ordo report`: cost per client and model live vs batch vs
+    /// cached, the peak avoided, and the actual cost of fetched or run results.
+    Report(ReportArgs),
 }
 
 #[derive(Args, Debug)]
@@ -58,20 +63,8 @@ struct Common {
 struct PlanArgs {
     #[command(flatten)]
     common: Common,
-    /// Prices per model (see docs/BATCH.md); without it costs are not shown.
-    #[arg(long)]
-    prices: Option<PathBuf>,
-    /// Live order: fair (round robin across clients, shortest first within each), sjf, input.
-    #[arg(long, default_value = "fair")]
-    order: Order,
-    /// Output tokens assumed for a request without max_tokens.
-    #[arg(long, default_value_t = 256)]
-    output_tokens: u64,
     #[command(flatten)]
-    when: When,
-    /// Never plan batch files.
-    #[arg(long)]
-    no_batch: bool,
+    planning: Planning,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -101,6 +94,59 @@ impl When {
     fn window(&self) -> Result<Option<Window>> {
         self.window.as_deref().map(|w| Window::parse(w, self.tz.as_deref()).map_err(anyhow::Error::msg)).transpose()
     }
+}
+
+/// What `plan` and `report` both take.
+#[derive(Args, Debug)]
+struct Planning {
+    /// Prices per model (see docs/BATCH.md); without it costs are not shown.
+    #[arg(long)]
+    prices: Option<PathBuf>,
+    /// Live order: fair (round robin across clients, shortest first within each), sjf, input.
+    #[arg(long, default_value = "fair")]
+    order: Order,
+    /// Output tokens assumed for a request without max_tokens.
+    #[arg(long, default_value_t = 256)]
+    output_tokens: u64,
+    #[command(flatten)]
+    when: When,
+    /// Never plan batch files.
+    #[arg(long)]
+    no_batch: bool,
+}
+
+impl Planning {
+    fn options(&self) -> Result<PlanOptions> {
+        Ok(PlanOptions {
+            order: self.order,
+            assumed_output_tokens: self.output_tokens,
+            deadline: self.when.deadline()?,
+            allow_batch: !self.no_batch,
+            window: self.when.window()?,
+            ..PlanOptions::default()
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    planning: Planning,
+    /// Output of `ordo batch fetch --out` (answered through the batch API; repeatable): the
+    /// actual cost from the usage it reports.
+    #[arg(long)]
+    batch_results: Vec<PathBuf>,
+    /// Output of `ordo batch run` (answered live; repeatable): the actual cost.
+    #[arg(long)]
+    live_results: Vec<PathBuf>,
+    /// Where to write the report: .html (default), .md or .json (`-`: standard output, HTML).
+    #[arg(long)]
+    out: PathBuf,
+    /// Title at the top of the report.
+    #[arg(long, default_value = "ordo batch report")]
+    title: String,
 }
 
 #[derive(Args, Debug)]
@@ -241,16 +287,8 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
     match a.cmd {
         BatchCmd::Plan(p) => {
             let (loaded, limits) = load(&p.common)?;
-            let prices = prices(&p.prices)?;
-            let opts = PlanOptions {
-                order: p.order,
-                assumed_output_tokens: p.output_tokens,
-                deadline: p.when.deadline()?,
-                allow_batch: !p.no_batch,
-                window: p.when.window()?,
-                ..PlanOptions::default()
-            };
-            let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &opts);
+            let prices = prices(&p.planning.prices)?;
+            let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &p.planning.options()?);
             if p.json {
                 println!("{}", serde_json::to_string_pretty(&plan)?);
             } else {
@@ -334,6 +372,28 @@ pub fn run(a: BatchArgs) -> Result<ExitCode> {
             }
             if s.failed > 0 || !s.over_budget.is_empty() {
                 return Ok(ExitCode::from(1));
+            }
+        }
+        BatchCmd::Report(a) => {
+            let (loaded, limits) = load(&a.common)?;
+            let prices = prices(&a.planning.prices)?;
+            let plan = ordo_batch::make_plan(&loaded, &limits, &prices, &a.planning.options()?);
+            let mut results = Vec::new();
+            for (paths, route) in [(&a.batch_results, Route::Batch), (&a.live_results, Route::Live)] {
+                results.extend(paths.iter().map(|p| Results { path: p.clone(), route }));
+            }
+            let report = BatchReport::build(&a.title, &loaded, &plan, &prices, a.planning.output_tokens, &results)?;
+            let text = match ordo_batch::report::format_of(&a.out) {
+                "json" => serde_json::to_string_pretty(&report)? + "\n",
+                "md" => report.page().markdown(),
+                _ => report.page().html().map_err(anyhow::Error::msg)?,
+            };
+            if a.out.as_os_str() == "-" {
+                print!("{text}");
+            } else {
+                std::fs::write(&a.out, text).with_context(|| format!("writing {}", a.out.display()))?;
+                println!("{}", report.headline);
+                println!("wrote {}", a.out.display());
             }
         }
         BatchCmd::Submit(a) => return remote::submit(a),

@@ -246,3 +246,37 @@ fn run_names_late_requests_up_front_and_stops_a_client_at_its_max_cost() {
     assert_eq!(c.processed.keys().filter(|k| k.starts_with("globex")).count(), 6);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn report_writes_html_markdown_and_json_with_the_same_numbers() {
+    let dir = tmpdir("report");
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/batch");
+    let mut texts = Vec::new();
+    for ext in ["html", "md", "json"] {
+        let out = dir.join(format!("report.{ext}"));
+        let res = ordo()
+            .args(["batch", "report"])
+            .arg(ex.join("requests.jsonl"))
+            .arg("--limits")
+            .arg(ex.join("limits.toml"))
+            .arg("--prices")
+            .arg(ex.join("prices.toml"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run ordo");
+        let stdout = String::from_utf8_lossy(&res.stdout);
+        assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+        assert!(stdout.contains("Planned 0.0014 USD") && stdout.contains("(-60.5%)"), "{stdout}");
+        texts.push(std::fs::read_to_string(&out).expect("report written"));
+    }
+    assert!(texts[0].starts_with("<!DOCTYPE html>") && texts[0].contains("<svg"));
+    assert!(texts[1].starts_with("# ordo batch report") && texts[1].contains("| acme | gpt-4o-mini | batch | 8 |"));
+    let v: serde_json::Value = serde_json::from_str(&texts[2]).expect("json");
+    let planned = v["total"]["planned"].as_f64().expect("number");
+    assert!(
+        texts[0].contains(&format!("data-key=\"total.planned\" data-value=\"{planned}\"")),
+        "the HTML shows the JSON's number"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
