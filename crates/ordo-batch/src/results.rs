@@ -78,7 +78,8 @@ pub fn normalize(provider: Provider, line: &[u8]) -> Result<Normalized, String> 
 pub struct Failure {
     /// Its id.
     pub custom_id: String,
-    /// Error code (`batch_expired`, `batch_cancelled`, `http_400`, `no_result`, the provider's).
+    /// Error code (`batch_expired`, `batch_cancelled`, `batch_failed`, `http_400`, `no_result`,
+    /// or the provider's own).
     pub code: String,
     /// What the provider said.
     pub message: String,
@@ -132,12 +133,21 @@ pub fn merge(state: &State, state_path: &Path, source: &Source, out: Option<&Pat
     let index: HashMap<&str, usize> = (0..source.len()).map(|r| (source.request(r).custom_id.as_str(), r)).collect();
     let mut picks: Vec<Option<Pick>> = vec![None; source.len()];
     let mut files: Vec<PathBuf> = Vec::new();
+    // Whether every part holding a request has finished, and why the last one ended (for
+    // requests it returned no result for).
     let mut finished = vec![true; source.len()];
+    let mut ended_as: Vec<&str> = vec!["no_result"; source.len()];
     for part in &state.parts {
-        if !(part.fetched || part.cancelled_before_create) {
-            for &r in &part.rows {
-                finished[r] = false;
-            }
+        let done = part.fetched || part.cancelled_before_create;
+        let code = match (part.cancelled_before_create, part.status.as_deref()) {
+            (true, _) | (_, Some("cancelled" | "canceled")) => "batch_cancelled",
+            (_, Some("expired")) => "batch_expired",
+            (_, Some("failed")) => "batch_failed",
+            _ => "no_result",
+        };
+        for &r in &part.rows {
+            finished[r] &= done;
+            ended_as[r] = code;
         }
     }
     let mut parts: Vec<&crate::state::Part> = state.parts.iter().filter(|p| p.fetched).collect();
@@ -224,7 +234,13 @@ pub fn merge(state: &State, state_path: &Path, source: &Source, out: Option<&Pat
                 n.line
             }
             None if finished[row] => {
-                let l = error_line(&Value::Null, id, "no_result", "the provider returned no result for this request");
+                let why = match ended_as[row] {
+                    "batch_cancelled" => "not processed: its batch was cancelled",
+                    "batch_expired" => "not processed before its batch expired",
+                    "batch_failed" => "its batch failed (see `ordo batch status` for the provider's reason)",
+                    _ => "the provider returned no result for this request",
+                };
+                let l = error_line(&Value::Null, id, ended_as[row], why);
                 m.failed.push(failure_of(id, &l));
                 m.failed_rows.push(row);
                 l

@@ -558,7 +558,18 @@ impl Session<'_> {
                 continue;
             }
             let id = self.state.parts[i].batch_id.clone().unwrap_or_default();
-            let r = provider::cancel(self.api, &id)?;
+            let r = match provider::cancel(self.api, &id) {
+                Ok(r) => r,
+                // It may have ended since it was last looked at (a final batch cannot be cancelled).
+                Err(e @ BatchError::Http { status: Some(400..=499), .. }) => {
+                    let r = provider::retrieve(self.api, &id)?;
+                    if !r.ended {
+                        return Err(e);
+                    }
+                    r
+                }
+                Err(e) => return Err(e),
+            };
             update(&mut self.state.parts[i], &r);
             notes(&format!("{}: batch {id} {}", self.state.parts[i].name, r.status));
             self.save()?;

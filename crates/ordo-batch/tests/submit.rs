@@ -214,8 +214,8 @@ fn cancel_stops_batches_and_lists_what_was_not_done() {
         let m = merge(&s.state, &state_path, &source, Some(&out)).expect("merge");
         assert_eq!(m.succeeded, 0);
         assert_eq!(m.failed.len(), 30);
-        assert!(m.failed[..20].iter().all(|f| f.code == "batch_cancelled"), "{:?}", &m.failed[..3]);
-        assert!(m.failed[20..].iter().all(|f| f.code == "no_result"), "{:?}", &m.failed[20..]);
+        assert!(m.failed.iter().all(|f| f.code == "batch_cancelled"), "{:?}", &m.failed[..3]);
+        assert!(m.failed[20..].iter().all(|f| f.message.contains("its batch was cancelled")), "{:?}", &m.failed[20..]);
         assert_eq!(srv.batches().len(), 1);
         assert_eq!(srv.batches()[0].status, if provider == Provider::OpenAi { "cancelled" } else { "ended" });
     }
@@ -239,4 +239,30 @@ fn anthropic_refuses_what_cannot_be_converted_before_sending() {
     assert!(e.contains("r.jsonl:3: field `custom_id`"), "{e}");
     assert!(e.contains("r.jsonl:4: field `url`"), "{e}");
     assert!(!e.contains(":1:"), "{e}");
+}
+
+#[test]
+fn cancelling_a_batch_that_has_just_ended_is_not_an_error() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = requests(dir.path(), 4);
+        let srv = server(ServerConfig::default());
+        let source = Source::load(&file, &LoadOptions::default()).expect("load");
+        let state = prepare(provider, &srv.url, &source, &BatchLimits::default()).expect("prepare");
+        let state_path = dir.path().join("state.json");
+        let api = api(provider, &srv.url);
+        let mut s = Session { api: &api, state, path: &state_path, source: &source };
+        s.submit(&mut |_| {}).expect("submit");
+        // The batch ends at the provider while the state still says it is running.
+        let id = s.state.parts[0].batch_id.clone().expect("created");
+        for _ in 0..8 {
+            ordo_batch::provider::retrieve(&api, &id).expect("poll");
+        }
+        assert!(!s.state.parts[0].ended);
+        s.cancel(&mut |_| {}).expect("cancel after the end");
+        assert!(s.state.parts[0].ended, "{provider:?}: it is recorded as ended");
+        until_fetched(&mut s);
+        let m = merge(&s.state, &state_path, &source, None).expect("merge");
+        assert_eq!(m.succeeded, 4);
+    }
 }
