@@ -12,7 +12,11 @@ fuzz_target!(|data: &[u8]| {
         for p in [Provider::OpenAi, Provider::Anthropic] {
             if let Ok(n) = normalize(p, line) {
                 assert_eq!(n.line["custom_id"].as_str(), Some(n.custom_id.as_str()));
-                assert_eq!(n.ok, n.line["error"].is_null() && n.line["response"]["status_code"].as_u64().is_some_and(|s| (200..300).contains(&s)));
+                assert_eq!(
+                    n.ok,
+                    n.line["error"].is_null()
+                        && n.line["response"]["status_code"].as_u64().is_some_and(|s| (200..300).contains(&s))
+                );
             }
         }
     }
