@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const KEY: &str = "sk-emulated-7c21";
 
@@ -130,6 +130,26 @@ fn one_batch_per_part(server: &TestServer, state: &Path) {
     assert!(seen.values().all(|&k| k == 1));
 }
 
+/// Between a kill and the next run: every recorded batch exists at the provider, and the
+/// provider holds at most one more batch per part whose creation started without its id
+/// being recorded (the next run finds and adopts it).
+fn nothing_twice_so_far(server: &TestServer, state: &Path) {
+    if !state.exists() {
+        assert!(server.batches().is_empty(), "batches created without a state file");
+        return;
+    }
+    let st: Value = serde_json::from_slice(&std::fs::read(state).expect("state")).expect("state json");
+    let parts = st["parts"].as_array().expect("parts");
+    let recorded: HashSet<&str> = parts.iter().filter_map(|p| p["batch_id"].as_str()).collect();
+    let open = parts.iter().filter(|p| p["batch_id"].is_null() && !p["create_started"].is_null()).count();
+    let emu: HashSet<String> = server.batches().into_iter().map(|b| b.id).collect();
+    assert!(recorded.iter().all(|id| emu.contains(*id)), "a recorded batch is missing");
+    assert!(
+        emu.len() <= recorded.len() + open,
+        "batches at the provider {emu:?}; recorded {recorded:?}, {open} creations open"
+    );
+}
+
 /// Every request exactly once in the output, in input order; returns how many succeeded.
 fn check_output(flow: &Flow) -> usize {
     let want: Vec<String> = (0..40).map(|i| format!("{}-{i}", ["acme", "globex"][i % 2])).collect();
@@ -220,29 +240,36 @@ fn cancel_survives_kill_9_and_killed_at_random_moments_nothing_is_created_twice(
     for provider in ["openai", "anthropic"] {
         let dir = tmpdir(&format!("cancel-{provider}"));
         let file = write_requests(&dir);
-        let server = TestServer::start(ServerConfig {
-            api_key: Some(KEY.into()),
-            polls_per_step: 50,
-            ..ServerConfig::default()
-        })
-        .expect("emulator");
+        // (Batches move on only when polled: nothing polls them before the cancellation.)
+        let server =
+            TestServer::start(ServerConfig { api_key: Some(KEY.into()), ..ServerConfig::default() }).expect("emulator");
         let flow = Flow { state: dir.join("s.json"), dir, file, provider, url: server.url.clone() };
-        // Submit, killed at moments spread over its run (5 ms apart) until one run completes.
+        // Submit, killed at moments 10 ms apart, counted from its first call to the provider,
+        // until one run completes.
         let mut delay = 0;
         loop {
+            let calls = server.calls();
             let mut child = flow.submit(&[]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+            let t0 = Instant::now();
+            while server.calls() == calls && t0.elapsed() < Duration::from_secs(20) {
+                if matches!(child.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
             std::thread::sleep(Duration::from_millis(delay));
             let done = matches!(child.try_wait(), Ok(Some(_)));
             let _ = child.kill();
             let _ = child.wait();
-            one_batch_per_part(&server, &flow.state);
+            nothing_twice_so_far(&server, &flow.state);
             if done {
                 break;
             }
-            delay += 5;
+            delay += 10;
             assert!(delay < 5000, "submit never finished");
         }
         ok(flow.submit(&[]));
+        one_batch_per_part(&server, &flow.state);
         assert_eq!(server.batches().len(), 4, "{provider}");
         // Cancel, killed after the provider took the first cancellation; run again.
         kill_at(&server, Step::Cancel, 1, flow.cmd(&["cancel"]));

@@ -437,6 +437,11 @@ impl TestServer {
         self.shared.counts.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Calls received so far, on every route.
+    pub fn calls(&self) -> u64 {
+        *self.shared.n.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Every batch created so far, in creation order.
     pub fn batches(&self) -> Vec<EmuBatch> {
         self.shared.store().batches.clone()

@@ -127,6 +127,18 @@ fn print_note(n: &str) {
     eprintln!("{n}");
 }
 
+/// A hint when some parts have no batch yet (a `submit` was interrupted or has not run).
+fn not_created_hint(state: &State, path: &Path) {
+    let n = state.parts.iter().filter(|p| p.batch_id.is_none() && !p.cancelled_before_create).count();
+    if n > 0 {
+        eprintln!(
+            "{n} of {} batches are not created yet (an interrupted submit?): run `ordo batch submit --state {}`",
+            state.parts.len(),
+            path.display()
+        );
+    }
+}
+
 /// Every batch of the state, as a table or JSON.
 fn print_parts(state: &State, json: bool) -> Result<()> {
     let views = ordo_batch::submit::views(state);
@@ -232,6 +244,12 @@ fn poll_until_done(s: &mut Session, a: &StatusArgs) -> Result<()> {
         if !a.wait || s.all_finished() {
             return Ok(());
         }
+        if s.state.parts.iter().any(|p| p.batch_id.is_none() && !p.cancelled_before_create) {
+            bail!(
+                "--wait: some batches are not created yet, so they will never end; run `ordo batch submit --state {}` first",
+                s.path.display()
+            );
+        }
         std::thread::sleep(every);
     }
 }
@@ -245,6 +263,7 @@ pub fn status(a: StatusArgs) -> Result<ExitCode> {
     let mut s = Session { api: &api, state, path: &path, source: &source };
     poll_until_done(&mut s, &a)?;
     print_parts(&s.state, a.json)?;
+    not_created_hint(&s.state, &path);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -296,6 +315,7 @@ pub fn fetch(a: FetchArgs) -> Result<ExitCode> {
     } else {
         print_merged(&m, &path, &a.out);
     }
+    not_created_hint(&s.state, &path);
     Ok(if m.succeeded == m.requests { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
