@@ -485,7 +485,13 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
     let t_plan = send_times(reqs, &order, limits, assumed);
     let t_input = send_times(reqs, &input_order, limits, assumed);
     let live_seconds = t_plan.iter().copied().fold(0.0, f64::max);
-    let sends = predicted_sends(reqs, &order, limits, assumed, opts.start, opts.window.as_ref());
+    // Wall-clock send times matter only for deadlines and windows (a million requests without
+    // either skip them).
+    let sends = if has_deadlines || opts.window.is_some() {
+        predicted_sends(reqs, &order, limits, assumed, opts.start, opts.window.as_ref())
+    } else {
+        Vec::new()
+    };
     let late_list = if has_deadlines { late(reqs, &due, &sends) } else { Vec::new() };
 
     let mut cindex: HashMap<&str, usize> = HashMap::new();
