@@ -150,6 +150,15 @@ fn make_parts(
             provider: provider.name(),
             errors,
         })?;
+        if bytes.len() as u64 > limits.max_bytes_per_file {
+            return Err(BatchError::Invalid(format!(
+                "{}: a batch of {} bytes for {}, more than max_bytes_per_file = {} (split it with `ordo batch split`)",
+                source.place(g[0]),
+                bytes.len(),
+                provider.name(),
+                limits.max_bytes_per_file
+            )));
+        }
         let name = match (&source.file_rows, attempt) {
             (Some(_), 0) => {
                 let (f, _) = source.rows[g[0]];

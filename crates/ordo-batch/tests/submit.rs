@@ -266,3 +266,40 @@ fn cancelling_a_batch_that_has_just_ended_is_not_an_error() {
         assert_eq!(m.succeeded, 4);
     }
 }
+
+#[test]
+fn a_split_directory_is_submitted_file_by_file_in_manifest_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = requests(dir.path(), 25);
+    let loaded = ordo_batch::load_path(&file, &LoadOptions::default()).expect("valid");
+    let limits = BatchLimits { max_requests_per_file: 10, ..BatchLimits::default() };
+    let out = dir.path().join("split");
+    let sum = ordo_batch::split(&loaded, &limits, &out, false).expect("split");
+    assert_eq!(sum.files.len(), 3);
+    let srv = server(ServerConfig::default());
+    let source = Source::load(&out, &LoadOptions::default()).expect("load dir");
+    assert_eq!(source.len(), 25);
+    // The directory's files are the parts, as written (even with larger per-file limits now).
+    let state = prepare(Provider::OpenAi, &srv.url, &source, &BatchLimits::default()).expect("prepare");
+    let names: Vec<&str> = state.parts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, vec!["batch-0001", "batch-0002", "batch-0003"]);
+    let state_path = ordo_batch::state::default_state_path(&out);
+    assert!(state_path.ends_with("split.ordo-batch.json"));
+    let api = api(Provider::OpenAi, &srv.url);
+    let mut s = Session { api: &api, state, path: &state_path, source: &source };
+    s.submit(&mut |_| {}).expect("submit");
+    until_fetched(&mut s);
+    let res = dir.path().join("results.jsonl");
+    let m = merge(&s.state, &state_path, &source, Some(&res)).expect("merge");
+    assert_eq!((m.succeeded, m.written), (25, 25));
+    // Input order is the files' order, then their lines.
+    let want: Vec<String> = (0..source.len()).map(|r| source.request(r).custom_id.clone()).collect();
+    assert_eq!(output_ids(&res).into_iter().map(|x| x.0).collect::<Vec<_>>(), want);
+    // A file edited after submission is refused.
+    std::fs::write(out.join("batch-0002.jsonl"), "").expect("truncate");
+    let changed = Source::load(&out, &LoadOptions { skip_bad: true, ..LoadOptions::default() });
+    match changed {
+        Ok(c) => assert!(ordo_batch::submit::check_source(&s.state, &c).is_err()),
+        Err(e) => assert!(e.to_string().contains("batch-0002"), "{e}"),
+    }
+}
