@@ -35,7 +35,7 @@ pub struct SubmitArgs {
     /// Request file (JSONL, OpenAI batch-input shape) or a directory written by `ordo batch split`.
     /// Optional when --state names an existing submission.
     file: Option<PathBuf>,
-    /// The provider's batch API.
+    /// The provider's batch API: openai (Files API + /v1/batches) or anthropic (Message Batches).
     #[arg(long)]
     provider: Option<Provider>,
     /// Base URL of the provider's API (default: https://api.openai.com or https://api.anthropic.com).
