@@ -349,6 +349,28 @@ impl Session<'_> {
         }
     }
 
+    /// A creation of part `i` whose outcome is unknown (`why`): say so and wait a little before
+    /// looking for it; give up after [`MAX_UNKNOWN`] of them.
+    fn unknown(
+        &self,
+        i: usize,
+        count: &mut u32,
+        what: &str,
+        why: String,
+        notes: &mut dyn FnMut(&str),
+    ) -> Result<(), BatchError> {
+        *count += 1;
+        if *count > MAX_UNKNOWN {
+            return Err(BatchError::Http { what: what.into(), status: None, message: why });
+        }
+        notes(&format!(
+            "{}: {what} outcome unknown ({why}); looking for it before trying again",
+            self.state.parts[i].name
+        ));
+        std::thread::sleep(Duration::from_millis(200 * u64::from(*count)));
+        Ok(())
+    }
+
     /// Create part `i`'s batch unless it exists (uploading its file first for OpenAI).
     fn create_part(&mut self, i: usize, notes: &mut dyn FnMut(&str)) -> Result<(), BatchError> {
         let provider = self.state.provider;
@@ -394,15 +416,7 @@ impl Session<'_> {
                         self.save()?;
                     }
                     Err(why) => {
-                        unknown += 1;
-                        if unknown > MAX_UNKNOWN {
-                            return Err(BatchError::Http { what: "upload".into(), status: None, message: why });
-                        }
-                        notes(&format!(
-                            "{}: upload outcome unknown ({why}); looking for it before trying again",
-                            self.state.parts[i].name
-                        ));
-                        std::thread::sleep(Duration::from_millis(200 * u64::from(unknown)));
+                        self.unknown(i, &mut unknown, "upload", why, notes)?;
                         continue;
                     }
                 }
@@ -425,17 +439,7 @@ impl Session<'_> {
                     self.save()?;
                     return Ok(());
                 }
-                Err(why) => {
-                    unknown += 1;
-                    if unknown > MAX_UNKNOWN {
-                        return Err(BatchError::Http { what: "creating a batch".into(), status: None, message: why });
-                    }
-                    notes(&format!(
-                        "{}: batch creation outcome unknown ({why}); looking for it before trying again",
-                        self.state.parts[i].name
-                    ));
-                    std::thread::sleep(Duration::from_millis(200 * u64::from(unknown)));
-                }
+                Err(why) => self.unknown(i, &mut unknown, "batch creation", why, notes)?,
             }
         }
     }
