@@ -375,6 +375,64 @@ pub(crate) fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, ass
     t
 }
 
+/// Costs per client and endpoint+model group (`per_client`: each client's requests in input
+/// order; `group_of`: each request's group), rows in order of first appearance.
+fn client_costs(
+    reqs: &[Request],
+    per_client: &[(String, Vec<usize>)],
+    group_of: &[u32],
+    groups: &[GroupPlan],
+    cached: &[u64],
+    prices: &Prices,
+    assumed: u64,
+) -> Vec<ClientCost> {
+    // Rows (with their first request) of each client; a client uses few groups, so its rows
+    // are found by a scan of its own.
+    let mut rows: Vec<(usize, ClientCost)> = Vec::new();
+    for (client, idx) in per_client {
+        let mut mine: Vec<(u32, usize)> = Vec::new();
+        for &i in idx {
+            let r = &reqs[i];
+            let g = group_of[i];
+            let k = match mine.iter().find(|(gg, _)| *gg == g) {
+                Some(&(_, k)) => k,
+                None => {
+                    mine.push((g, rows.len()));
+                    rows.push((
+                        i,
+                        ClientCost {
+                            client: client.clone(),
+                            endpoint: r.endpoint.url(),
+                            model: r.model.to_string(),
+                            requests: 0,
+                            input_tokens: 0,
+                            cached_tokens: 0,
+                            output_tokens: 0,
+                            route: groups[g as usize].route,
+                            cost: None,
+                        },
+                    ));
+                    rows.len() - 1
+                }
+            };
+            let row = &mut rows[k].1;
+            row.requests += 1;
+            row.input_tokens += r.input_tokens;
+            row.cached_tokens += cached[i];
+            row.output_tokens += output_tokens(r, assumed);
+        }
+    }
+    rows.sort_by_key(|(first, _)| *first);
+    rows.into_iter()
+        .map(|(_, mut c)| {
+            c.cost = prices
+                .for_model(&c.model)
+                .map(|p| Costs::of(&p, c.input_tokens, c.cached_tokens, c.output_tokens, c.route));
+            c
+        })
+        .collect()
+}
+
 /// Make the plan for a loaded file.
 pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanOptions) -> Plan {
     let reqs = &loaded.requests;
@@ -388,6 +446,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
     // Groups in first-appearance order.
     let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: Vec<u32> = Vec::with_capacity(reqs.len());
     for (i, r) in reqs.iter().enumerate() {
         let n = members.len();
         let g = *gindex.entry((r.endpoint, &r.model)).or_insert(n);
@@ -395,6 +454,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
             members.push(Vec::new());
         }
         members[g].push(i);
+        group_of.push(g as u32);
     }
     let mut groups = Vec::new();
     let mut total = Costs::default();
@@ -446,36 +506,18 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         });
     }
 
-    // Per client and endpoint+model, in first-appearance order.
-    let mut cc_index: HashMap<(&str, Endpoint, &str), usize> = HashMap::new();
-    let mut by_client: Vec<ClientCost> = Vec::new();
+    // Clients in first-appearance order.
+    let mut cindex: HashMap<&str, usize> = HashMap::new();
+    let mut per_client: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
-        let n = by_client.len();
-        let k = *cc_index.entry((&r.client, r.endpoint, &r.model)).or_insert(n);
-        if k == n {
-            by_client.push(ClientCost {
-                client: r.client.to_string(),
-                endpoint: r.endpoint.url(),
-                model: r.model.to_string(),
-                requests: 0,
-                input_tokens: 0,
-                cached_tokens: 0,
-                output_tokens: 0,
-                route: groups[gindex[&(r.endpoint, &*r.model)]].route,
-                cost: None,
-            });
+        let n = per_client.len();
+        let c = *cindex.entry(&r.client).or_insert(n);
+        if c == n {
+            per_client.push((r.client.to_string(), Vec::new()));
         }
-        let c = &mut by_client[k];
-        c.requests += 1;
-        c.input_tokens += r.input_tokens;
-        c.cached_tokens += cached[i];
-        c.output_tokens += output_tokens(r, assumed);
+        per_client[c].1.push(i);
     }
-    for c in &mut by_client {
-        c.cost = prices
-            .for_model(&c.model)
-            .map(|p| Costs::of(&p, c.input_tokens, c.cached_tokens, c.output_tokens, c.route));
-    }
+    let by_client = client_costs(reqs, &per_client, &group_of, &groups, &cached, prices, assumed);
 
     let mut order = order_requests(reqs, opts.order, assumed);
     if has_deadlines {
@@ -494,16 +536,6 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
     };
     let late_list = if has_deadlines { late(reqs, &due, &sends) } else { Vec::new() };
 
-    let mut cindex: HashMap<&str, usize> = HashMap::new();
-    let mut per_client: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, r) in reqs.iter().enumerate() {
-        let n = per_client.len();
-        let c = *cindex.entry(&r.client).or_insert(n);
-        if c == n {
-            per_client.push((r.client.to_string(), Vec::new()));
-        }
-        per_client[c].1.push(i);
-    }
     let clients = per_client
         .into_iter()
         .map(|(client, idx)| {
