@@ -9,6 +9,7 @@ pub mod equiv;
 pub mod fmt;
 pub mod headline;
 pub mod model;
+pub mod page;
 pub mod render;
 pub mod sections;
 pub mod series;

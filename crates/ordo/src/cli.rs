@@ -39,7 +39,7 @@ enum Cmd {
     Slurm(crate::slurm_cmd::SlurmArgs),
     #[command(flatten)]
     Server(crate::server_cmd::ServerCmd),
-    /// Plan, split and pace requests to OpenAI-compatible AI APIs: `ordo batch plan|split|run`.
+    /// Plan, split, pace, submit and report requests to AI APIs: `ordo batch plan|split|run|submit|status|fetch|cancel|report`.
     Batch(crate::batch_cmd::BatchArgs),
     /// Search orders x backfill x parameters on a workload; print the Pareto front and the
     /// recommended policy as config for `ordo server` and `ordo slurm drive`.
