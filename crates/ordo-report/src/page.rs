@@ -64,10 +64,11 @@ fn bars_svg(b: &Bars) -> Result<String, String> {
             name: name.clone(),
             color: i,
             points: v.iter().enumerate().map(|(c, &y)| (c as f64, y)).collect(),
+            emphasis: true,
         })
         .collect();
     let none = |_: f64| String::new();
-    let axes = Axes { x: "", y: &b.y_title, x_fmt: &none, y_fmt: &tick };
+    let axes = Axes { x: "", y: &b.y_title, x_fmt: &none, y_fmt: &tick, x_ticks: None, y_ticks: None };
     chart::bar_chart(&b.categories, &series, &axes)
 }
 
