@@ -331,6 +331,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Runs the agent until the process ends (or the server refuses it for good).
 pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
     let gpus = detect_gpus(cfg.gpus)?;
+    // NVML loads here: without a driver the agent stops at once, saying so.
+    let sampler = match cfg.activity {
+        ActivitySource::Off => None,
+        _ => Some(Sampler::new(cfg.activity.clone(), gpus.count).map_err(|e| AgentError::Gpus(e.to_string()))?),
+    };
     std::fs::create_dir_all(&cfg.work_dir)
         .map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
     // Everything the agent and its supervisors write is named by an absolute path: a job runs
@@ -385,7 +390,9 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         clock: None,
     };
     let mut timing = register(&short, &reg, &cfg, &gpus)?;
-    start_sampling(&cfg, gpus.count, &table, &short)?;
+    if let Some(s) = sampler {
+        start_sampling(&cfg, s, &table, &short);
+    }
     let mut long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
     loop {
         let running: Vec<RunningJob> =
@@ -451,13 +458,9 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
 }
 
 /// Starts the thread that samples the GPUs' activity every `activity_every_ms` and sends it
-/// (`POST /v1/agent/activity`). NVML is loaded here: without a driver the agent stops at start,
-/// saying so. A sample that fails (a bad activity file) is logged, once per distinct error.
-fn start_sampling(cfg: &AgentConfig, gpus: u32, table: &Table, client: &Client) -> Result<(), AgentError> {
-    if cfg.activity == ActivitySource::Off {
-        return Ok(());
-    }
-    let mut sampler = Sampler::new(cfg.activity.clone(), gpus).map_err(|e| AgentError::Gpus(e.to_string()))?;
+/// (`POST /v1/agent/activity`). A sample that fails (a bad activity file) is logged, once per
+/// distinct error.
+fn start_sampling(cfg: &AgentConfig, mut sampler: Sampler, table: &Table, client: &Client) {
     eprintln!("ordo agent {}: GPU activity from {:?}, every {} ms", cfg.name, cfg.activity, cfg.activity_every_ms);
     let (table, client, node, every) = (table.clone(), client.clone(), cfg.name.clone(), cfg.activity_every_ms);
     std::thread::spawn(move || {
@@ -483,7 +486,6 @@ fn start_sampling(cfg: &AgentConfig, gpus: u32, table: &Table, client: &Client) 
             last_err = err;
         }
     });
-    Ok(())
 }
 
 /// Sends, on its own thread, the report of a job the agent did not start.

@@ -200,9 +200,12 @@ function chart(id, u) {
 }
 
 function shares(id, list) {
-  fill(id, list.map((u) => el('tr', {}, el('td', {}, u.name), el('td', { class: 'num' }, u.gpu_hours.toFixed(1) + ' GPU-h'),
+  const rows = list.map((u) => el('tr', {},
+    el('td', {}, u.name),
+    el('td', { class: 'num' }, u.gpu_hours.toFixed(1) + ' GPU-h'),
     el('td', { class: 'num' }, pct(100 * u.share)),
-    el('td', { style: null }, el('div', { class: 'bar', 'data-share': u.share }))))), 'no GPU-hours yet');
+    el('td', {}, el('div', { class: 'bar', 'data-share': u.share }))));
+  fill(id, rows, 'no GPU-hours yet');
   // Widths through the CSSOM (no inline style attribute, which the page's policy forbids).
   for (const b of $(id).querySelectorAll('.bar')) b.style.width = (100 * Number(b.dataset.share)).toFixed(1) + '%';
 }
