@@ -21,7 +21,7 @@ pub enum OnNodeFailure {
 }
 
 /// `POST /v1/jobs`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// A name for people; defaults to the command's first word.
@@ -297,7 +297,7 @@ pub struct AuditRecord {
 }
 
 /// `POST /v1/agent/register`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRequest {
     /// Node name (unique).

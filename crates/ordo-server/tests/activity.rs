@@ -35,15 +35,9 @@ fn job(gpus: u32, name: &str) -> SubmitRequest {
     SubmitRequest {
         name: Some(name.into()),
         command: vec!["true".into()],
-        cwd: None,
         gpus,
-        cpus: None,
-        mem_mib: None,
         time_limit_ms: Some(3_600_000),
-        priority: None,
-        on_node_failure: None,
-        no_preempt: None,
-        umask: None,
+        ..SubmitRequest::default()
     }
 }
 
@@ -65,16 +59,7 @@ fn report(c: &mut Core, node: &str, gpus: Vec<GpuSample>, now: i64) -> Result<()
 /// A node `n1` of 4 GPUs running job 1 (2 GPUs, "busy") and job 2 (1 GPU, "notebook"); GPU 3 free.
 fn setup(dir: &std::path::Path, t0: i64) -> (Core, u64, u64) {
     let mut c = Core::open(cfg(dir), t0).expect("open");
-    let reg = RegisterRequest {
-        node: "n1".into(),
-        gpus: 4,
-        fake: true,
-        gpu_model: None,
-        cpus: None,
-        mem_mib: None,
-        mem_limits: false,
-        clock: None,
-    };
+    let reg = RegisterRequest { node: "n1".into(), gpus: 4, fake: true, ..RegisterRequest::default() };
     c.register(&agent("n1"), &reg, t0).expect("register");
     let busy = c.submit(&user("alice"), job(2, "busy"), t0).expect("submit");
     let nb = c.submit(&user("bob"), job(1, "notebook"), t0).expect("submit");

@@ -33,15 +33,9 @@ fn job(gpus: u32, name: &str) -> SubmitRequest {
     SubmitRequest {
         name: Some(name.into()),
         command: vec!["true".into()],
-        cwd: None,
         gpus,
-        cpus: None,
-        mem_mib: None,
         time_limit_ms: Some(3_600_000),
-        priority: None,
-        on_node_failure: None,
-        no_preempt: None,
-        umask: None,
+        ..SubmitRequest::default()
     }
 }
 
@@ -73,16 +67,7 @@ fn history(dir: &Path) -> PathBuf {
     let mut cfg = ServerConfig { db: dir.join("ordo.db"), ..ServerConfig::default() };
     cfg.set_policy("test", "fifo").unwrap();
     let mut c = Core::open(cfg, T0).unwrap();
-    let reg = RegisterRequest {
-        node: "n1".into(),
-        gpus: 4,
-        fake: true,
-        gpu_model: None,
-        cpus: None,
-        mem_mib: None,
-        mem_limits: false,
-        clock: None,
-    };
+    let reg = RegisterRequest { node: "n1".into(), gpus: 4, fake: true, ..RegisterRequest::default() };
     c.register(&agent(), &reg, T0).unwrap();
     let alice = Principal { user: "alice".into(), role: Role::User };
     let bob = Principal { user: "bob".into(), role: Role::User };
