@@ -300,6 +300,14 @@ fn dashboard_in_headless_chromium() {
     // The waiting job's reason, in policy order.
     let why = b.eval(&format!("document.querySelector('#queue tr[data-job=\"{big}\"] .why').textContent"));
     assert!(why.as_str().unwrap().contains("not enough free GPUs: needs 4 on one node, 1 free"), "{why}");
+    // First in line, expected to start when the running jobs' time limits (10 min) run out.
+    let cell = |b: &mut browser::Browser, job: u64, n: u32| {
+        b.eval(&format!("document.querySelector('#queue tr[data-job=\"{job}\"] td:nth-child({n})').textContent"))
+    };
+    assert_eq!(cell(&mut b, big, 1), json!("1"));
+    assert_eq!(cell(&mut b, evil_id, 1), json!("2"));
+    let start = cell(&mut b, big, 7);
+    assert!(start.as_str().unwrap().starts_with("in 9m") || start.as_str().unwrap().starts_with("in 10m"), "{start}");
     // The idle GPU flagged, the busy ones not.
     let nb_gpu = gpus_of(&l.url, &l.admin, l.notebook)[0];
     let cls = |b: &mut browser::Browser, g: u64| {
@@ -337,6 +345,7 @@ fn dashboard_in_headless_chromium() {
         Duration::from_secs(10),
     );
     assert_eq!(b.eval("document.querySelectorAll('#share-users tr').length"), json!(2));
+    assert_eq!(b.eval("!!document.querySelector('#chart-2w svg')"), json!(true));
     // The screenshot: 1,400 px wide, the idle GPU red and the busy ones green.
     let shot = b.screenshot();
     let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
@@ -348,6 +357,9 @@ fn dashboard_in_headless_chromium() {
     let busy_green = pixels_of(&px, bpp, (0x2e, 0x7d, 0x32));
     assert!(idle_red >= 30 * 20, "the idle GPU cell is red: {idle_red} pixels");
     assert!(busy_green >= 2 * 30 * 20, "two busy GPU cells are green: {busy_green} pixels");
+    // Cancel from the page.
+    b.eval(&format!("document.querySelector('#mine tr[data-job=\"{big}\"] button.cancel').click(); 1"));
+    wait_for("the cancel", Duration::from_secs(10), || job_state(&l.url, &l.admin, big)["state"] == "cancelled");
     // Logging out forgets the token.
     b.eval("document.getElementById('logout').click(); 1");
     assert_eq!(b.eval("sessionStorage.getItem('ordo-token')"), Value::Null);
