@@ -281,7 +281,8 @@ fn dashboard_in_headless_chromium() {
     wait_flagged(&l);
     let Some(mut b) = browser::Browser::start(1400, 2000, &l.dir.join("chromium.log")) else { return };
     b.goto(&format!("{}/", l.url));
-    b.wait("the login form", "!!document.getElementById('token')", Duration::from_secs(30));
+    // The button is enabled once the script has taken the form.
+    b.wait("the login form", "document.querySelector('#login button')?.disabled === false", Duration::from_secs(30));
     // A wrong token is refused, with the server's words.
     b.eval(
         "document.getElementById('token').value = 'ordo_999_nope'; document.querySelector('#login button').click(); 1",

@@ -272,5 +272,7 @@ document.addEventListener('DOMContentLoaded', () => {
     if (t) login(t);
   });
   $('logout').addEventListener('click', () => logout(''));
+  // Only now may the form be sent (the page leaves the button disabled until the script runs).
+  document.querySelector('#login button').disabled = false;
   if (token) login(token);
 });
