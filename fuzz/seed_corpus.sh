@@ -28,16 +28,7 @@ printf 'JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRE
 printf 'JobId=7 UserId=alice(1001) GroupId=users(100) Name=train big JobState=COMPLETED Partition=gpu TimeLimit=120 StartTime=2024-03-01T10:00:10 EndTime=2024-03-01T11:00:10 NodeList=n1 NodeCnt=2 ProcCnt=16 WorkDir=/w ReservationName= Tres=cpu=16,mem=32G,gres/gpu=4 Account=ml QOS=normal WcKey= Cluster=c SubmitTime=2024-03-01T10:00:00 EligibleTime=2024-03-01T10:00:00 DerivedExitCode=0:0 ExitCode=0:0\nJobId=8 UserId=bob(2) StartTime=Unknown EndTime=2024-03-01T10:30:00 TimeLimit=UNLIMITED\n' | seed jobcomp two
 # ordo-db: SQL run on an empty database (an ordo server's tables, a preempted job, a job
 # whose run was reported after its requeue, one still running), and the same as a database file.
-cat <<'SQL' | seed ordo_db server.sql
-CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE nodes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, gpus INTEGER NOT NULL, fake INTEGER NOT NULL,
-  gpu_model TEXT, state TEXT NOT NULL, last_seen INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER);
-CREATE TABLE jobs(id INTEGER PRIMARY KEY, user TEXT NOT NULL, name TEXT NOT NULL, gpus INTEGER NOT NULL, cpus INTEGER,
-  mem_mib INTEGER, time_limit_ms INTEGER NOT NULL, priority INTEGER NOT NULL, state TEXT NOT NULL,
-  submit INTEGER NOT NULL, start INTEGER, end_time INTEGER, node TEXT, executed_ms INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE audit(id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL,
-  job INTEGER, policy TEXT NOT NULL, detail TEXT NOT NULL);
-CREATE TABLE job_activity(job INTEGER PRIMARY KEY, samples INTEGER NOT NULL, util_sum REAL NOT NULL);
+{ cat ../crates/ordo-trace/tests/data/ordo_db_tables.sql; cat <<'SQL'
 INSERT INTO meta VALUES ('policy', 'las');
 INSERT INTO nodes VALUES ('a', 1, 8, 1, NULL, 'up', 0, 32, 65536), ('b', 2, 4, 1, 'H100', 'down', 0, NULL, NULL);
 INSERT INTO jobs VALUES (1, 'alice', 'x', 2, NULL, NULL, 3600000, 0, 'completed', 1700000000000, 1700000008000, 1700000010000, 'a', 3000);
@@ -50,6 +41,7 @@ INSERT INTO audit(time, actor, kind, job, policy, detail) VALUES
 INSERT INTO jobs VALUES (3, 'carol', 'z', 1, NULL, NULL, 60000, 0, 'running', 1700000004000, 1700000005000, NULL, 'a', 0);
 INSERT INTO job_activity VALUES (1, 10, 420.0);
 SQL
+} | seed ordo_db server.sql
 if command -v sqlite3 >/dev/null; then
   rm -f corpus/ordo_db/server.db; sqlite3 corpus/ordo_db/server.db < corpus/ordo_db/server.sql
 fi
