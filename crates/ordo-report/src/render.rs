@@ -136,6 +136,9 @@ pub fn html(r: &Report) -> Result<String, String> {
     for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
         s.push_str(&cells_html(&line, "<p class=\"worth\">", "span", "</p>"));
     }
+    for (i, l) in r.as_run.iter().flat_map(|a| &a.lines).enumerate() {
+        let _ = write!(s, "<p class=\"worth\" id=\"as-run-{i}\">As run: {}</p>", esc(l));
+    }
     let _ = write!(s, "<p class=\"meta\" id=\"load\">Load: {}.</p>", esc(&r.load.text));
     if let Some(w) = &r.load.warning {
         let _ = write!(s, "<p class=\"warning\">Warning: {}</p>", esc(w));
@@ -207,6 +210,9 @@ pub fn markdown(r: &Report) -> Result<String, String> {
     let mut s = format!("# {}\n\n**{}**\n\n", r.title, r.headline);
     for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
         let _ = writeln!(s, "{}\n", line.iter().map(|c| c.text.as_str()).collect::<String>());
+    }
+    for l in r.as_run.iter().flat_map(|a| &a.lines) {
+        let _ = writeln!(s, "**As run:** {l}\n");
     }
     let _ = writeln!(s, "- Load: {}.", r.load.text);
     if let Some(w) = &r.load.warning {

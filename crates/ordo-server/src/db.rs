@@ -145,6 +145,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         executed_ms: r.get(24)?,
         umask: r.get(25)?,
         wait: None,
+        activity: None,
     })
 }
 

@@ -296,6 +296,7 @@ impl<'o> Sink<'o> {
             skipped_steps: self.steps,
             max_procs: self.max_procs,
             time_base: base,
+            server: None,
         }
     }
 }

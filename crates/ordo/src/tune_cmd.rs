@@ -145,6 +145,9 @@ struct TuneReport {
     summary: Summary,
     /// Config snippets, one per target that accepts a feasible policy.
     deploy: Vec<Deploy>,
+    /// The schedule an `ordo server` really ran (its database as input): its metrics and words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    as_run: Option<(ordo_sim::Metrics, ordo_report::AsRun)>,
 }
 
 pub fn run(a: TuneArgs) -> Result<ExitCode> {
@@ -193,6 +196,7 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
             "utilisation over the makespan"
         }
         .into(),
+        as_run: input.as_run.map(|(o, words)| (o.metrics, words)),
         input: input.source,
         summary,
         deploy: deploy_list,
@@ -271,6 +275,16 @@ fn render(r: &TuneReport) -> String {
         dur(b.mean_jct_s),
         dur(b.p99_wait_s)
     );
+    if let Some((m, words)) = &r.as_run {
+        let _ = writeln!(
+            s,
+            "as run:      utilisation {}, mean JCT {}, p99 wait {}: {}",
+            pct(m.headline_utilisation()),
+            dur(m.mean_jct_s),
+            dur(m.p99_wait_s),
+            words.lines.join(" ")
+        );
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "Pareto front among feasible configurations (utilisation max, mean JCT min, p99 wait min):");
     let head =

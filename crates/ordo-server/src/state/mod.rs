@@ -94,6 +94,8 @@ pub struct Core {
     /// Waiting jobs the policy chose to start but the server could not yet: their GPUs are
     /// still being freed by a preempted job, or the node lacks the CPUs or memory they ask.
     blocked: HashMap<JobNo, String>,
+    /// GPU activity: samples, per-job figures, series, allocated-but-idle (`activity.rs`).
+    live: activity::Live,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -223,6 +225,8 @@ pub fn fmt_rel(ms: i64) -> String {
     }
 }
 
+mod activity;
+pub use activity::group_of;
 mod agents;
 mod jobs;
 mod pass;
@@ -235,6 +239,7 @@ impl Core {
     /// one time-out from now to reconnect.
     pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
         let conn = db::open(&cfg.db)?;
+        activity::create_tables(&conn)?;
         let stored = db::meta_get(&conn, "policy")?;
         let policy = match (&stored, cfg.policy_given) {
             (Some(p), false) => p
@@ -267,8 +272,10 @@ impl Core {
             writes: 0,
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
+            live: activity::Live::default(),
         };
         core.load(now)?;
+        core.load_activity()?;
         Ok(core)
     }
 

@@ -210,6 +210,7 @@ impl Core {
             executed_ms: 0,
             umask: req.umask,
             wait: None,
+            activity: None,
         })
     }
 
