@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 use ordo_slurm::client::run_with_timeout;
-use ordo_slurm::parse::{parse_squeue_json, JobState, SlurmJob};
+use ordo_slurm::job::{JobState, SlurmJob};
+use ordo_slurm::json::parse_jobs;
 use ordo_slurm::AuditRecord;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -90,7 +91,7 @@ impl Drop for Jobs {
 
 fn squeue() -> HashMap<u64, SlurmJob> {
     let out = run_with_timeout("squeue", &["--json", "--all"], T).expect("squeue --json");
-    parse_squeue_json(&out, "squeue").expect("squeue json").into_iter().map(|j| (j.id, j)).collect()
+    parse_jobs(&out, "squeue").expect("squeue json").into_iter().map(|j| (j.id, j)).collect()
 }
 
 fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -106,6 +107,15 @@ fn wait_idle() {
     wait_for("an idle cluster", Duration::from_secs(90), || {
         squeue().values().all(|j| !matches!(j.state, JobState::Pending | JobState::Running))
     });
+}
+
+/// Whether all three nodes are idle (`sinfo -N` lists n3 once per partition).
+fn all_nodes_idle() -> bool {
+    run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%T"], T).is_ok_and(|o| {
+        let mut idle: Vec<&str> = o.lines().filter_map(|l| l.trim().strip_suffix("|idle")).collect();
+        idle.dedup();
+        idle.len() == 3
+    })
 }
 
 /// Fills all 20 GPUs with jobs sleeping `secs`; returns when they run.
@@ -153,7 +163,7 @@ impl Drop for Driver {
 }
 
 fn audit(path: &std::path::Path) -> Vec<AuditRecord> {
-    ordo_slurm::drive::read_audit_log(path).unwrap_or_default()
+    ordo_slurm::audit::read_audit_log(path).unwrap_or_default()
 }
 
 /// `--rest URL --rest-token-file FILE` for the dev cluster's slurmrestd, or nothing (after
@@ -434,10 +444,7 @@ fn drive_survives_a_controller_outage() {
     assert!(after.contains(" pass "), "a pass right after the outage:\n{text}");
     assert!(audit(&log).is_empty(), "nothing to change so far");
     // And it does its work again: a queue in the wrong order gets reordered.
-    wait_for("the nodes back", Duration::from_secs(60), || {
-        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
-            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
-    });
+    wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
     let mut jobs = Jobs::default();
     fill_cluster(&mut jobs, 8);
     let late = [jobs.submit(4, 9, 1, false), jobs.submit(4, 2, 1, false)];
@@ -447,10 +454,7 @@ fn drive_survives_a_controller_outage() {
     });
     assert!(driver.child.try_wait().expect("try_wait").is_none());
     drop(jobs);
-    wait_for("the nodes back", Duration::from_secs(60), || {
-        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
-            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
-    });
+    wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
 }
 
 /// `slurm-dev-cluster.sh stop` ends the munged that `start` started (its pid kept in
