@@ -247,7 +247,7 @@ fn jobcomp_pairs(l: &str) -> Result<Vec<(&str, &str)>, String> {
                 pairs.push((JOBCOMP_KEYS[k], ""));
             }
             None if pairs.is_empty() => {
-                return Err(format!("expected `Key=value` words, found {:?}", shown(l[pos..end].as_bytes())))
+                return Err(format!("expected `Key=value` words, found {:?}", shown(&l.as_bytes()[pos..end])))
             }
             None => {}
         }
