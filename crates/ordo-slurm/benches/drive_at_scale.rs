@@ -131,14 +131,35 @@ fn main() {
     let token = std::fs::read_to_string(conf.parent().unwrap().join("token.env")).expect("token.env beside SLURM_CONF");
     let cli = SlurmCli::new(T);
     let rest = SlurmRest::new("http://127.0.0.1:6820", "root", &token, "v0.0.38", T);
-    let log = std::env::temp_dir().join(format!("ordo-bench-audit-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&log);
+    // ORDO_BENCH_AUDIT: an audit log to go on from (the priorities it says ordo set stay ordo's).
+    let (log, keep_log) = match std::env::var_os("ORDO_BENCH_AUDIT") {
+        Some(p) => (PathBuf::from(p), true),
+        None => (std::env::temp_dir().join(format!("ordo-bench-audit-{}.jsonl", std::process::id())), false),
+    };
+    if !keep_log {
+        let _ = std::fs::remove_file(&log);
+    }
     let mut rng = Rng(0x5eed_1e52);
     let mut limit = || 1 + rng.next() % 600;
 
-    // Three blockers hold all 20 GPUs for the whole run.
+    // Jobs left by an interrupted run are used again (and cancelled at the end).
+    let left = run_with_timeout("squeue", &["-h", "-t", "PD,R", "-o", "%i|%T"], T).expect("squeue");
     let mut all: Vec<u64> = Vec::new();
-    for g in [8, 8, 4] {
+    let mut blockers: Vec<u64> = Vec::new();
+    for l in left.lines() {
+        if let Some((id, state)) = l.trim().split_once('|') {
+            let id: u64 = id.parse().expect("job id");
+            if state == "RUNNING" {
+                blockers.push(id)
+            } else {
+                all.push(id)
+            }
+        }
+    }
+    // Three blockers hold all 20 GPUs for the whole run.
+    let fresh = blockers.is_empty();
+    all.splice(0..0, blockers);
+    for g in if fresh { vec![8, 8, 4] } else { Vec::new() } {
         let out = run_with_timeout(
             "sbatch",
             &[
@@ -189,5 +210,7 @@ fn main() {
         println!("  {s}");
     }
     cancel(&all);
-    let _ = std::fs::remove_file(&log);
+    if !keep_log {
+        let _ = std::fs::remove_file(&log);
+    }
 }

@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 /// not move the rate.
 const MIN_SAMPLE: usize = 10;
 
+/// A controller that answers an update within this is at ease whatever the baseline: the rate
+/// never backs off below it (on a busy machine the best time seen is a poor yardstick, and a
+/// small batch's per-update time includes starting `scontrol`).
+const AT_EASE: Duration = Duration::from_millis(20);
+
 /// A rate limit that backs off when the controller slows down.
 #[derive(Debug, Clone)]
 pub struct Pace {
@@ -53,9 +58,9 @@ impl Pace {
         let base = *self.baseline.get_or_insert(per);
         if per < base {
             self.baseline = Some(per);
-        } else if per > base * 4 && per > Duration::from_millis(5) {
+        } else if per > base * 4 && per > AT_EASE {
             self.rate = (self.rate / 2.0).max(1.0);
-        } else if per < base * 2 {
+        } else if per < base * 2 || per < AT_EASE {
             self.rate = (self.rate * 1.25).min(self.max_rate);
         }
     }
@@ -73,7 +78,9 @@ mod tests {
         p.record(50, t, Duration::from_millis(100)); // 2 ms each: the baseline
         assert_eq!(p.rate, 100.0);
         assert!(p.wait(t) > Duration::from_millis(400), "50 updates at 100/s: half a second");
-        p.record(50, t, Duration::from_millis(1000)); // 20 ms each: ten times slower
+        p.record(50, t, Duration::from_millis(500)); // 10 ms each: slower, but at ease
+        assert_eq!(p.rate, 100.0);
+        p.record(50, t, Duration::from_millis(1500)); // 30 ms each: fifteen times slower
         assert_eq!(p.rate, 50.0);
         assert_eq!(p.batch_size(50), 25);
         p.record(25, t, Duration::from_millis(1000));
