@@ -105,25 +105,44 @@ pub fn read_audit_log(path: &Path) -> Result<Vec<AuditRecord>, SlurmError> {
     Ok(out)
 }
 
-/// The priority ordo last set on each job and has not handed back, from an audit log (empty if
-/// the log does not exist yet).
-pub fn outstanding(path: &Path) -> Result<HashMap<u64, u64>, SlurmError> {
+/// What an audit log says about the jobs in it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LogState {
+    /// The priority ordo last set on each job and has not handed back.
+    pub ours: HashMap<u64, u64>,
+    /// Jobs whose last record says ordo left them alone, with why.
+    pub left_alone: HashMap<u64, String>,
+}
+
+/// Reads an audit log's [`LogState`] (empty if the log does not exist yet).
+pub fn log_state(path: &Path) -> Result<LogState, SlurmError> {
+    let mut st = LogState::default();
     if !path.exists() {
-        return Ok(HashMap::new());
+        return Ok(st);
     }
-    let mut out = HashMap::new();
     for r in read_audit_log(path)? {
         match (r.action.as_str(), r.new_priority) {
             ("set", Some(p)) => {
-                out.insert(r.job, p);
+                st.ours.insert(r.job, p);
+                st.left_alone.remove(&r.job);
             }
             ("release", _) => {
-                out.remove(&r.job);
+                st.ours.remove(&r.job);
+                st.left_alone.remove(&r.job);
+            }
+            ("left-alone", _) => {
+                st.left_alone.insert(r.job, r.reason);
             }
             _ => {}
         }
     }
-    Ok(out)
+    Ok(st)
+}
+
+/// The priority ordo last set on each job and has not handed back, from an audit log (empty if
+/// the log does not exist yet).
+pub fn outstanding(path: &Path) -> Result<HashMap<u64, u64>, SlurmError> {
+    log_state(path).map(|s| s.ours)
 }
 
 #[cfg(test)]
@@ -149,6 +168,7 @@ mod tests {
         append(&p, &[AuditRecord::now("left-alone", 1, 5, None, "changed by hand".into())]).unwrap();
         let o = outstanding(&p).unwrap();
         assert_eq!(o, HashMap::from([(1, 11)]));
+        assert_eq!(log_state(&p).unwrap().left_alone, HashMap::from([(1, "changed by hand".to_string())]));
         std::fs::write(&p, "{\"nope\": 1}\n").unwrap();
         let e = read_audit_log(&p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("not an audit record"), "{e}");

@@ -1,9 +1,10 @@
 //! The driver: each pass reads Slurm, computes ordo's order, and sets the few priorities that
 //! make Slurm follow it, paced, logging every change; it leaves alone what people set by hand.
 //!
-//! State kept between passes: the priority ordo last set on each job (read back from the audit
-//! log at start, so a restarted driver knows its own values), the jobs already reported as left
-//! alone, updates whose fate an outage hid, and the pace.
+//! State kept between passes: the priority ordo last set on each job and the jobs already
+//! reported as left alone (both read back from the audit log at start, so a restarted driver
+//! knows its own values and does not repeat itself), updates whose fate an outage hid, and the
+//! pace.
 
 use crate::audit::{self, AuditRecord};
 use crate::client::Backend;
@@ -86,18 +87,10 @@ impl<'a> Driver<'a> {
     /// A driver over `slurm`; reads the priorities it set before from the audit log.
     pub fn new(slurm: &'a dyn Backend, cfg: DriveConfig) -> Result<Driver<'a>, SlurmError> {
         check_policy(&cfg.plan.policy)?;
-        let ours = audit::outstanding(&cfg.audit_log)?;
+        // A restarted driver knows its own priorities, and what it already said it leaves alone.
+        let audit::LogState { ours, left_alone: noted } = audit::log_state(&cfg.audit_log)?;
         let pace = Pace::new(cfg.max_rate);
-        Ok(Driver {
-            slurm,
-            cfg,
-            config: None,
-            range: None,
-            ours,
-            noted: HashMap::new(),
-            unconfirmed: HashMap::new(),
-            pace,
-        })
+        Ok(Driver { slurm, cfg, config: None, range: None, ours, noted, unconfirmed: HashMap::new(), pace })
     }
 
     /// The range of priorities in use (known after the first pass that reached Slurm).
