@@ -7,7 +7,7 @@ use crate::json::spread;
 use crate::values::{array_tasks, gres_gpus, hostlist, tres};
 
 /// The `squeue -O` fields ordo reads, in order (each written `NAME:|`, so `|` ends every field).
-pub const SQUEUE_FIELDS: [&str; 17] = [
+pub const SQUEUE_FIELDS: [&str; 20] = [
     "JobID",
     "ArrayJobID",
     "ArrayTaskID",
@@ -25,6 +25,9 @@ pub const SQUEUE_FIELDS: [&str; 17] = [
     "NodeList",
     "Reason",
     "NumCPUs",
+    "tres-per-job",
+    "tres-per-node",
+    "NumNodes",
 ];
 
 /// The `-O` argument for [`SQUEUE_FIELDS`].
@@ -91,7 +94,19 @@ fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
     let running = state == JobState::Running;
     let req = tres(f[12]).ok_or_else(|| bad(12, "Slurm TRES `name=count,...`"))?;
     let alloc_t = tres(f[13]).ok_or_else(|| bad(13, "Slurm TRES `name=count,...`"))?;
-    let asked = if running && f[13] != "N/A" && !f[13].is_empty() { alloc_t } else { req };
+    let mut asked = if running && f[13] != "N/A" && !f[13].is_empty() { alloc_t } else { req };
+    if asked.gpus == 0 {
+        // GPUs not tracked as a TRES (`AccountingStorageTRES` without `gres/gpu`, the default
+        // of Slurm 24.11 without accounting): the job's own request, per job or per node.
+        let per = |k: usize| match f[k] {
+            "N/A" | "" | "(null)" => Some(0),
+            t => gres_gpus(t),
+        };
+        let per_job = per(17).ok_or_else(|| bad(17, "a gres request such as gres/gpu:4"))?;
+        let per_node = per(18).ok_or_else(|| bad(18, "a gres request such as gres/gpu:4"))?;
+        let nodes: u32 = f[19].split('-').next().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
+        asked.gpus = if per_job > 0 { per_job } else { per_node.saturating_mul(nodes) };
+    }
     let mut alloc = Vec::new();
     if running {
         let names = hostlist(f[14], MAX_HOSTS).ok_or_else(|| bad(14, "a host list such as n[1-3]"))?;
@@ -202,11 +217,11 @@ mod tests {
     #[test]
     fn reads_squeue_text() {
         let text = "\
-1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|
-5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|
-4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|
-5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|
-7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|
+1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|N/A|N/A|1|
+5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|N/A|N/A|1|
+4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|N/A|N/A|1|
+5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|N/A|N/A|1|
+7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|N/A|N/A|1|
 ";
         let j = parse_squeue(text).unwrap();
         assert_eq!(j.len(), 5);
@@ -221,15 +236,36 @@ mod tests {
         assert_eq!(j[4].time_limit_min, None);
     }
 
+    /// Slurm 24.11.5 (Debian trixie) without accounting: GPUs are not a TRES, so they are read
+    /// from the job's gres request (`tres-per-node`), for pending, array and running jobs.
+    #[test]
+    fn reads_gpus_not_tracked_as_tres() {
+        let text = "\
+4|4|N/A|PENDING|4294901756|0|5:00|2026-12-01T07:23:13|2026-12-01T07:33:13|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:4|1|
+7|7|0-9%2|PENDING|4294901753|0|4:00|2026-12-01T07:23:13|2026-12-01T07:35:00|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:1|1|
+1|1|N/A|RUNNING|4294901759|0|10:00|2026-12-01T07:23:13|2026-12-01T07:23:13|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:8|1|
+9|9|N/A|PENDING|4294901750|0|5:00|2026-12-01T07:23:13|N/A|root|(null)|gpu|cpu=2,node=2,billing=2|cpu=2,node=2,billing=2||Priority|2|N/A|gres/gpu:3|2|
+";
+        let j = parse_squeue(text).unwrap();
+        assert_eq!(j.iter().map(|j| j.gpus).collect::<Vec<_>>(), vec![4, 1, 8, 6]);
+        assert_eq!(j[1].tasks(), 10);
+        assert_eq!(j[2].alloc, vec![("n1".to_string(), 8)]);
+        let bad = text.lines().next().unwrap().replace("gres/gpu:4", "gres/gpu:four");
+        let e = parse_squeue(&bad).unwrap_err().to_string();
+        assert!(e.contains("field tres-per-node"), "{e}");
+    }
+
     #[test]
     fn bad_squeue_lines_name_line_and_field() {
         let line = |prio: &str| {
-            format!("5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|\n")
+            format!(
+                "5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|N/A|N/A|1|\n"
+            )
         };
         let e = parse_squeue(&line("high")).unwrap_err().to_string();
         assert!(e.contains("line 1, field PriorityLong") && e.contains("`high`"), "{e}");
         let e = parse_squeue("5|5|N/A\n").unwrap_err().to_string();
-        assert!(e.contains("expected 17"), "{e}");
+        assert!(e.contains("expected 20"), "{e}");
         let e = parse_squeue(&line("1").replace("2026-12-01T05:44:02", "yesterday")).unwrap_err().to_string();
         assert!(e.contains("SubmitTime"), "{e}");
     }
