@@ -235,7 +235,11 @@ fn parse_row<'r>(
     // Run time: a duration column, or end - start (no start: never ran).
     let runtime = match layout.col(Role::Duration) {
         Some(c) if format == Format::Sacct => {
-            Some(parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?)
+            let d = parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?;
+            // Nothing allocated and no time elapsed: pending when it ended (cancelled while
+            // pending, or still pending): it never ran.
+            let no_alloc = layout.col(Role::AllocTres).is_some_and(|a| field(a).is_empty());
+            (d > 0 || !no_alloc).then_some(d)
         }
         Some(c) => Some(parse_secs(field(c)).ok_or_else(|| bad(c, EXPECT_TIME))?),
         None if censored => None,

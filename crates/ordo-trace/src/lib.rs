@@ -62,7 +62,7 @@ pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
 pub use error::{ClusterError, TraceError};
 pub use format::{Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
-pub use timefmt::{format_datetime, parse_datetime, MAX_SECONDS};
+pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
 pub use write::{write_generic, write_jsonl, write_swf};
 
 use error::shown;

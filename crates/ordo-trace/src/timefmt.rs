@@ -142,7 +142,7 @@ pub(crate) fn parse_clock(raw: &[u8]) -> Option<Time> {
 
 /// A Slurm duration: `[DAYS-]HH:MM:SS`, `MM:SS`, `MM` (minutes) or `DAYS-HH[:MM]`, fractions of
 /// a second allowed in the seconds (`00:00:01.5`). Returns milliseconds.
-pub(crate) fn parse_slurm_duration(raw: &[u8]) -> Option<Time> {
+pub fn parse_slurm_duration(raw: &[u8]) -> Option<Time> {
     let s = std::str::from_utf8(raw).ok()?.trim();
     let (days, rest) = match s.split_once('-') {
         Some((d, r)) => (Some(digits(d.as_bytes())?), r),
