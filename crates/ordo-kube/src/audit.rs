@@ -115,10 +115,8 @@ impl AuditLog {
                 detail: d.detail,
             };
             self.next_id += 1;
-            serde_json::to_writer(&mut buf, &rec).map_err(|e| AuditError::Io {
-                path: self.path.clone(),
-                source: std::io::Error::other(e),
-            })?;
+            serde_json::to_writer(&mut buf, &rec)
+                .map_err(|e| AuditError::Io { path: self.path.clone(), source: std::io::Error::other(e) })?;
             buf.push(b'\n');
         }
         let io = |source| AuditError::Io { path: self.path.clone(), source };
@@ -156,7 +154,8 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("dir");
         let p = dir.join("audit.jsonl");
         let _ = std::fs::remove_file(&p);
-        let d = |k| Draft { actor: "scheduler".into(), kind: k, unit: Some("uid-1".into()), detail: serde_json::json!({}) };
+        let d =
+            |k| Draft { actor: "scheduler".into(), kind: k, unit: Some("uid-1".into()), detail: serde_json::json!({}) };
         AuditLog::open(&p).expect("open").append(vec![d("submit"), d("start")], 5, "fifo").expect("append");
         AuditLog::open(&p).expect("open").append(vec![d("end")], 9, "fifo").expect("append");
         let recs = read_log(&p).expect("read");

@@ -2,10 +2,13 @@
 //! Watches pods and nodes, orders and places with ordo-core, binds, explains, audits, imports.
 
 pub mod audit;
+pub mod client;
 pub mod engine;
 pub mod gang;
 pub mod objects;
 pub mod quantity;
+pub mod run;
+pub mod watch;
 pub mod words;
 
 pub use engine::{Engine, EngineConfig, PassOut, Stats};

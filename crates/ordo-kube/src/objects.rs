@@ -175,7 +175,8 @@ impl PodInfo {
     pub fn tolerates(&self, t: &Taint) -> bool {
         self.tolerations.iter().any(|o| {
             (o.effect.is_empty() || o.effect == t.effect)
-                && ((o.exists && (o.key.is_empty() || o.key == t.key)) || (!o.exists && o.key == t.key && o.value == t.value))
+                && ((o.exists && (o.key.is_empty() || o.key == t.key))
+                    || (!o.exists && o.key == t.key && o.value == t.value))
         })
     }
 }
@@ -346,11 +347,8 @@ pub fn pod_info(p: &Pod, cfg: &ReadConfig) -> Result<PodInfo, ObjectError> {
                 .collect()
         })
         .unwrap_or_default();
-    let owner = md
-        .owner_references
-        .as_ref()
-        .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
-        .map(|r| r.uid.clone());
+    let owner =
+        md.owner_references.as_ref().and_then(|o| o.iter().find(|r| r.controller == Some(true))).map(|r| r.uid.clone());
     Ok(PodInfo {
         user: get(ANN_USER).filter(|u| !u.is_empty()).unwrap_or_else(|| namespace.clone()),
         uid,
@@ -411,7 +409,11 @@ pub fn node_info(n: &Node, cfg: &ReadConfig) -> Result<NodeInfo, ObjectError> {
         .map(|ts| {
             ts.iter()
                 .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-                .map(|t| Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect: t.effect.clone() })
+                .map(|t| Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: t.effect.clone(),
+                })
                 .collect()
         })
         .unwrap_or_default();

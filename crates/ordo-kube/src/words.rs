@@ -134,6 +134,10 @@ pub fn waiting_text(
             tail(format!("{need}; {} open nodes are idle", cx.idle_nodes))
         }
         Reason::Resources { .. } => tail(format!("{need}; the most free on any node is {}", cx.most_free)),
+        // ordo-core's "no node has 4 free GPUs": say how far off the best node is.
+        Reason::NodeFit { why, .. } if why.starts_with("no node has") => {
+            tail(format!("{need}; the most free on any node is {}", cx.most_free))
+        }
         Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
         Reason::Priority { .. } => tail(format!(
             "waiting behind {} under {} (strict order: nothing starts before it)",

@@ -172,7 +172,11 @@ fn same_for_scheduling(a: &PodInfo, b: &PodInfo) -> bool {
 impl Engine {
     /// An engine that knows nothing yet: it passes only once both pods and nodes were listed.
     pub fn new(cfg: EngineConfig) -> Self {
-        let mut core = Scheduler::new(&ordo_core::ClusterSpec { nodes: vec![] }, ordo_core::Placement::Consolidated, cfg.policy.clone());
+        let mut core = Scheduler::new(
+            &ordo_core::ClusterSpec { nodes: vec![] },
+            ordo_core::Placement::Consolidated,
+            cfg.policy.clone(),
+        );
         core.set_min_run(cfg.min_run_ms);
         Engine {
             policy_text: cfg.policy.to_string(),
@@ -360,7 +364,8 @@ impl Engine {
                 }
             }
             _ => {
-                if was_evicting || old.node.is_some() || self.held.contains_key(&key) || self.partial.contains_key(&key) {
+                if was_evicting || old.node.is_some() || self.held.contains_key(&key) || self.partial.contains_key(&key)
+                {
                     self.dirty = true;
                 }
             }

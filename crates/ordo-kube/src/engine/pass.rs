@@ -47,6 +47,8 @@ pub struct Note {
     pub event: bool,
     /// Whether it does not fit (Warning `FailedScheduling`) rather than waits its turn (Normal `Waiting`).
     pub shortage: bool,
+    /// Whether the pod has no `PodScheduled=False` condition yet (its transition time is now).
+    pub first: bool,
 }
 
 /// What a pass decided.
@@ -293,7 +295,12 @@ impl Engine {
                 if let Some(f) = free.get_mut(&node) {
                     *f = f.minus(ask);
                 }
-                out.binds.push(Bind { uid: uid.clone(), namespace: p.namespace.clone(), name: p.name.clone(), node: node.clone() });
+                out.binds.push(Bind {
+                    uid: uid.clone(),
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                    node: node.clone(),
+                });
                 out.audit.push(Draft {
                     actor: "scheduler".into(),
                     kind: "start",
@@ -365,7 +372,12 @@ impl Engine {
             now,
         };
         let Some(u) = self.units.get(&job) else {
-            return words::WaitInfo { text: "unknown".into(), detail: Some(r.clone()), ahead: position - 1, expected_start: None };
+            return words::WaitInfo {
+                text: "unknown".into(),
+                detail: Some(r.clone()),
+                ahead: position - 1,
+                expected_start: None,
+            };
         };
         let mem: u64 = u.pods.iter().filter_map(|p| self.pods.get(p)).map(|p| p.ask.mem_mib_up()).sum();
         let (blocker, expected) = match r {
@@ -505,6 +517,7 @@ impl Engine {
                 text: text.clone(),
                 event,
                 shortage,
+                first: p.waiting_message.is_none(),
             });
         }
         self.said.insert(key.clone(), Said { kind, blocker, text, position, at: now });

@@ -22,7 +22,8 @@ impl Engine {
         for p in self.pods.values().filter(|p| self.ours(p) && !p.ended()) {
             let key = Self::unit_key(p);
             if p.node.is_some() {
-                if p.terminating || self.evicting.contains(&p.uid) || !idx.contains_key(p.node.as_deref().unwrap_or("")) {
+                if p.terminating || self.evicting.contains(&p.uid) || !idx.contains_key(p.node.as_deref().unwrap_or(""))
+                {
                     off_core.insert(key.clone());
                 }
                 running.entry(key).or_default().push(p);
@@ -33,10 +34,8 @@ impl Engine {
         for v in running.values_mut().chain(waiting.values_mut()) {
             v.sort_by(|a, b| (a.created_ms, &a.name).cmp(&(b.created_ms, &b.name)));
         }
-        let mut order: Vec<(&UnitKey, i64)> = running
-            .iter()
-            .map(|(k, v)| (k, v.iter().filter_map(|p| p.bound_ms).min().unwrap_or(now)))
-            .collect();
+        let mut order: Vec<(&UnitKey, i64)> =
+            running.iter().map(|(k, v)| (k, v.iter().filter_map(|p| p.bound_ms).min().unwrap_or(now))).collect();
         order.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
 
         let preemptive = self.cfg.policy.order.preemptive();
@@ -209,7 +208,10 @@ impl Engine {
 
     /// A unit's estimate: the largest of its pods', each its own or the default.
     pub(crate) fn estimate_of(&self, pods: &[&PodInfo]) -> i64 {
-        pods.iter().map(|p| p.estimate_ms.unwrap_or(self.cfg.default_estimate_ms)).max().unwrap_or(self.cfg.default_estimate_ms)
+        pods.iter()
+            .map(|p| p.estimate_ms.unwrap_or(self.cfg.default_estimate_ms))
+            .max()
+            .unwrap_or(self.cfg.default_estimate_ms)
     }
 
     /// Why a unit can never be placed on the open nodes of the pool, in words.

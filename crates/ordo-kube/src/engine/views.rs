@@ -163,7 +163,8 @@ impl Engine {
         }
         let q = self.queue(now);
         let line = q.waiting.into_iter().find(|l| l.pods.iter().any(|x| x == pod));
-        let text = line.as_ref().map(|l| l.wait.text.clone()).unwrap_or_else(|| "not in the queue (being deleted)".into());
+        let text =
+            line.as_ref().map(|l| l.wait.text.clone()).unwrap_or_else(|| "not in the queue (being deleted)".into());
         Some(Explained { pod: pod.into(), state: "waiting".into(), node: None, line, condition, text })
     }
 }
