@@ -174,9 +174,8 @@ impl PodInfo {
     /// Whether it tolerates a taint.
     pub fn tolerates(&self, t: &Taint) -> bool {
         self.tolerations.iter().any(|o| {
-            (o.effect.is_empty() || o.effect == t.effect)
-                && ((o.exists && (o.key.is_empty() || o.key == t.key))
-                    || (!o.exists && o.key == t.key && o.value == t.value))
+            let key = if o.exists { o.key.is_empty() || o.key == t.key } else { o.key == t.key && o.value == t.value };
+            (o.effect.is_empty() || o.effect == t.effect) && key
         })
     }
 }

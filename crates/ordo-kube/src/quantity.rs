@@ -118,7 +118,7 @@ impl Quantity {
 
     /// A whole count (GPUs and other extended resources must be whole numbers).
     pub fn whole(self) -> Option<u64> {
-        (self.num % self.den == 0).then(|| (self.num / self.den) as u64)
+        self.num.is_multiple_of(self.den).then(|| (self.num / self.den) as u64)
     }
 }
 

@@ -155,7 +155,7 @@ pub async fn run(
 fn apply(engine: &mut Engine, m: Seen, published: &mut Published) {
     let now = now_ms();
     match m {
-        Seen::Pod(p) => engine.pod_event(p, now),
+        Seen::Pod(p) => engine.pod_event(*p, now),
         Seen::PodGone(uid) => engine.pod_gone(&uid, now),
         Seen::Pods(all) => engine.pods_listed(all, now),
         Seen::Node(n) => engine.node_event(n),

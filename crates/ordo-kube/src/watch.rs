@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedSender;
 #[derive(Debug)]
 pub enum Seen {
     /// A pod was added or changed.
-    Pod(PodInfo),
+    Pod(Box<PodInfo>),
     /// A pod was deleted, or ended (uid).
     PodGone(String),
     /// Every pod that has not ended (a list, or a relist).
@@ -34,17 +34,13 @@ pub fn spawn_pods(client: Client, read: ReadConfig, resync: Duration, tx: Unboun
     tokio::spawn(async move {
         let api: Api<Pod> = Api::all(client);
         let cfg = watcher::Config::default().fields(ACTIVE_PODS);
-        run(
-            api,
-            cfg,
-            resync,
-            tx,
-            move |p: &Pod| pod_info(p, &read).map_err(|e| e.to_string()),
-            Seen::Pod,
-            Seen::Pods,
-            |p| p.metadata.uid.clone().map(Seen::PodGone),
-        )
-        .await;
+        let to = Mapping {
+            read: move |p: &Pod| pod_info(p, &read).map_err(|e| e.to_string()),
+            one: |p| Seen::Pod(Box::new(p)),
+            all: Seen::Pods,
+            gone: |p: &Pod| p.metadata.uid.clone().map(Seen::PodGone),
+        };
+        run(api, cfg, resync, tx, to).await;
     });
 }
 
@@ -56,33 +52,40 @@ pub fn spawn_nodes(client: Client, read: ReadConfig, labels: String, resync: Dur
         if !labels.is_empty() {
             cfg = cfg.labels(&labels);
         }
-        run(
-            api,
-            cfg,
-            resync,
-            tx,
-            move |n: &Node| node_info(n, &read).map_err(|e| e.to_string()),
-            Seen::Node,
-            Seen::Nodes,
-            |n| n.metadata.name.clone().map(Seen::NodeGone),
-        )
-        .await;
+        let to = Mapping {
+            read: move |n: &Node| node_info(n, &read).map_err(|e| e.to_string()),
+            one: Seen::Node,
+            all: Seen::Nodes,
+            gone: |n: &Node| n.metadata.name.clone().map(Seen::NodeGone),
+        };
+        run(api, cfg, resync, tx, to).await;
     });
 }
 
+/// How one kind of object becomes what the loop is told.
+struct Mapping<K, T, R> {
+    /// The object read (or why it is ignored).
+    read: R,
+    /// One added or changed.
+    one: fn(T) -> Seen,
+    /// All of them, listed.
+    all: fn(Vec<T>) -> Seen,
+    /// One deleted.
+    gone: fn(&K) -> Option<Seen>,
+}
+
 /// One watch, restarted (a full relist) every `resync`, until the receiver is gone.
-async fn run<K, T>(
+async fn run<K, T, R>(
     api: Api<K>,
     cfg: watcher::Config,
     resync: Duration,
     tx: UnboundedSender<Seen>,
-    read: impl Fn(&K) -> Result<T, String>,
-    one: fn(T) -> Seen,
-    all: fn(Vec<T>) -> Seen,
-    gone: fn(&K) -> Option<Seen>,
+    to: Mapping<K, T, R>,
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    R: Fn(&K) -> Result<T, String>,
 {
+    let Mapping { read, one, all, gone } = to;
     use kube::runtime::WatchStreamExt;
     loop {
         let mut stream = watcher(api.clone(), cfg.clone()).default_backoff().boxed();

@@ -58,7 +58,11 @@ pub fn clock(ms: i64, now: i64) -> String {
 pub fn ask_text(a: Ask, gpu_resource: &str) -> String {
     let mut parts = vec![format!("{} {gpu_resource}", a.gpus)];
     if a.cpu_milli > 0 {
-        let c = if a.cpu_milli % 1000 == 0 { format!("{}", a.cpu_milli / 1000) } else { format!("{}m", a.cpu_milli) };
+        let c = if a.cpu_milli.is_multiple_of(1000) {
+            format!("{}", a.cpu_milli / 1000)
+        } else {
+            format!("{}m", a.cpu_milli)
+        };
         parts.push(format!("{c} CPU"));
     }
     if a.mem_bytes > 0 {
@@ -77,9 +81,9 @@ pub fn ask_text(a: Ask, gpu_resource: &str) -> String {
 pub fn mem_text(b: u64) -> String {
     const GI: u64 = 1 << 30;
     const MI: u64 = 1 << 20;
-    if b >= GI && b % GI == 0 {
+    if b >= GI && b.is_multiple_of(GI) {
         format!("{}Gi", b / GI)
-    } else if b >= MI && b % MI == 0 {
+    } else if b >= MI && b.is_multiple_of(MI) {
         format!("{}Mi", b / MI)
     } else {
         format!("{b}")
