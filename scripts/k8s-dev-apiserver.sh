@@ -157,7 +157,7 @@ KC
   wait_ready "$D"
   local c=(curl -sf --cacert "$D/ca.crt" -H "Authorization: Bearer $admin")
   "${c[@]}" -X POST -H 'Content-Type: application/json' "$url/apis/rbac.authorization.k8s.io/v1/clusterrolebindings" \
-    -d '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"ordo-scheduler"},
+    -d '{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"dev-ordo-scheduler"},
          "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:kube-scheduler"},
          "subjects":[{"kind":"User","name":"ordo-scheduler"}]}' >/dev/null
   echo "kube-apiserver ready at $url; KUBECONFIG=$D/kubeconfig"

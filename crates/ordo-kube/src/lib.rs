@@ -5,6 +5,7 @@ pub mod audit;
 pub mod client;
 pub mod engine;
 pub mod gang;
+pub mod import;
 pub mod objects;
 pub mod quantity;
 pub mod run;

@@ -126,7 +126,17 @@ pub async fn run(
         for e in out.evictions {
             evict(&kube, &mut engine, e, &writes).await;
         }
-        let conflicts = bind_all(&kube, &mut engine, out.binds, cfg.bind_concurrency, &writes).await;
+        let (bound, conflicts) = bind_all(&kube, &mut engine, out.binds, cfg.bind_concurrency).await;
+        for b in bound {
+            let _ = writes.send(Write::Event {
+                text: format!("Successfully assigned {}/{} to {}", b.namespace, b.name, b.node),
+                ns: b.namespace,
+                name: b.name,
+                uid: b.uid,
+                warning: false,
+                reason: "Scheduled",
+            });
+        }
         if !conflicts.is_empty() {
             if let Some(a) = audit.as_mut() {
                 a.append(conflicts, now_ms(), &policy)?;
@@ -188,14 +198,14 @@ async fn evict(kube: &Kube, engine: &mut Engine, e: Evict, writes: &UnboundedSen
 }
 
 /// Makes the bindings, `concurrency` at a time; a refused one goes back to the engine. Returns
-/// audit records of the conflicts (409: another scheduler bound the pod first).
-async fn bind_all(
+/// the bindings made, and audit records of the conflicts (409: another scheduler bound the pod
+/// first; the engine then knows where the API server says the pod is).
+pub async fn bind_all(
     kube: &Kube,
     engine: &mut Engine,
     binds: Vec<Bind>,
     concurrency: usize,
-    writes: &UnboundedSender<Write>,
-) -> Vec<Draft> {
+) -> (Vec<Bind>, Vec<Draft>) {
     let results: Vec<(Bind, Result<(), KubeError>)> = futures::stream::iter(binds)
         .map(|b| async move {
             let r = kube.bind(&b.namespace, &b.name, &b.uid, &b.node).await;
@@ -205,18 +215,10 @@ async fn bind_all(
         .collect()
         .await;
     let mut drafts = Vec::new();
+    let mut bound = Vec::new();
     for (b, r) in results {
         match r {
-            Ok(()) => {
-                let _ = writes.send(Write::Event {
-                    text: format!("Successfully assigned {}/{} to {}", b.namespace, b.name, b.node),
-                    ns: b.namespace,
-                    name: b.name,
-                    uid: b.uid,
-                    warning: false,
-                    reason: "Scheduled",
-                });
-            }
+            Ok(()) => bound.push(b),
             Err(e) => {
                 let conflict = e.code() == Some(409);
                 let now_on = if conflict { kube.get_pod(&b.namespace, &b.name).await.ok().flatten() } else { None };
@@ -237,7 +239,19 @@ async fn bind_all(
             }
         }
     }
-    drafts
+    (bound, drafts)
+}
+
+/// An engine over what the API server holds now (one list of pods and nodes), for
+/// `ordo kube queue` and `explain`: the same state a running scheduler rebuilds at start.
+pub async fn snapshot(kube: &Kube, cfg: EngineConfig) -> Result<Engine, KubeError> {
+    let labels: Vec<String> = cfg.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let (pods, nodes) = kube.list(&labels.join(",")).await?;
+    let mut engine = Engine::new(cfg);
+    let now = now_ms();
+    engine.nodes_listed(nodes);
+    engine.pods_listed(pods, now);
+    Ok(engine)
 }
 
 /// The task that writes conditions and Events, eight at a time, so that the scheduling loop

@@ -177,3 +177,115 @@ async fn nodes_removed_cordoned_and_added() {
     s.stop().await;
     c.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_scheduler_rebuilds_from_the_api_server_and_binds_nothing_twice() {
+    let Some(c) = Cluster::new("restart").await else { return };
+    c.node("n1", 4).await;
+    let s = c.start("fifo").await;
+    c.pod("a", 2, json!({})).await;
+    c.pod("b", 2, json!({})).await;
+    c.wait_for("a and b bound", 20, |s| bound(s) == ["a", "b"]).await;
+    c.pod("c", 2, json!({})).await;
+    c.wait_for("c's reason", 20, |s| s["c"].1.is_some()).await;
+    s.stop().await;
+    // While no scheduler runs: d arrives.
+    c.pod("d", 1, json!({})).await;
+    let s = c.start("fifo").await;
+    // The new scheduler lists the pods: a and b hold the node, so c and d wait.
+    c.wait_for("d's reason", 20, |s| s["d"].1.is_some()).await;
+    let st = s.stats();
+    assert_eq!((st.stats.binds, st.stats.conflicts), (0, 0), "{st:?}");
+    assert_eq!(bound(&c.state().await), ["a", "b"]);
+    c.set_phase("a", "Succeeded").await;
+    c.wait_for("c bound", 20, |s| s["c"].0.is_some()).await;
+    let st = s.stats();
+    assert_eq!((st.stats.binds, st.stats.conflicts), (1, 0), "{st:?}");
+    c.assert_no_overcommit().await;
+    s.stop().await;
+    // One audit log across both runs: ids continue, each pod started once.
+    let log = ordo_kube::audit::read_log(&c.tmp.join("audit.jsonl")).unwrap();
+    assert!(log.windows(2).all(|w| w[1].id == w[0].id + 1));
+    let starts: Vec<&str> =
+        log.iter().filter(|r| r.kind == "start").filter_map(|r| r.detail["pods"][0].as_str()).collect();
+    assert_eq!(starts, [format!("{}/a", c.name), format!("{}/b", c.name), format!("{}/c", c.name)]);
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_refused_with_409_leaves_the_pod_where_the_other_scheduler_put_it() {
+    let Some(c) = Cluster::new("conflict").await else { return };
+    c.node("n1", 4).await;
+    c.node("n2", 4).await;
+    c.pod("p", 4, json!({})).await;
+    // ordo decides from what it listed...
+    let kube = c.kube().await;
+    let mut engine = ordo_kube::run::snapshot(&kube, c.engine_config("fifo")).await.unwrap();
+    let out = engine.pass(ordo_kube::run::now_ms());
+    assert_eq!(out.binds.len(), 1, "{:?}", out.binds);
+    let p = out.binds[0].clone();
+    // ...but another scheduler binds p first, to the other node.
+    let elsewhere = if p.node == c.node_name("n1") { c.node_name("n2") } else { c.node_name("n1") };
+    let other = ordo_kube::client::Kube::new(
+        ordo_kube::client::config(Some(&c.dir.join("kubeconfig"))).await.unwrap(),
+        "other",
+        ordo_kube::objects::ReadConfig { gpu_resource: "nvidia.com/gpu".into() },
+    )
+    .unwrap();
+    other.bind(&c.name, "p", &p.uid, &elsewhere).await.unwrap();
+    let (bound_now, conflicts) = ordo_kube::run::bind_all(&kube, &mut engine, out.binds, 4).await;
+    assert!(bound_now.is_empty());
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(conflicts[0].kind, "conflict");
+    assert_eq!(conflicts[0].detail["now_on"], elsewhere.as_str());
+    assert!(conflicts[0].detail["why"].as_str().unwrap().contains("409"), "{:?}", conflicts[0]);
+    assert_eq!(engine.stats().conflicts, 1);
+    // ordo now counts p where the other scheduler put it: a 4-GPU pod fits only on the node
+    // ordo first chose, and nothing is bound twice.
+    let again = engine.pass(ordo_kube::run::now_ms());
+    assert!(again.binds.is_empty(), "{:?}", again.binds);
+    engine.sanity_check().unwrap();
+    assert_eq!(c.node_of("p").await.unwrap(), elsewhere);
+    let q = engine.queue(ordo_kube::run::now_ms());
+    assert_eq!((q.free_gpus, q.running_pods), (4, 1), "{q:?}");
+    c.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploy_manifests_are_accepted_by_the_api_server() {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+    let Some(c) = Cluster::new("deploy").await else { return };
+    // Server-side apply, dry run: validated and admitted by the API server, nothing changed.
+    let pp = PatchParams::apply("ordo-tests").dry_run().force();
+    let mut kinds = Vec::new();
+    for file in ["deployment.yaml", "rbac.yaml"] {
+        let path = format!("{}/../../deploy/{file}", env!("CARGO_MANIFEST_DIR"));
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for d in docs {
+            let obj: DynamicObject = serde_json::from_value(d.clone()).unwrap();
+            let tm = obj.types.clone().unwrap();
+            let gvk = GroupVersionKind::try_from(&tm).unwrap();
+            let ar = ApiResource::from_gvk(&gvk);
+            let api: Api<DynamicObject> = match d["metadata"]["namespace"].as_str() {
+                Some(ns) => Api::namespaced_with(c.admin.clone(), ns, &ar),
+                None => Api::all_with(c.admin.clone(), &ar),
+            };
+            if tm.kind == "Namespace" {
+                // Made for real (the namespaced objects need it); kept, as namespaces are here.
+                let _ = api.create(&PostParams::default(), &obj).await;
+            } else {
+                let name = obj.metadata.name.clone().unwrap();
+                api.patch(&name, &pp, &Patch::Apply(&obj))
+                    .await
+                    .unwrap_or_else(|e| panic!("{file}: {} refused: {e}", tm.kind));
+            }
+            kinds.push(tm.kind);
+        }
+    }
+    for k in ["ClusterRole", "ServiceAccount", "ClusterRoleBinding", "Namespace", "Deployment", "PersistentVolumeClaim"]
+    {
+        assert!(kinds.iter().any(|x| x == k), "no {k} in deploy/: {kinds:?}");
+    }
+    c.cleanup().await;
+}

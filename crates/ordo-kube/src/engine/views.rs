@@ -68,6 +68,12 @@ impl Engine {
         }
         self.core.advance(now);
         let plan = self.core.schedule(now, true);
+        // Explain the waiting pods as the scheduler's pass does: after the pods that start now
+        // took their GPUs (on a copy: the view changes nothing).
+        let saved = self.core.clone();
+        for s in &plan.starts {
+            let _ = self.core.start(s.job, &s.alloc, now);
+        }
         let mut waiting = Vec::new();
         let mut order: Vec<(JobId, Option<ordo_core::Reason>)> = plan.starts.iter().map(|s| (s.job, None)).collect();
         order.extend(plan.waiting.iter().map(|(j, r)| (*j, Some(r.clone()))));
@@ -105,6 +111,7 @@ impl Engine {
             };
             waiting.push(self.line(&k, &v, at + 1, wait));
         }
+        self.core = saved;
         let cap = self.core.capacity();
         QueueView {
             policy: self.policy_text.clone(),
