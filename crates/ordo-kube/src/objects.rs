@@ -480,4 +480,25 @@ mod tests {
         assert!(!p.tolerates(&Taint { effect: "NoExecute".into(), ..t.clone() }));
         assert!(!p.tolerates(&Taint { key: "other".into(), ..t }));
     }
+
+    proptest::proptest! {
+        /// Whatever text a user puts in requests, limits and ordo's annotations, reading the pod
+        /// never panics: it is read, or marked invalid with a reason.
+        #[test]
+        fn any_text_in_requests_and_annotations_is_read_or_refused(
+            gpu in "\\PC{0,12}", cpu in "[0-9.eEmkMGi+-]{0,12}", mem in "[0-9.eEkKMGTPi+-]{0,14}",
+            size in "\\PC{0,6}", est in "[0-9.smhd ]{0,8}",
+        ) {
+            let p: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "a", "namespace": "ns", "uid": "u",
+                    "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": size, "ordo.dev/estimate": est}},
+                "spec": {"containers": [{"name": "c", "resources": {
+                    "limits": {"nvidia.com/gpu": gpu}, "requests": {"cpu": cpu, "memory": mem}}}]}
+            })).expect("a pod");
+            let info = pod_info(&p, &ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).expect("readable");
+            if info.invalid.is_none() {
+                proptest::prop_assert!(info.gang.as_ref().is_some_and(|g| g.size > 0));
+            }
+        }
+    }
 }
