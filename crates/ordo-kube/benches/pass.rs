@@ -2,47 +2,17 @@
 //! pod bookkeeping, reasons and audit records) with 10,000 pending pods on 100 nodes of 8 GPUs.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ordo_kube::objects::{Ask, NodeInfo, Phase, PodInfo};
 use ordo_kube::{Engine, EngineConfig};
-use std::collections::BTreeMap;
 
-const GI: u64 = 1 << 30;
+#[path = "../tests/fixtures/mod.rs"]
+mod fixtures;
 
-fn node(i: u32) -> NodeInfo {
-    NodeInfo {
-        name: format!("node-{i:03}"),
-        alloc: Ask { gpus: 8, cpu_milli: 128_000, mem_bytes: 1024 * GI },
-        cordoned: false,
-        ready: true,
-        labels: BTreeMap::new(),
-        taints: vec![],
-        invalid: None,
-    }
+fn node(i: u32) -> ordo_kube::objects::NodeInfo {
+    fixtures::node(i, 8)
 }
 
-fn pod(i: u32, gpus: u32, est_min: i64) -> PodInfo {
-    PodInfo {
-        uid: format!("uid-{i:06}"),
-        namespace: format!("team-{}", i % 7),
-        name: format!("job-{i:06}"),
-        scheduler: "ordo".into(),
-        node: None,
-        phase: Phase::Pending,
-        terminating: false,
-        created_ms: i as i64,
-        bound_ms: None,
-        ask: Ask { gpus, cpu_milli: 4_000 * gpus as u64, mem_bytes: 32 * GI * gpus as u64 },
-        gang: None,
-        user: format!("user-{}", i % 13),
-        estimate_ms: Some(est_min * 60_000),
-        priority: 0,
-        node_selector: BTreeMap::new(),
-        affinity: false,
-        tolerations: vec![],
-        invalid: None,
-        waiting_message: None,
-        owner: None,
-    }
+fn pod(i: u32, gpus: u32, est_min: i64) -> ordo_kube::objects::PodInfo {
+    fixtures::pod(i, gpus, est_min * 60_000)
 }
 
 /// An engine over 100 nodes full of running pods, with `pending` pods waiting, and the uids

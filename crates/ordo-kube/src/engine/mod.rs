@@ -144,8 +144,8 @@ pub struct Engine {
     /// What each waiting unit's pods were last told, and the reason kind last audited.
     pub(crate) said: HashMap<UnitKey, Said>,
     pub(crate) audited: HashMap<UnitKey, (u8, Option<UnitKey>)>,
+    /// When the last explained plan ran, ms since the epoch.
     pub(crate) last_explain: i64,
-    pub(crate) explain_cost_ms: i64,
     /// Audit records of what was seen between passes (submits, ends, nodes).
     pub(crate) seen: Vec<Draft>,
     pub(crate) stats: Stats,
@@ -200,7 +200,6 @@ impl Engine {
             said: HashMap::new(),
             audited: HashMap::new(),
             last_explain: i64::MIN / 2,
-            explain_cost_ms: 0,
             seen: vec![],
             stats: Stats::default(),
         }
@@ -501,6 +500,10 @@ impl Engine {
     /// False when it must wait for a rebuild (it cannot be placed as written).
     fn submit_one(&mut self, p: &PodInfo, now: i64) -> bool {
         if self.unsupported(p).is_some() || p.invalid.is_some() {
+            return false;
+        }
+        // Larger than every open node: the rebuild holds it with its reason.
+        if !self.nodes.values().any(|n| n.open() && n.alloc.gpus >= p.ask.gpus) {
             return false;
         }
         let key = UnitKey::Pod(p.uid.clone());

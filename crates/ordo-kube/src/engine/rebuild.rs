@@ -169,7 +169,20 @@ impl Engine {
             queue.push((first.created_ms, first.key(), key, pods));
         }
         queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        // A pod runs on one node: ordo-core would place a job larger than every node over
+        // several, which a pod cannot use.
+        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
         for (created, _, key, pods) in queue {
+            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
+                let res = &self.cfg.gpu_resource;
+                let why = format!(
+                    "needs {} on one node, but no open node of the pool is that large (the largest has {largest} {res}); it waits until one is",
+                    crate::words::ask_text(big.ask, res)
+                );
+                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
+                held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
+                continue;
+            }
             let unit = Unit {
                 key: key.clone(),
                 pods: pods.iter().map(|p| p.uid.clone()).collect(),
