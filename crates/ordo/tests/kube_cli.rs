@@ -168,6 +168,11 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.contains("ordo kube: stopped"), "{err}");
     let log = ordo_kube::audit::read_log(&audit).unwrap();
+    // The same record format as `ordo server`'s audit log: each line reads as one of its records.
+    for line in std::fs::read_to_string(&audit).unwrap().lines() {
+        let r: ordo_server::api::AuditRecord = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(r.id > 0 && r.time > 0 && r.policy == "fifo", "{line}");
+    }
     assert!(log.iter().any(|r| r.kind == "start" && r.detail["pods"][0] == format!("{name}/a")));
     assert!(log.iter().any(|r| r.kind == "skip" && r.detail["pods"][0] == format!("{name}/b")));
     api(&dir, "DELETE", &format!("/api/v1/nodes/{name}-n1"), json!({}), json);
