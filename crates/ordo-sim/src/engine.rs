@@ -290,6 +290,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                         gpu_milli: job.gpu_milli,
                         cpus: job.cpus.unwrap_or(0),
                         mem_mib: job.mem_mib.unwrap_or(0),
+                        nodes: 0,
+                        array: 0,
                     };
                     match sched.submit(req, t) {
                         Ok(()) => {
@@ -392,10 +394,9 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             IdleCause::Fragmentation // nothing idle: the cause counts nothing
         } else {
             let cap = sched.capacity();
-            let fits = waiting_demands
-                .keys()
-                .take_while(|k| k.0 <= idle)
-                .any(|&(_, gpus, milli, cpus, mem_mib)| cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib }));
+            let fits = waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib)| {
+                cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0 })
+            });
             if fits {
                 IdleCause::HeadOfLine
             } else {

@@ -196,6 +196,7 @@ pub fn intended_order(
                 ),
                 Reason::Reservation { start } => (format!("reserved to start at {}", start / 1000), *start),
                 Reason::Outranked { need } => (format!("outranked (needs {need} GPUs held by jobs ahead)"), Time::MIN),
+                Reason::Quota { holds, limit, .. } => (format!("at a quota ({holds} of {limit} held)"), Time::MIN),
             };
             (*id, text, at)
         })

@@ -238,6 +238,8 @@ impl<'o> Sink<'o> {
             priority: row.priority,
             gpu_milli: row.gpu_milli,
             queue: row.queue.map(str::to_string),
+            after: vec![],
+            failed: false,
         });
         Ok(())
     }

@@ -97,6 +97,9 @@ impl Core {
                 None,
             ),
             Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
+            Reason::Quota { holds, limit, need, .. } => {
+                (format!("at a limit: holds {holds} of {limit}; this job needs {need} more"), None)
+            }
             Reason::Outranked { need } => (
                 format!(
                     "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} on one node); it starts when they end or fall behind it",
