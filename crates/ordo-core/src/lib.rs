@@ -18,6 +18,6 @@ pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use deps::{Dep, DepKind, DepState, Dependencies};
 pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};
 pub use policy::{Backfill, FairParams, GittinsParams, LasParams, Order, PolicySpec};
-pub use quota::{QuotaScope, Quotas};
+pub use quota::{GpuLimit, QuotaConfig, QuotaScope, Quotas};
 pub use scheduler::{Plan, Reason, Scheduler, Start};
 pub use time::Time;

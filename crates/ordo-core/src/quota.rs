@@ -219,3 +219,277 @@ impl Limits {
         Ok(())
     }
 }
+
+/// A GPU limit as configured: a count, or a share of the cluster's GPUs (`"33%"`, `"1/3"`),
+/// rounded down.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum GpuLimit {
+    /// So many GPUs.
+    Count(u64),
+    /// This fraction (0 < f <= 1) of the cluster's GPUs.
+    Fraction(f64),
+}
+
+impl GpuLimit {
+    /// The limit on a cluster of `total` GPUs.
+    pub fn on(self, total: u64) -> u64 {
+        match self {
+            GpuLimit::Count(n) => n,
+            // A hair above, so that 1/3 of 24 is 8 and not 7.999...
+            GpuLimit::Fraction(f) => (total as f64 * f + 1e-9).floor() as u64,
+        }
+    }
+
+    /// Parses `24`, `"33%"` or `"1/3"`.
+    pub fn parse(s: &str) -> Result<GpuLimit, String> {
+        let t = s.trim();
+        let bad = || format!("`{s}` is not a GPU count, a percentage of the cluster (`33%`) or a fraction (`1/3`)");
+        let f = if let Some(p) = t.strip_suffix('%') {
+            p.trim().parse::<f64>().map_err(|_| bad())? / 100.0
+        } else if let Some((a, b)) = t.split_once('/') {
+            let (a, b): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+            a / b
+        } else {
+            return t.parse::<u64>().map(GpuLimit::Count).map_err(|_| bad());
+        };
+        if !(f.is_finite() && f > 0.0 && f <= 1.0) {
+            return Err(format!("`{s}`: a share of the cluster must be above 0 and at most 100%"));
+        }
+        Ok(GpuLimit::Fraction(f))
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = GpuLimit;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a GPU count (24), a percentage of the cluster (\"33%\") or a fraction (\"1/3\")")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GpuLimit, E> {
+                Ok(GpuLimit::Count(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GpuLimit, E> {
+                u64::try_from(v).map(GpuLimit::Count).map_err(|_| E::custom(format!("{v} is negative")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GpuLimit, E> {
+                GpuLimit::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One user's (or every user's) limits and share as configured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerLimits {
+    /// Most GPUs held by running jobs at once.
+    #[serde(default)]
+    pub max_running_gpus: Option<GpuLimit>,
+    /// Most pending jobs (the server refuses submissions past it; the simulator has no use
+    /// for it).
+    #[serde(default)]
+    pub max_pending_jobs: Option<u64>,
+    /// Weight for `fair` and `priority` (default 1).
+    #[serde(default)]
+    pub share: Option<f64>,
+}
+
+/// One group's limits and share, and (for the server) its members.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupLimits {
+    /// The server's users in this group (a user is in at most one). The simulator takes
+    /// groups from the trace and ignores this.
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// Most GPUs held by the group's running jobs at once.
+    #[serde(default)]
+    pub max_running_gpus: Option<GpuLimit>,
+    /// Most pending jobs of the group's users together (server).
+    #[serde(default)]
+    pub max_pending_jobs: Option<u64>,
+    /// Weight of the group (every member's weight is multiplied by it).
+    #[serde(default)]
+    pub share: Option<f64>,
+}
+
+/// The `[quotas]` table of the server's configuration, and of `--quotas FILE` for the
+/// simulator: limits by name, resolved against a cluster and its users with
+/// [`QuotaConfig::resolve`].
+///
+/// ```toml
+/// [quotas.default_user]
+/// max_running_gpus = "1/3"
+/// [quotas.users.alice]
+/// max_running_gpus = 32
+/// share = 2
+/// [quotas.groups.vision]
+/// members = ["alice", "bob"]
+/// max_running_gpus = 64
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaConfig {
+    /// Limits of every user not in `users`.
+    #[serde(default)]
+    pub default_user: OwnerLimits,
+    /// Limits by user name.
+    #[serde(default)]
+    pub users: BTreeMap<String, OwnerLimits>,
+    /// Limits of every group not in `groups`.
+    #[serde(default)]
+    pub default_group: OwnerLimits,
+    /// Limits (and members) by group name.
+    #[serde(default)]
+    pub groups: BTreeMap<String, GroupLimits>,
+}
+
+impl QuotaConfig {
+    /// Checks values that the types let through: shares above 0, pending limits of at least
+    /// 1, a user in at most one group. The error names the field (`quotas.users.alice.share`).
+    pub fn check(&self) -> Result<(), String> {
+        let share = |path: &str, s: Option<f64>| match s {
+            Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{path}.share: {v} is not a weight above 0")),
+            _ => Ok(()),
+        };
+        let pending = |path: &str, p: Option<u64>| match p {
+            Some(0) => Err(format!("{path}.max_pending_jobs: must be at least 1 (0 would refuse every job)")),
+            _ => Ok(()),
+        };
+        let owners = [
+            ("quotas.default_user".to_string(), &self.default_user),
+            ("quotas.default_group".into(), &self.default_group),
+        ]
+        .into_iter()
+        .chain(self.users.iter().map(|(n, l)| (format!("quotas.users.{n}"), l)));
+        for (path, l) in [("quotas.default_user", &self.default_user), ("quotas.default_group", &self.default_group)] {
+            if l.share.is_some() {
+                return Err(format!(
+                    "{path}.share: a share for everyone weighs nothing (owners without one count 1); give shares per user or group"
+                ));
+            }
+        }
+        for (path, l) in owners {
+            share(&path, l.share)?;
+            pending(&path, l.max_pending_jobs)?;
+        }
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for (g, l) in &self.groups {
+            let path = format!("quotas.groups.{g}");
+            share(&path, l.share)?;
+            pending(&path, l.max_pending_jobs)?;
+            for m in &l.members {
+                if let Some(other) = seen.insert(m, g) {
+                    return Err(format!("{path}.members: user `{m}` is already a member of group `{other}`"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether anything is configured.
+    pub fn is_empty(&self) -> bool {
+        *self == QuotaConfig::default()
+    }
+
+    /// The group a user belongs to by `members` (the server's groups).
+    pub fn group_of(&self, user: &str) -> Option<&str> {
+        self.groups.iter().find(|(_, g)| g.members.iter().any(|m| m == user)).map(|(n, _)| n.as_str())
+    }
+
+    /// The most pending jobs a user may have (its own entry, else the default).
+    pub fn max_pending(&self, user: &str) -> Option<u64> {
+        self.users.get(user).and_then(|l| l.max_pending_jobs).or(self.default_user.max_pending_jobs)
+    }
+
+    /// The most pending jobs of a group's users together.
+    pub fn group_max_pending(&self, group: &str) -> Option<u64> {
+        self.groups.get(group).and_then(|l| l.max_pending_jobs).or(self.default_group.max_pending_jobs)
+    }
+
+    /// The limits by index for a cluster of `total_gpus` GPUs: `user` and `group` give the
+    /// index of a name (`None`: no job of that name, its entry is not needed).
+    pub fn resolve(
+        &self,
+        total_gpus: u64,
+        user: impl Fn(&str) -> Option<u32>,
+        group: impl Fn(&str) -> Option<u32>,
+    ) -> Quotas {
+        let mut q = Quotas {
+            default_user_gpus: self.default_user.max_running_gpus.map(|l| l.on(total_gpus)),
+            default_group_gpus: self.default_group.max_running_gpus.map(|l| l.on(total_gpus)),
+            ..Quotas::default()
+        };
+        for (name, l) in &self.users {
+            let Some(u) = user(name) else { continue };
+            if let Some(g) = l.max_running_gpus {
+                q.user_gpus.insert(u, g.on(total_gpus));
+            }
+            if let Some(s) = l.share {
+                q.user_share.insert(u, s);
+            }
+        }
+        for (name, l) in &self.groups {
+            let Some(gi) = group(name) else { continue };
+            if let Some(g) = l.max_running_gpus {
+                q.group_gpus.insert(gi, g.on(total_gpus));
+            }
+            if let Some(s) = l.share {
+                q.group_share.insert(gi, s);
+            }
+        }
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_limits_parse_and_round_down() {
+        assert_eq!(GpuLimit::parse("24"), Ok(GpuLimit::Count(24)));
+        assert_eq!(GpuLimit::parse("1/3").unwrap().on(24), 8);
+        assert_eq!(GpuLimit::parse("33%").unwrap().on(24), 7);
+        assert_eq!(GpuLimit::parse("100%").unwrap().on(512), 512);
+        assert!(GpuLimit::parse("0%").is_err());
+        assert!(GpuLimit::parse("150%").is_err());
+        assert!(GpuLimit::parse("x").unwrap_err().contains("not a GPU count"));
+    }
+
+    #[test]
+    fn configs_resolve_by_name_and_check() {
+        let mut c = QuotaConfig::default();
+        c.default_user.max_running_gpus = Some(GpuLimit::Fraction(0.5));
+        c.users.insert(
+            "alice".into(),
+            OwnerLimits { max_running_gpus: Some(GpuLimit::Count(3)), share: Some(2.0), ..Default::default() },
+        );
+        c.users
+            .insert("nobody".into(), OwnerLimits { max_running_gpus: Some(GpuLimit::Count(1)), ..Default::default() });
+        c.groups.insert(
+            "vision".into(),
+            GroupLimits {
+                members: vec!["alice".into()],
+                max_running_gpus: Some(GpuLimit::Count(6)),
+                ..Default::default()
+            },
+        );
+        assert_eq!(c.check(), Ok(()));
+        assert_eq!(c.group_of("alice"), Some("vision"));
+        let q = c.resolve(16, |n| (n == "alice").then_some(4), |g| (g == "vision").then_some(1));
+        assert_eq!(q.default_user_gpus, Some(8));
+        assert_eq!(q.user_gpus, [(4, 3)].into());
+        assert_eq!(q.group_gpus, [(1, 6)].into());
+        assert_eq!(q.weight(4, 1), 2.0);
+        c.groups.insert("nlp".into(), GroupLimits { members: vec!["alice".into()], ..Default::default() });
+        assert!(c.check().unwrap_err().contains("already a member"), "{:?}", c.check());
+        c.groups.remove("nlp");
+        c.users.get_mut("alice").unwrap().share = Some(0.0);
+        assert!(c.check().unwrap_err().starts_with("quotas.users.alice.share"));
+    }
+}

@@ -3,11 +3,12 @@
 //! the scheduler for a plan once and commits it. The policy never runs its own loop.
 
 use crate::metrics::{IdleCause, Metrics, RunIntegrals};
+use ordo_core::deps::{DepState, Dependencies, Released};
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// What to simulate: the cluster, the placement model and the policy.
 #[derive(Debug, Clone)]
@@ -25,12 +26,23 @@ pub struct SimConfig {
     /// Give up with [`SimError::Deadline`] once this wall-clock instant has passed (checked
     /// every 256 passes). It can only stop a run, never change its result; `None`: no limit.
     pub deadline: Option<std::time::Instant>,
+    /// Quotas and shares by user and group name (`--quotas FILE`), resolved against the
+    /// workload's names and the cluster's GPUs; `None`: none.
+    pub quotas: Option<ordo_core::QuotaConfig>,
 }
 
 impl SimConfig {
     /// A configuration with no preemption overhead and no invariant checks.
     pub fn new(cluster: ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
-        SimConfig { cluster, placement, policy, preemption_overhead: 0, check_invariants: false, deadline: None }
+        SimConfig {
+            cluster,
+            placement,
+            policy,
+            preemption_overhead: 0,
+            check_invariants: false,
+            deadline: None,
+            quotas: None,
+        }
     }
 }
 
@@ -104,6 +116,10 @@ pub struct SimOutput {
     pub records: Vec<JobRecord>,
     /// Jobs that could never run on this cluster (reported, never silently dropped).
     pub rejected: Vec<Rejected>,
+    /// Jobs not run because a dependency of theirs can never be met (Slurm's
+    /// `DependencyNeverSatisfied`): one they wait on ended the wrong way or was itself never
+    /// run, or they wait on each other in a cycle.
+    pub never_satisfied: Vec<Rejected>,
     /// The run's metrics.
     pub metrics: Metrics,
 }
@@ -164,6 +180,15 @@ fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimErr
 /// Replays `w` under `cfg`. Deterministic: the same inputs give the same output.
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone());
+    if let Some(q) = &cfg.quotas {
+        let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
+        sched.set_quotas(q.resolve(cfg.cluster.total_gpus(), |u| index(&w.users, u), |g| index(&w.groups, g)));
+    }
+    // Jobs waiting on others join the queue once their dependencies are met; `ended` says how
+    // each job ended (`Some(true)`: successfully) once it has, or was never run.
+    let mut deps = Dependencies::default();
+    let mut ended: Vec<Option<bool>> = vec![None; w.jobs.len()];
+    let mut never_satisfied: Vec<Rejected> = Vec::new();
     // Every restart loses the overhead; a run protected for twice that always does some work.
     sched.set_min_run(2 * cfg.preemption_overhead);
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
@@ -239,7 +264,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         integ.advance(prev_t, t, busy, total_milli, running, waiting, min_waiting, cause);
         prev_t = t;
         let mut happened = false;
-        // Ends at `t`, then arrivals at `t` (in submit order), then wake-ups at `t`.
+        // Ends at `t`, then arrivals at `t` (in submit order), then wake-ups at `t`. Jobs that
+        // join the queue now (arrivals, and jobs whose last dependency an end just met) are
+        // submitted after every event of the instant, in that order.
+        let mut to_submit: Vec<JobId> = Vec::new();
         let mut arrivals_done = false;
         loop {
             let (id, kind, epoch) = match heap.peek() {
@@ -275,39 +303,70 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                             seg.end = t;
                         }
                     }
+                    ended[id.idx()] = Some(!job.failed);
+                    let released = deps.ended(id, !job.failed);
+                    let mut out =
+                        Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied };
+                    out.apply(w, &records, released);
                 }
                 None => {
                     happened = true;
                     events += 1;
-                    let req = JobReq {
-                        id,
-                        submit: job.submit,
-                        gpus: job.gpus,
-                        estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
-                        user: job.user,
-                        group: job.group,
-                        priority: job.priority.unwrap_or(0),
-                        gpu_milli: job.gpu_milli,
-                        cpus: job.cpus.unwrap_or(0),
-                        mem_mib: job.mem_mib.unwrap_or(0),
-                        nodes: 0,
-                        array: 0,
-                    };
-                    match sched.submit(req, t) {
-                        Ok(()) => {
-                            add_size(&mut waiting_sizes, milli_of(job));
-                            *waiting_demands.entry(demand_key(job)).or_default() += 1;
+                    if job.after.is_empty() {
+                        to_submit.push(id);
+                        continue;
+                    }
+                    match deps.add(id, &job.after, |j| ended[j.idx()]) {
+                        DepState::Met => to_submit.push(id),
+                        DepState::Waiting { .. } => {}
+                        DepState::Never { on, ok } => {
+                            let released = Released { never: vec![(id, on, ok)], ..Released::default() };
+                            let mut out =
+                                Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied };
+                            out.apply(w, &records, released);
+                            let released = deps.ended(id, false);
+                            out.apply(w, &records, released);
                         }
-                        Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
-                            rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
-                        }
-                        Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
                     }
                 }
                 Some(Kind::Wake) => {
                     wakes.remove(&t);
                     happened |= !latest_wake_only || wake_due == Some(t);
                 }
+            }
+        }
+        let mut next = 0;
+        while let Some(&id) = to_submit.get(next) {
+            next += 1;
+            let job = &w.jobs[id.idx()];
+            let req = JobReq {
+                id,
+                submit: job.submit,
+                gpus: job.gpus,
+                estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
+                user: job.user,
+                group: job.group,
+                priority: job.priority.unwrap_or(0),
+                gpu_milli: job.gpu_milli,
+                cpus: job.cpus.unwrap_or(0),
+                mem_mib: job.mem_mib.unwrap_or(0),
+                nodes: 0,
+                array: 0,
+            };
+            match sched.submit(req, t) {
+                Ok(()) => {
+                    add_size(&mut waiting_sizes, milli_of(job));
+                    *waiting_demands.entry(demand_key(job)).or_default() += 1;
+                }
+                Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
+                    rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() });
+                    // Never run: its dependents see it as ended unsuccessfully.
+                    ended[id.idx()] = Some(false);
+                    let released = deps.ended(id, false);
+                    Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied }
+                        .apply(w, &records, released);
+                }
+                Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
             }
         }
         if !happened {
@@ -407,6 +466,20 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
         }
     }
+    // Jobs still waiting on dependencies when every other job has ended wait on each other.
+    for (i, j) in w.jobs.iter().enumerate() {
+        if deps.is_waiting(JobId(i as u32)) {
+            let on: Vec<String> = deps.unmet(JobId(i as u32)).iter().map(|d| name_of(&w.jobs[d.job.idx()])).collect();
+            never_satisfied.push(Rejected {
+                job: JobId(i as u32),
+                gpus: j.gpus,
+                why: format!(
+                    "dependency never satisfied: it waits on jobs that wait on it in turn ({})",
+                    on.join(", ")
+                ),
+            });
+        }
+    }
     if sched.waiting_len() > 0 || sched.running_len() > 0 {
         return Err(SimError::Inconsistent {
             time: prev_t,
@@ -419,8 +492,51 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;
-    let metrics = Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len());
-    Ok(SimOutput { records, rejected, metrics })
+    let metrics =
+        Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len(), never_satisfied.len());
+    never_satisfied.sort_by_key(|r| r.job);
+    Ok(SimOutput { records, rejected, never_satisfied, metrics })
+}
+
+/// A job's name for messages (its id in the trace, else its index).
+fn name_of(j: &ordo_core::Job) -> String {
+    if j.name.is_empty() {
+        j.id.to_string()
+    } else {
+        j.name.clone()
+    }
+}
+
+/// Where the effects of a dependency's end go: how jobs ended, jobs to submit now, jobs never
+/// run.
+struct Outcomes<'a> {
+    ended: &'a mut [Option<bool>],
+    to_submit: &'a mut Vec<JobId>,
+    never: &'a mut Vec<Rejected>,
+}
+
+impl Outcomes<'_> {
+    /// Applies what an end released: jobs whose dependencies are met join the queue now; jobs
+    /// that can never run are recorded with why (and count as ended unsuccessfully).
+    fn apply(&mut self, w: &Workload, records: &[Option<JobRecord>], r: Released) {
+        self.to_submit.extend(r.ready);
+        for (j, d, ok) in r.never {
+            self.ended[j.idx()] = Some(false);
+            let other = &w.jobs[d.job.idx()];
+            let how = match (ok, records[d.job.idx()].is_some()) {
+                (true, _) => "completed",
+                (false, true) => "ended unsuccessfully",
+                (false, false) => "was never run",
+            };
+            let why = format!(
+                "dependency never satisfied: {} wanted job {} to {}, it {how}",
+                d.kind,
+                name_of(other),
+                d.kind.wants()
+            );
+            self.never.push(Rejected { job: j, gpus: w.jobs[j.idx()].gpus, why });
+        }
+    }
 }
 
 /// Sweeps intervals `(start, end, job, ..)` (ends before starts at equal times) and returns the
@@ -561,9 +677,39 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
             return Err(format!("job {} did {useful} ms of work, its run time is {}", r.job, j.runtime));
         }
     }
-    for rej in &out.rejected {
+    for rej in out.rejected.iter().chain(&out.never_satisfied) {
         if std::mem::replace(&mut seen[rej.job.idx()], true) {
-            return Err(format!("job {} both ran and was rejected", rej.job));
+            return Err(format!("job {} ran, or was rejected or never satisfied, twice", rej.job));
+        }
+    }
+    // Dependencies: a job runs only after every job it waits on ended the way it wants (a job
+    // never run counts as ended unsuccessfully, before anything that waits on it); a job never
+    // run waits on one that ended the wrong way, or on one never run itself (a chain or cycle).
+    let mut end_of: HashMap<JobId, (Time, bool)> =
+        out.records.iter().map(|r| (r.job, (r.end, !w.jobs[r.job.idx()].failed))).collect();
+    let never_run: BTreeSet<JobId> = out.rejected.iter().chain(&out.never_satisfied).map(|r| r.job).collect();
+    end_of.extend(never_run.iter().map(|&j| (j, (Time::MIN, false))));
+    for r in &out.records {
+        for d in &w.jobs[r.job.idx()].after {
+            match end_of.get(&d.job) {
+                Some(&(end, ok)) if end <= r.start && d.kind.met_by(ok) => {}
+                Some(&(end, ok)) => {
+                    return Err(format!(
+                        "job {} started at {} but its {} dependency on job {} ended at {end} (successfully: {ok})",
+                        r.job, r.start, d.kind, d.job
+                    ))
+                }
+                None => return Err(format!("job {} ran but job {} it waits on ({}) never ran", r.job, d.job, d.kind)),
+            }
+        }
+    }
+    let never: BTreeSet<JobId> = out.never_satisfied.iter().map(|r| r.job).collect();
+    for n in &out.never_satisfied {
+        let deps = &w.jobs[n.job.idx()].after;
+        let broken =
+            deps.iter().any(|d| never.contains(&d.job) || end_of.get(&d.job).is_none_or(|&(_, ok)| !d.kind.met_by(ok)));
+        if !broken {
+            return Err(format!("job {} was reported never satisfied, but its dependencies were all met", n.job));
         }
     }
     if let Some(i) = seen.iter().position(|s| !s) {

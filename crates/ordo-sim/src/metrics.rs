@@ -170,6 +170,9 @@ pub struct Metrics {
     pub jobs: usize,
     /// Jobs that could never fit the cluster (not run, reported).
     pub rejected_jobs: usize,
+    /// Jobs not run because a dependency could never be met (reported).
+    #[serde(default)]
+    pub never_satisfied_jobs: usize,
     /// Mean job completion time (end - submit), seconds.
     pub mean_jct_s: f64,
     /// Median JCT, seconds.
@@ -309,6 +312,7 @@ impl Metrics {
         cfg: &SimConfig,
         oracle: bool,
         rejected: usize,
+        never_satisfied: usize,
     ) -> Metrics {
         let gpus = cluster.total_gpus();
         let ran = |r: &JobRecord| &w.jobs[r.job.idx()];
@@ -355,6 +359,7 @@ impl Metrics {
             gpus,
             jobs: records.len(),
             rejected_jobs: rejected,
+            never_satisfied_jobs: never_satisfied,
             mean_jct_s: mean_jct,
             p50_jct_s: percentile(&jct, 50.0),
             p95_jct_s: percentile(&jct, 95.0),

@@ -324,8 +324,9 @@ pub(crate) fn parse_failed(raw: &[u8]) -> Option<bool> {
     let word = s.split_whitespace().next().unwrap_or("");
     match word {
         "" | "completed" => Some(false),
-        "failed" | "timeout" | "cancelled" | "node_fail" | "out_of_memory" | "preempted" | "boot_fail"
-        | "deadline" => Some(true),
+        "failed" | "timeout" | "cancelled" | "node_fail" | "out_of_memory" | "preempted" | "boot_fail" | "deadline" => {
+            Some(true)
+        }
         _ => None,
     }
 }

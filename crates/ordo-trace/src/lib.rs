@@ -51,14 +51,16 @@ mod csvread;
 mod error;
 mod format;
 mod lines;
+mod quotas;
 mod sink;
 pub mod stats;
 mod timefmt;
 mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
-pub use error::{ClusterError, TraceError};
+pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{Format, ParseFormatError};
+pub use quotas::{load_quotas, parse_quotas};
 pub use timefmt::{format_datetime, parse_datetime, MAX_SECONDS};
 pub use write::{write_generic, write_jsonl, write_swf};
 

@@ -427,23 +427,24 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
             Ok((name.to_string(), submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed))
         })();
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
-        let row = row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed)| Row {
-            name,
-            submit,
-            gpus,
-            gpu_milli,
-            cpus,
-            mem_mib,
-            runtime: Some(runtime),
-            estimate,
-            priority,
-            user: text(4).unwrap_or(DEFAULT_NAME),
-            group: text(5).unwrap_or(DEFAULT_NAME),
-            queue: text(11),
-            censored: false,
-            after,
-            failed,
-        });
+        let row =
+            row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed)| Row {
+                name,
+                submit,
+                gpus,
+                gpu_milli,
+                cpus,
+                mem_mib,
+                runtime: Some(runtime),
+                estimate,
+                priority,
+                user: text(4).unwrap_or(DEFAULT_NAME),
+                group: text(5).unwrap_or(DEFAULT_NAME),
+                queue: text(11),
+                censored: false,
+                after,
+                failed,
+            });
         sink.row(line, row)
     })
 }
