@@ -91,6 +91,11 @@ pub struct InputArgs {
     /// that read estimates degrade when estimates are wrong.
     #[arg(long)]
     estimate_noise: Option<EstimateNoise>,
+    /// Per-user and per-group GPU limits and shares: the `[quotas]` table of a TOML file (a
+    /// server's config file works as it is; docs/SERVER.md, "Quotas and shares"). Users and
+    /// groups are the trace's `user` and `group` columns.
+    #[arg(long)]
+    quotas: Option<PathBuf>,
 }
 
 fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
@@ -169,9 +174,13 @@ pub struct Input {
     pub placement: Placement,
     pub source: output::InputInfo,
     pub preemption_overhead: ordo_core::Time,
+    /// `--quotas FILE`, read and checked.
+    pub quotas: Option<ordo_core::QuotaConfig>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
+    // Read first: a bad quota file fails before a large trace is loaded.
+    let quotas = a.quotas.as_deref().map(ordo_trace::load_quotas).transpose().context("--quotas")?;
     let cluster_arg = match &a.cluster {
         Some(c) => crate::trace_cmd::cluster_arg(c).context("--cluster")?,
         None => None,
@@ -259,7 +268,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     } else {
         source.estimates = estimates_note(&workload);
     }
-    Ok(Input { workload, cluster, placement, source, preemption_overhead: a.preemption_overhead })
+    Ok(Input { workload, cluster, placement, source, preemption_overhead: a.preemption_overhead, quotas })
 }
 
 /// What policies that read run-time estimates get from this workload, when not every job has
@@ -280,6 +289,7 @@ fn estimates_note(w: &Workload) -> Option<String> {
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
+    c.quotas = input.quotas.clone();
     c
 }
 
@@ -330,7 +340,7 @@ pub fn run() -> Result<ExitCode> {
             }
             let input = load_input(&a.input)?;
             let outs = run_all(&input, &a.policies.0)?;
-            let report = output::Comparison::new(&input.source, &outs);
+            let report = output::Comparison::new(&input.source, &input.workload, &outs);
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
@@ -347,7 +357,7 @@ pub fn run() -> Result<ExitCode> {
                 output::write_jobs_csv(path, &input.workload, &input.cluster, &out)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            let report = output::Comparison::new(&input.source, std::slice::from_ref(&out));
+            let report = output::Comparison::new(&input.source, &input.workload, std::slice::from_ref(&out));
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

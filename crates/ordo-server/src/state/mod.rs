@@ -6,7 +6,9 @@ use crate::auth::{Principal, Role};
 use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
 use ordo_core::scheduler::{CommitError, JobReq};
-use ordo_core::{Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use ordo_core::{
+    Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
+};
 use rusqlite::{params, Connection};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -104,17 +106,30 @@ fn jid(id: JobNo) -> JobId {
 /// stored priority. This is the one place that turns a job into what `ordo-core` sees; with the
 /// nodes' CPUs and memory in the core's cluster (see `Core::cluster_spec`), the core places a
 /// job only on a node that has the GPUs, CPUs and memory it asks for.
-fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
+fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
     let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
     r.priority = j.priority;
     r.cpus = j.cpus.unwrap_or(0);
     r.mem_mib = j.mem_mib.unwrap_or(0);
     // Policies that share between users (fair, priority, rr, qssf) compare user indices only
-    // for equality; a stable hash of the name serves as one (the server has no groups: a
-    // user is their own group).
+    // for equality; a stable hash of the name serves as one. A user's group is the one of the
+    // `[quotas]` groups that lists them, else they are their own group.
     r.user = user_index(&j.user);
-    r.group = r.user;
+    r.group = group_index(q, &j.user);
     r
+}
+
+/// The core's group index of a user: their `[quotas]` group's, else their own user index.
+fn group_index(q: &QuotaConfig, user: &str) -> u32 {
+    match q.group_of(user) {
+        Some(g) => group_name_index(g),
+        None => user_index(user),
+    }
+}
+
+/// The core's index of a `[quotas]` group name (apart from user names).
+fn group_name_index(group: &str) -> u32 {
+    user_index(&format!("group:{group}"))
 }
 
 /// FNV-1a of a user name: the same index for the same name across restarts.
@@ -182,6 +197,7 @@ fn reason_key(r: &Reason) -> (u8, u32) {
         Reason::Priority { behind } => (1, behind.0),
         Reason::Reserved { for_job, .. } => (2, for_job.0),
         Reason::Reservation { .. } => (3, 0),
+        Reason::Quota { scope, .. } => (5, *scope as u32),
         _ => (4, 0),
     }
 }
@@ -226,6 +242,7 @@ pub fn fmt_rel(ms: i64) -> String {
 mod agents;
 mod jobs;
 mod pass;
+mod quotas;
 mod submit;
 mod views;
 
@@ -379,6 +396,11 @@ impl Core {
         self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
         let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
         sched.set_min_run(self.cfg.min_run_ms);
+        if !self.cfg.quotas.is_empty() {
+            let total = phys_gpus.iter().map(|&g| g as u64).sum();
+            let q = &self.cfg.quotas;
+            sched.set_quotas(q.resolve(total, |u| Some(user_index(u)), |g| Some(group_name_index(g))));
+        }
         let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
         let mut used: Vec<Vec<bool>> = phys_gpus.iter().map(|&g| vec![false; g as usize]).collect();
         let mut conflicts = Vec::new();
@@ -392,7 +414,9 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
-                if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_err() {
+                if j.gpus > max_up
+                    || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_err()
+                {
                     continue;
                 }
                 // Placed by all it asks (GPUs, CPUs, memory), as the core would place it.
@@ -433,7 +457,7 @@ impl Core {
                 // attained service and the `min_run` protection count from the right time.
                 let s = j.start.unwrap_or(now).min(now);
                 let t0 = s - j.executed_ms;
-                let before = sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
+                let before = sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
                     && (j.executed_ms == 0
                         || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
                 if before {
@@ -443,7 +467,7 @@ impl Core {
                 }
             } else {
                 let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
-                match sched.submit(job_req(j, j.id, j.submit, left), now) {
+                match sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, left), now) {
                     Ok(()) => sched.start(jid(j.id), &alloc, now),
                     Err(_) => Err(CommitError::NotWaiting(jid(j.id))),
                 }
@@ -475,7 +499,9 @@ impl Core {
         pend.sort_by_key(|j| (j.submit, j.id));
         // Jobs held by a user stay out of the scheduler (they neither start nor block others).
         for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
-            if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), now).is_err() {
+            if j.gpus > max_up
+                || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
+            {
                 self.held.insert(j.id);
             }
         }
@@ -555,7 +581,7 @@ impl Core {
                 let _ = self.sched.finish(jid(id), now);
                 if preempted {
                     // The policy changed to a non-preemptive one meanwhile: resubmit.
-                    let _ = self.sched.submit(job_req(&j, id, j.submit, j.time_limit_ms), now);
+                    let _ = self.sched.submit(job_req(&self.cfg.quotas, &j, id, j.submit, j.time_limit_ms), now);
                 }
             }
             j.state = state;

@@ -17,8 +17,7 @@ impl Core {
         let checked: Vec<Result<(Principal, JobInfo), ApiError>> = items
             .into_iter()
             .map(|(who, req)| {
-                let n = extra.get(&who.user).copied().unwrap_or(0);
-                let r = self.check_submission(&who, req, now, n);
+                let r = self.check_submission(&who, req, now, &extra);
                 if r.is_ok() {
                     *extra.entry(who.user.clone()).or_default() += 1;
                 }
@@ -88,7 +87,9 @@ impl Core {
                 let (who, mut info) = r?;
                 let id = ids.next().expect("one id per valid submission");
                 info.id = id;
-                if info.gpus > max_up || self.sched.submit(job_req(&info, id, now, info.time_limit_ms), now).is_err() {
+                if info.gpus > max_up
+                    || self.sched.submit(job_req(&self.cfg.quotas, &info, id, now, info.time_limit_ms), now).is_err()
+                {
                     self.held.insert(id);
                 }
                 *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
@@ -103,7 +104,7 @@ impl Core {
         who: &Principal,
         req: SubmitRequest,
         now: i64,
-        queued: usize,
+        queued: &HashMap<String, usize>,
     ) -> Result<JobInfo, ApiError> {
         if who.role == Role::Agent {
             return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
@@ -174,13 +175,7 @@ impl Core {
             _ => {}
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
-        let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
-        if mine >= self.cfg.max_pending_per_user {
-            return Err(ApiError::Conflict(format!(
-                "user {} already has {mine} pending jobs (limit {})",
-                who.user, self.cfg.max_pending_per_user
-            )));
-        }
+        self.check_pending_limits(&who.user, queued)?;
         let onf = req.on_node_failure.unwrap_or_default();
         Ok(JobInfo {
             id: 0,

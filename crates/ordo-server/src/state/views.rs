@@ -97,8 +97,8 @@ impl Core {
                 None,
             ),
             Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
-            Reason::Quota { holds, limit, need, .. } => {
-                (format!("at a limit: holds {holds} of {limit}; this job needs {need} more"), None)
+            Reason::Quota { scope, holds, limit, need, .. } => {
+                (self.quota_text(&self.pending[&id], *scope, *holds, *limit, *need), None)
             }
             Reason::Outranked { need } => (
                 format!(
