@@ -5,17 +5,12 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 use ordo_server::api::*;
-use ordo_server::auth::{Principal, Role};
 use ordo_server::state::{ApiError, Core};
 use ordo_server::ServerConfig;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ordo-quota-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::*;
 
 /// A server configured by `toml` (its database in `dir`).
 fn open(dir: &Path, toml: &str, now: i64) -> Core {
@@ -23,38 +18,8 @@ fn open(dir: &Path, toml: &str, now: i64) -> Core {
     std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
     let c = ServerConfig::from_file(&p).unwrap();
     let mut core = Core::open(c, now).unwrap();
-    let reg = RegisterRequest {
-        node: "n1".into(),
-        gpus: 4,
-        fake: true,
-        gpu_model: None,
-        cpus: None,
-        mem_mib: None,
-        mem_limits: false,
-        clock: None,
-    };
-    core.register(&Principal { user: "n1".into(), role: Role::Agent }, &reg, now).unwrap();
+    core.register(&agent("n1"), &reg("n1", 4), now).unwrap();
     core
-}
-
-fn user(name: &str) -> Principal {
-    Principal { user: name.into(), role: Role::User }
-}
-
-fn job(gpus: u32) -> SubmitRequest {
-    SubmitRequest {
-        name: None,
-        command: vec!["true".into()],
-        cwd: None,
-        gpus,
-        cpus: None,
-        mem_mib: None,
-        time_limit_ms: Some(60_000),
-        priority: None,
-        on_node_failure: None,
-        no_preempt: None,
-        umask: None,
-    }
 }
 
 fn state(c: &Core, id: u64, now: i64) -> JobInfo {
@@ -63,7 +28,7 @@ fn state(c: &Core, id: u64, now: i64) -> JobInfo {
 
 #[test]
 fn a_user_at_their_gpu_limit_is_skipped_without_blocking_others() {
-    let dir = tempdir("user");
+    let dir = tempdir("quota-user");
     let t0 = 1_000_000;
     // Strict fifo: without the quota alice's third job would block bob's.
     let mut c = open(&dir, "policy = \"fifo\"\n[quotas.default_user]\nmax_running_gpus = 2\n", t0);
@@ -86,7 +51,7 @@ fn a_user_at_their_gpu_limit_is_skipped_without_blocking_others() {
 
 #[test]
 fn a_group_share_of_the_cluster_limits_its_members_together() {
-    let dir = tempdir("group");
+    let dir = tempdir("quota-group");
     let t0 = 1_000_000;
     let toml = "policy = \"fifo\"\n[quotas.groups.vision]\nmembers = [\"ann\", \"bob\"]\nmax_running_gpus = \"1/2\"\n";
     let mut c = open(&dir, toml, t0);
@@ -104,7 +69,7 @@ fn a_group_share_of_the_cluster_limits_its_members_together() {
 
 #[test]
 fn pending_limits_refuse_submissions_by_user_and_group() {
-    let dir = tempdir("pending");
+    let dir = tempdir("quota-pending");
     let t0 = 1_000_000;
     let toml = "[quotas.users.carol]\nmax_pending_jobs = 2\n[quotas.groups.nlp]\nmembers = [\"dan\", \"eve\"]\nmax_pending_jobs = 3\n";
     let mut c = open(&dir, toml, t0);
@@ -130,7 +95,7 @@ fn pending_limits_refuse_submissions_by_user_and_group() {
 
 #[test]
 fn bad_quota_tables_name_the_file_and_field() {
-    let dir = tempdir("bad");
+    let dir = tempdir("quota-bad");
     let p = dir.join("ordo.toml");
     for (toml, want) in [
         ("[quotas.users.alice]\nmax_gpus = 3\n", "unknown field `max_gpus`"),

@@ -96,6 +96,8 @@ pub struct Core {
     /// Waiting jobs the policy chose to start but the server could not yet: their GPUs are
     /// still being freed by a preempted job, or the node lacks the CPUs or memory they ask.
     blocked: HashMap<JobNo, String>,
+    /// Pending jobs waiting on other jobs' ends (kept out of the scheduler until then).
+    deps: ordo_core::Dependencies,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -240,6 +242,7 @@ pub fn fmt_rel(ms: i64) -> String {
 }
 
 mod agents;
+mod deps;
 mod jobs;
 mod pass;
 mod quotas;
@@ -284,6 +287,7 @@ impl Core {
             writes: 0,
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
+            deps: ordo_core::Dependencies::default(),
         };
         core.load(now)?;
         Ok(core)
@@ -340,6 +344,7 @@ impl Core {
         if !stray.is_empty() {
             self.requeue_jobs(&stray, now, "scheduler", "its node is not up")?;
         }
+        self.load_deps(now)?;
         self.rebuild(now)
     }
 
@@ -497,8 +502,9 @@ impl Core {
         self.hidden = hidden;
         let mut pend: Vec<&JobInfo> = self.pending.values().filter(|j| !replayed.contains(&j.id)).collect();
         pend.sort_by_key(|j| (j.submit, j.id));
-        // Jobs held by a user stay out of the scheduler (they neither start nor block others).
-        for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
+        // Jobs held by a user, or waiting on other jobs, stay out of the scheduler (they neither
+        // start nor block others).
+        for j in pend.into_iter().filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id))) {
             if j.gpus > max_up
                 || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
             {
@@ -571,6 +577,8 @@ impl Core {
             moves.push((id, state, reason, ran));
         }
         tx.commit().ctx("commit requeue")?;
+        let ended: Vec<JobNo> =
+            moves.iter().filter(|(_, state, ..)| *state != JobState::Pending).map(|(id, ..)| *id).collect();
         // GPUs, CPUs or memory were freed: blocked jobs are looked at again in the next pass.
         self.blocked.clear();
         for (id, state, reason, ran) in moves {
@@ -597,6 +605,9 @@ impl Core {
                 j.end = Some(now);
                 j.end_reason = Some(reason);
             }
+        }
+        for id in ended {
+            self.deps_ended(id, false, now)?;
         }
         Ok(())
     }

@@ -30,9 +30,13 @@ impl Core {
             let mut ids = Vec::new();
             for (who, j) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
+                let after = match j.after.is_empty() {
+                    true => None,
+                    false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
+                };
                 tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -48,7 +52,8 @@ impl Core {
                         if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
                         now,
                         j.no_preempt as i64,
-                        j.umask
+                        j.umask,
+                        after
                     ])
                 })
                 .ctx("insert job")?;
@@ -63,7 +68,7 @@ impl Core {
                     "submit",
                     Some(id),
                     &policy,
-                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt}),
+                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after}),
                 )?;
                 ids.push(id);
             }
@@ -87,8 +92,14 @@ impl Core {
                 let (who, mut info) = r?;
                 let id = ids.next().expect("one id per valid submission");
                 info.id = id;
-                if info.gpus > max_up
-                    || self.sched.submit(job_req(&self.cfg.quotas, &info, id, now, info.time_limit_ms), now).is_err()
+                // Checked at submission: a dependency cannot have become unmeetable since.
+                let waits = matches!(self.add_deps(id, &info.after), Ok(ordo_core::DepState::Waiting { .. }));
+                if !waits
+                    && (info.gpus > max_up
+                        || self
+                            .sched
+                            .submit(job_req(&self.cfg.quotas, &info, id, now, info.time_limit_ms), now)
+                            .is_err())
                 {
                     self.held.insert(id);
                 }
@@ -176,6 +187,7 @@ impl Core {
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
         self.check_pending_limits(&who.user, queued)?;
+        self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
         Ok(JobInfo {
             id: 0,
@@ -205,6 +217,7 @@ impl Core {
             executed_ms: 0,
             umask: req.umask,
             wait: None,
+            after: req.after,
         })
     }
 

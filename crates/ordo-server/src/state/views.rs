@@ -50,6 +50,8 @@ impl Core {
             let j = &self.pending[&id];
             let text = if let Some(by) = &j.held_by {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
+            } else if let Some(t) = self.deps_text(id) {
+                t
             } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && node_holds(n, j)) {
                 let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
                 format!(
