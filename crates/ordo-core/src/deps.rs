@@ -208,15 +208,17 @@ impl Dependencies {
             let Some(deps) = self.dependents.remove(&j) else { continue };
             for w in deps {
                 let Some(left) = self.waiting.get_mut(&w) else { continue };
-                let Some(pos) = left.iter().position(|d| d.job == j) else { continue };
-                let d = left[pos];
-                if !d.kind.met_by(ok) {
+                // Every dependency on `j` (a job may wait on one job in two ways).
+                if !left.iter().any(|d| d.job == j) {
+                    continue;
+                }
+                if let Some(d) = left.iter().find(|d| d.job == j && !d.kind.met_by(ok)).copied() {
                     self.remove(w);
                     out.never.push((w, d, ok));
                     todo.push((w, false));
                     continue;
                 }
-                left.remove(pos);
+                left.retain(|d| d.job != j);
                 if left.is_empty() {
                     self.waiting.remove(&w);
                     out.ready.push(w);
@@ -289,6 +291,17 @@ mod tests {
         assert!(g.is_empty());
         // Already ended jobs count at once.
         assert_eq!(g.add(JobId(9), &[d(DepKind::AfterOk, 1)], |_| Some(true)), DepState::Met);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn two_kinds_on_one_job_are_settled_by_its_one_end() {
+        let mut g = Dependencies::default();
+        g.add(JobId(3), &[d(DepKind::AfterOk, 1), d(DepKind::AfterAny, 1)], |_| None);
+        g.add(JobId(4), &[d(DepKind::AfterAny, 1), d(DepKind::AfterNotOk, 1)], |_| None);
+        let r = g.ended(JobId(1), true);
+        assert_eq!(r.ready, vec![JobId(3)]);
+        assert_eq!(r.never, vec![(JobId(4), d(DepKind::AfterNotOk, 1), true)]);
         assert!(g.is_empty());
     }
 

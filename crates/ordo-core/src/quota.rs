@@ -122,8 +122,11 @@ impl Limits {
 
     /// Counts a job that starts running.
     pub(crate) fn on_start(&mut self, r: &JobReq) {
-        *self.user_used.entry(r.user).or_default() += r.gpus as u64;
-        *self.group_used.entry(r.group).or_default() += r.gpus as u64;
+        // No entry for 0 GPUs: `on_stop` removes entries that reach 0, so none may hold 0.
+        if r.gpus > 0 {
+            *self.user_used.entry(r.user).or_default() += r.gpus as u64;
+            *self.group_used.entry(r.group).or_default() += r.gpus as u64;
+        }
         if r.array != 0 {
             *self.array_running.entry(r.array).or_default() += 1;
         }

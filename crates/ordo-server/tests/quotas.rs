@@ -46,6 +46,9 @@ fn a_user_at_their_gpu_limit_is_skipped_without_blocking_others() {
     let skips: Vec<AuditRecord> =
         c.audit(Some(a[2]), None, 100).unwrap().into_iter().filter(|r| r.kind == "skip").collect();
     assert!(skips.iter().any(|r| r.detail["reason"] == "quota" && r.detail["scope"] == "user"), "{skips:?}");
+    // A job larger than the quota could never start: refused at once.
+    let e = c.submit(&user("alice"), job(3), t0).unwrap_err();
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("more than user alice's quota of 2")), "{e:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -353,20 +353,30 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 nodes: 0,
                 array: 0,
             };
-            match sched.submit(req, t) {
+            // A job larger than its user's or group's GPU quota could never start.
+            let submitted = match over_quota(sched.quotas(), w, job) {
+                Some(why) => Err(Rejected { job: id, gpus: job.gpus, why }),
+                None => match sched.submit(req, t) {
+                    Ok(()) => Ok(()),
+                    Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
+                        Err(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
+                    }
+                    Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
+                },
+            };
+            match submitted {
                 Ok(()) => {
                     add_size(&mut waiting_sizes, milli_of(job));
                     *waiting_demands.entry(demand_key(job)).or_default() += 1;
                 }
-                Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
-                    rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() });
+                Err(r) => {
+                    rejected.push(r);
                     // Never run: its dependents see it as ended unsuccessfully.
                     ended[id.idx()] = Some(false);
                     let released = deps.ended(id, false);
                     Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied }
                         .apply(w, &records, released);
                 }
-                Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
             }
         }
         if !happened {
@@ -496,6 +506,19 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len(), never_satisfied.len());
     never_satisfied.sort_by_key(|r| r.job);
     Ok(SimOutput { records, rejected, never_satisfied, metrics })
+}
+
+/// Why a job can never start under the quotas (more GPUs than its user's or group's limit).
+fn over_quota(q: &ordo_core::Quotas, w: &Workload, job: &ordo_core::Job) -> Option<String> {
+    let name = |names: &[String], i: u32| names.get(i as usize).cloned().unwrap_or_else(|| i.to_string());
+    let gpus = job.gpus as u64;
+    if let Some(l) = q.user_limit(job.user).filter(|&l| gpus > l) {
+        return Some(format!("needs {gpus} GPUs, more than user {}'s quota of {l}", name(&w.users, job.user)));
+    }
+    if let Some(l) = q.group_limit(job.group).filter(|&l| gpus > l) {
+        return Some(format!("needs {gpus} GPUs, more than group {}'s quota of {l}", name(&w.groups, job.group)));
+    }
+    None
 }
 
 /// A job's name for messages (its id in the trace, else its index).

@@ -294,3 +294,62 @@ fn regression_srtf_maxwait_runaway() {
     let out = simulate(&w, &cfg).unwrap();
     validate(&w, &c, &out, cfg.preemption_overhead).unwrap();
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// With random dependencies on earlier jobs (some of which fail) and a per-user GPU cap:
+    /// `validate` holds (no job starts before its dependencies ended as it asks, every job
+    /// runs, is rejected or is never satisfied exactly once), no user ever holds more GPUs than
+    /// the cap, and runs are deterministic.
+    #[test]
+    fn dependencies_and_quotas_hold(
+        c in cluster(),
+        raw in jobs(),
+        links in prop::collection::vec((0usize..40, 0usize..40, 0u8..3), 0..30),
+        failed in prop::collection::vec(any::<bool>(), 40),
+        cap in 1u64..10,
+        pol in 0usize..POLICIES.len(),
+        consolidated in any::<bool>(),
+    ) {
+        use ordo_core::{Dep, DepKind};
+        let mut w = workload(&raw, true);
+        let n = w.jobs.len();
+        for (i, j) in w.jobs.iter_mut().enumerate() {
+            j.failed = failed[i];
+        }
+        for &(a, b, k) in &links {
+            let (a, b) = (a % n, b % n);
+            if a < b {
+                let kind = [DepKind::AfterOk, DepKind::AfterAny, DepKind::AfterNotOk][k as usize];
+                w.jobs[b].after.push(Dep { kind, job: JobId(a as u32) });
+            }
+        }
+        let mut q = ordo_core::QuotaConfig::default();
+        q.default_user.max_running_gpus = Some(ordo_core::GpuLimit::Count(cap));
+        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+        let cfg = SimConfig { quotas: Some(q), check_invariants: true, ..SimConfig::new(c.clone(), placement, policy) };
+        let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        validate(&w, &c, &out, 0).map_err(TestCaseError::fail)?;
+        // Per user: GPUs held over time never exceed the cap (ends before starts at a tie).
+        let mut ev: Vec<(i64, i64, u32)> = Vec::new();
+        for r in &out.records {
+            let user = w.jobs[r.job.idx()].user;
+            for s in &r.segments {
+                ev.push((s.start, r.gpus as i64, user));
+                ev.push((s.end, -(r.gpus as i64), user));
+            }
+        }
+        ev.sort_by_key(|&(t, d, _)| (t, d));
+        let mut held: std::collections::HashMap<u32, i64> = Default::default();
+        for (t, d, u) in ev {
+            let h = held.entry(u).or_default();
+            *h += d;
+            prop_assert!(*h <= cap as i64, "user {} holds {} GPUs at {} (cap {})", u, h, t, cap);
+        }
+        let again = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(&out.records, &again.records);
+        prop_assert_eq!(&out.never_satisfied.len(), &again.never_satisfied.len());
+    }
+}

@@ -39,6 +39,28 @@ impl Core {
         Ok(())
     }
 
+    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus` (as
+    /// resolved on the nodes that are up): it could never start.
+    pub(super) fn check_gpu_quota(&self, user: &str, gpus: u32) -> Result<(), ApiError> {
+        if !self.nodes.values().any(|n| n.up) {
+            return Ok(()); // shares of no GPUs say nothing yet
+        }
+        let q = self.sched.quotas();
+        let g = gpus as u64;
+        if let Some(l) = q.user_limit(user_index(user)).filter(|&l| g > l) {
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {g} GPUs, more than user {user}'s quota of {l} (max_running_gpus): it could never start"
+            )));
+        }
+        if let Some(l) = q.group_limit(group_index(&self.cfg.quotas, user)).filter(|&l| g > l) {
+            let group = self.cfg.quotas.group_of(user).unwrap_or(user);
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {g} GPUs, more than group {group}'s quota of {l} (max_running_gpus): it could never start"
+            )));
+        }
+        Ok(())
+    }
+
     /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it.
     pub(super) fn quota_text(&self, j: &JobInfo, scope: QuotaScope, holds: u64, limit: u64, need: u64) -> String {
         let q = &self.cfg.quotas;

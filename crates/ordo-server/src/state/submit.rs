@@ -187,6 +187,7 @@ impl Core {
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
         self.check_pending_limits(&who.user, queued)?;
+        self.check_gpu_quota(&who.user, req.gpus)?;
         self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
         Ok(JobInfo {
