@@ -421,20 +421,22 @@ impl Scheduler {
     /// `measure=drf` the largest of its shares of the cluster's GPUs, CPUs and memory
     /// (dominant resource fairness, counting the resources the nodes model). Running jobs are
     /// counted once per pass.
-    fn fair_order(&self, fp: FairParams, now: Time) -> Vec<&JobReq> {
+    /// The order is produced lazily: a pass that stops early (the cluster full) merges only
+    /// the owners' queues as far as it walks.
+    fn fair_order(&self, fp: FairParams, now: Time) -> impl Iterator<Item = &JobReq> + '_ {
         let by = fp.by;
-        let owner = |r: &JobReq| match by {
+        let owner = move |r: &JobReq| match by {
             FairBy::User => r.user,
             FairBy::Group => r.group,
         };
         let q = &self.limits.q;
-        let weight = |r: &JobReq| match by {
+        let weight = move |r: &JobReq| match by {
             FairBy::User => q.weight(r.user, r.group),
             FairBy::Group => q.group_weight(r.group),
         };
         let (cpus, mem) = self.cap.total_cpus_mem();
         let gpus = self.cap.total().max(1) as f64;
-        let measure = |h: (u64, u64, u64)| -> f64 {
+        let measure = move |h: (u64, u64, u64)| -> f64 {
             if !fp.drf {
                 return h.0 as f64;
             }
@@ -456,7 +458,7 @@ impl Scheduler {
         for r in self.running.values() {
             add(held.entry(owner(&r.req)).or_default(), &r.req);
         }
-        let mut order = Vec::with_capacity(self.queue.len());
+        let mut order = Vec::new();
         // The queue iterates by (submit, id) under dynamic orders.
         let mut per_owner: std::collections::BTreeMap<u32, VecDeque<&JobReq>> = Default::default();
         for req in self.queue.values() {
@@ -466,24 +468,25 @@ impl Scheduler {
                 per_owner.entry(owner(req)).or_default().push_back(req);
             }
         }
-        let key = |h: (u64, u64, u64), r: &JobReq| ord_f64(measure(h) / weight(r));
+        let key = move |h: (u64, u64, u64), r: &JobReq| ord_f64(measure(h) / weight(r));
         let mut heap: BinaryHeap<Reverse<(i64, Time, JobId, u32)>> = per_owner
             .iter()
             .filter_map(|(&o, q)| {
                 q.front().map(|r| Reverse((key(held.get(&o).copied().unwrap_or_default(), r), r.submit, r.id, o)))
             })
             .collect();
-        while let Some(Reverse((_, _, _, o))) = heap.pop() {
-            let q = per_owner.get_mut(&o).expect("owner has a queue");
-            let req = q.pop_front().expect("owner has a job");
-            order.push(req);
+        // Jobs past `max_wait` first, then the owners' queues merged by what each holds.
+        order.into_iter().chain(std::iter::from_fn(move || {
+            let Reverse((_, _, _, o)) = heap.pop()?;
+            let q = per_owner.get_mut(&o)?;
+            let req = q.pop_front()?;
             let h = held.entry(o).or_default();
             add(h, req);
             if let Some(next) = q.front() {
                 heap.push(Reverse((key(*h, next), next.submit, next.id, o)));
             }
-        }
-        order
+            Some(req)
+        }))
     }
 
     /// Accounting at submit: `priority` counts the user as seen.

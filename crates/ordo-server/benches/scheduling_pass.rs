@@ -61,9 +61,14 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("scheduling_pass");
     g.sample_size(20);
     for (nodes, pending) in [(100u32, 10_000u32), (1_000, 100_000)] {
-        for (policy, limits) in
-            [("fifo", false), ("fifo+easy", false), ("sjf+easy", false), ("fifo+easy", true), ("fair", true)]
-        {
+        for (policy, limits) in [
+            ("fifo", false),
+            ("fifo+easy", false),
+            ("sjf+easy", false),
+            ("fair", false),
+            ("fifo+easy", true),
+            ("fair", true),
+        ] {
             let s = loaded(nodes, pending, policy, limits);
             let tag = if limits { "+limits" } else { "" };
             let label = format!("{policy}{tag}/{}pending_{nodes}nodes", s.waiting_len());
