@@ -34,10 +34,10 @@ fn loaded(nodes: u32, pending: u32, policy: &str, limits: bool) -> Scheduler {
                 r.user = (x >> 20) as u32 % 200;
                 r.group = r.user % 10;
                 r.array = 1 + next / 100;
-                if next % 100 == 0 {
+                if next.is_multiple_of(100) {
                     s.set_array_limit(r.array, Some(20));
                 }
-                if next % 5 == 0 {
+                if next.is_multiple_of(5) {
                     // A 2-node gang of 8 GPUs per node.
                     (r.gpus, r.nodes) = (16, 2);
                 }

@@ -502,8 +502,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;
-    let metrics =
-        Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len(), never_satisfied.len());
+    let metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
     never_satisfied.sort_by_key(|r| r.job);
     Ok(SimOutput { records, rejected, never_satisfied, metrics })
 }
