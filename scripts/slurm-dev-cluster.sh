@@ -53,7 +53,7 @@ fi
 PKGS="slurmctld slurmd slurm-client munge slurmrestd curl"
 [ "$ACCT" = --acct ] && PKGS="$PKGS slurmdbd mariadb-server"
 if ! dpkg -s $PKGS >/dev/null 2>&1; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $PKGS >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $PKGS >/dev/null
 fi
 
 stop
@@ -109,6 +109,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 MinJobAge=300
+MaxJobCount=100000
 KillWait=5
 Waittime=0
 GresTypes=gpu
@@ -119,6 +120,7 @@ NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=17001 CPUs=2 RealMemory=4000
 NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=17002 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
 NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=17003 CPUs=2 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
 PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
+PartitionName=other Nodes=n3 MaxTime=INFINITE State=UP
 CONF
 cat > "$D/gres.conf" <<CONF
 AutoDetect=off

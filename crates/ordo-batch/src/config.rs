@@ -143,6 +143,10 @@ pub struct ModelPrice {
     /// (e.g. 0.5 for a 50% batch discount; default 1.0).
     #[serde(default = "one")]
     pub batch_multiplier: f64,
+    /// Price of a million input tokens written to the prompt cache (Anthropic charges extra for
+    /// these; default: the input price).
+    #[serde(default)]
+    pub cache_write_input_per_mtok: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -209,6 +213,7 @@ impl Prices {
                 ("cached_input_per_mtok", m.cached_input_per_mtok),
                 ("output_per_mtok", Some(m.output_per_mtok)),
                 ("batch_multiplier", Some(m.batch_multiplier)),
+                ("cache_write_input_per_mtok", m.cache_write_input_per_mtok),
             ];
             for (field, v) in vals {
                 if let Some(v) = v {

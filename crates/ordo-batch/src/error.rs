@@ -38,6 +38,17 @@ pub enum BatchError {
         /// Every bad line, in file order.
         errors: Vec<LineError>,
     },
+    /// Requests that the provider's batch API cannot take (e.g. not convertible to Anthropic's
+    /// shape); nothing was sent.
+    #[error("{}", format_lines(&format!("{}: {} request{} cannot be sent to {provider}; nothing was sent", path.display(), errors.len(), if errors.len() == 1 { "" } else { "s" }), path, errors))]
+    Unsendable {
+        /// The request file.
+        path: PathBuf,
+        /// The provider's name.
+        provider: &'static str,
+        /// Every such line, in file order.
+        errors: Vec<LineError>,
+    },
     /// A configuration file (limits.toml, prices.toml) is malformed.
     #[error("{path}: {message}")]
     Config {
@@ -60,19 +71,34 @@ pub enum BatchError {
         /// The limit.
         limit: u64,
     },
+    /// A provider API call failed for good (after the retries its kind allows).
+    #[error("{what}: {}{message}", status.map(|s| format!("HTTP {s}: ")).unwrap_or_default())]
+    Http {
+        /// The call (`POST /v1/batches`).
+        what: String,
+        /// The HTTP status, when there was an answer.
+        status: Option<u16>,
+        /// The provider's message, or the transport error.
+        message: String,
+    },
     /// An invalid option or state (e.g. an output directory that already holds batch files).
     #[error("{0}")]
     Invalid(String),
 }
 
 fn format_bad_lines(path: &std::path::Path, errors: &[LineError]) -> String {
-    const SHOWN: usize = 20;
-    let mut s = format!(
+    let head = format!(
         "{}: {} bad line{}; nothing was sent (fix them, or pass --skip-bad to leave them out)",
         path.display(),
         errors.len(),
         if errors.len() == 1 { "" } else { "s" }
     );
+    format_lines(&head, path, errors)
+}
+
+fn format_lines(head: &str, path: &std::path::Path, errors: &[LineError]) -> String {
+    const SHOWN: usize = 20;
+    let mut s = head.to_string();
     for e in errors.iter().take(SHOWN) {
         s.push_str(&format!("\n  {}:{}: {}", path.display(), e.line, e.reason));
     }

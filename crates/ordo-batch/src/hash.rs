@@ -1,5 +1,7 @@
-//! A small, fast, deterministic 64-bit hash used for prompt-prefix blocks.
-//! Chained: the hash of a block depends on every byte before it, so equal hashes mean equal prefixes.
+//! Hashes: a small, fast, chained 64-bit hash for prompt-prefix blocks (equal hashes mean equal
+//! prefixes), and BLAKE2b digests that identify submitted content (idempotency keys).
+
+use blake2::{Blake2b512, Digest};
 
 const K: u64 = 0x517c_c1b7_2722_0a95;
 
@@ -21,4 +23,29 @@ pub(crate) fn mix(mut state: u64, bytes: &[u8]) -> u64 {
 pub(crate) fn finish(state: u64, len: usize) -> u64 {
     let h = (state ^ len as u64).wrapping_mul(K);
     h ^ (h >> 29)
+}
+
+/// A BLAKE2b digest of several byte strings, each prefixed by its length (so that the split
+/// between them counts), as 32 hex digits (128 bits).
+pub(crate) fn digest(fields: &[&[u8]]) -> String {
+    let mut h = Blake2b512::new();
+    for f in fields {
+        h.update((f.len() as u64).to_le_bytes());
+        h.update(f);
+    }
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_depend_on_every_byte_and_on_the_split() {
+        let a = digest(&[b"ab", b"c"]);
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, digest(&[b"a", b"bc"]));
+        assert_ne!(a, digest(&[b"ab", b"d"]));
+        assert_eq!(a, digest(&[b"ab", b"c"]));
+    }
 }

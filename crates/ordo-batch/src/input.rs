@@ -74,6 +74,8 @@ pub struct Request {
     pub prefix_blocks: Box<[u64]>,
     /// Byte range of the line in the file.
     pub span: (usize, usize),
+    /// `body.metadata.deadline`: a duration after the run starts (`2h`) or an RFC 3339 time.
+    pub deadline: Option<crate::deadline::Deadline>,
 }
 
 /// A loaded, validated request file.
@@ -393,6 +395,12 @@ impl Worker {
             }
         };
         let client = self.intern(client_src);
+        let deadline = match b.metadata.as_ref().and_then(|m| m.deadline.as_deref()) {
+            Some(d) => {
+                Some(crate::deadline::Deadline::parse(d).map_err(|e| format!("field `body.metadata.deadline`: {e}"))?)
+            }
+            None => None,
+        };
         let text_bytes = prefix.total as u64;
         Ok(Request {
             line: 0,
@@ -405,6 +413,7 @@ impl Worker {
             text_bytes,
             prefix_blocks: prefix.blocks.into_boxed_slice(),
             span: (0, 0),
+            deadline,
         })
     }
 }
@@ -501,6 +510,8 @@ impl RawBody<'_> {
 struct RawMetadata<'a> {
     #[serde(default, borrow)]
     client: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    deadline: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -602,9 +613,11 @@ fn explain(line: &str) -> Option<String> {
     if let Some(m) = body.get("metadata") {
         match m {
             Value::Object(m) => {
-                if let Some(c) = m.get("client") {
-                    if !c.is_string() && !c.is_null() {
-                        return Some(format!("field `body.metadata.client`: expected a string, found {}", kind(c)));
+                for f in ["client", "deadline"] {
+                    if let Some(c) = m.get(f) {
+                        if !c.is_string() && !c.is_null() {
+                            return Some(format!("field `body.metadata.{f}`: expected a string, found {}", kind(c)));
+                        }
                     }
                 }
             }

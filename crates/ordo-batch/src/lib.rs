@@ -1,13 +1,27 @@
 //! ordo-batch: ordo's scheduling ideas applied to requests for OpenAI-compatible AI APIs.
-//! Reads batch-input JSONL, estimates tokens, groups and orders requests, plans, splits and runs.
+//! Reads batch-input JSONL, estimates tokens, groups and orders requests, plans, splits, runs
+//! live, and submits to providers' batch APIs (OpenAI, Anthropic), resumably.
 
+pub mod budget;
+pub mod clock;
 pub mod config;
+pub mod convert;
+pub mod deadline;
 pub mod error;
+pub mod http;
 pub mod input;
 pub mod plan;
+pub mod provider;
+pub mod report;
+pub mod results;
 pub mod run;
+pub mod source;
 pub mod split;
+pub mod state;
+pub mod submit;
 pub mod tokens;
+pub mod usage;
+pub mod window;
 
 #[cfg(feature = "test-server")]
 pub mod testserver;

@@ -1,8 +1,11 @@
 //! Planning: group requests by endpoint+model and prompt prefix, order them (client-fair or
 //! shortest-first), estimate cached tokens, cost, duration under rate limits, and batch vs live.
 
-use crate::config::{CacheRules, Limits, Prices};
+use crate::config::{CacheRules, Limits, ModelPrice, Prices};
+use crate::deadline::{due_times, earliest_deadline_first, late, predicted_sends, Deadline, Late};
 use crate::input::{Endpoint, Loaded, Request, PREFIX_BLOCK};
+use crate::window::Window;
+use jiff::Timestamp;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -41,16 +44,28 @@ pub struct PlanOptions {
     pub order: Order,
     /// Output tokens assumed for a request without `max_tokens` (and the like).
     pub assumed_output_tokens: u64,
-    /// Everything must be answered within this many seconds (a deadline shorter than the batch
-    /// completion window rules batch files out).
-    pub deadline_s: Option<f64>,
+    /// Deadline of requests without their own `metadata.deadline`. A group with a request due
+    /// before the batch completion window ends is sent live; live requests go earliest deadline
+    /// first, and the plan names those that cannot make it.
+    pub deadline: Option<Deadline>,
     /// Whether batch files may be used at all.
     pub allow_batch: bool,
+    /// When sending would start (deadlines given as durations count from here).
+    pub start: Timestamp,
+    /// Live sending only inside this daily window.
+    pub window: Option<Window>,
 }
 
 impl Default for PlanOptions {
     fn default() -> Self {
-        PlanOptions { order: Order::Fair, assumed_output_tokens: 256, deadline_s: None, allow_batch: true }
+        PlanOptions {
+            order: Order::Fair,
+            assumed_output_tokens: 256,
+            deadline: None,
+            allow_batch: true,
+            start: Timestamp::now(),
+            window: None,
+        }
     }
 }
 
@@ -175,6 +190,33 @@ pub struct Costs {
     pub planned: f64,
 }
 
+impl Costs {
+    /// `(field name, amount)` of each, in the order of the fields.
+    pub fn named(&self) -> [(&'static str, f64); 5] {
+        [
+            ("live", self.live),
+            ("live_cached", self.live_cached),
+            ("batch", self.batch),
+            ("batch_cached", self.batch_cached),
+            ("planned", self.planned),
+        ]
+    }
+
+    /// The costs of `input` input tokens (`cached` of them cached) and `out` output tokens at
+    /// `p`, `planned` on `route`.
+    pub fn of(p: &ModelPrice, input: u64, cached: u64, out: u64, route: Route) -> Costs {
+        let live = p.cost(input, 0, out);
+        let live_cached = p.cost(input - cached.min(input), cached.min(input), out);
+        Costs {
+            live,
+            live_cached,
+            batch: live * p.batch_multiplier,
+            batch_cached: live_cached * p.batch_multiplier,
+            planned: if route == Route::Batch { live_cached * p.batch_multiplier } else { live_cached },
+        }
+    }
+}
+
 impl std::ops::AddAssign for Costs {
     fn add_assign(&mut self, o: Costs) {
         self.live += o.live;
@@ -186,7 +228,7 @@ impl std::ops::AddAssign for Costs {
 }
 
 /// How a group is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Route {
     /// Provider batch files.
@@ -224,6 +266,29 @@ pub struct GroupPlan {
     pub requests_per_minute: f64,
     /// Tokens per minute limit used.
     pub tokens_per_minute: f64,
+    /// Costs, when prices.toml has the model.
+    pub cost: Option<Costs>,
+}
+
+/// One client's requests to one endpoint and model, and what they cost each way.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientCost {
+    /// The client.
+    pub client: String,
+    /// Endpoint path.
+    pub endpoint: &'static str,
+    /// Model.
+    pub model: String,
+    /// Requests.
+    pub requests: usize,
+    /// Estimated input tokens.
+    pub input_tokens: u64,
+    /// Of which expected to be cached.
+    pub cached_tokens: u64,
+    /// Output tokens (max_tokens where given, else assumed).
+    pub output_tokens: u64,
+    /// The route of their endpoint+model group.
+    pub route: Route,
     /// Costs, when prices.toml has the model.
     pub cost: Option<Costs>,
 }
@@ -266,6 +331,8 @@ pub struct Plan {
     pub groups: Vec<GroupPlan>,
     /// Sum of the groups' costs (groups without a price are left out).
     pub total_cost: Costs,
+    /// Costs per client and endpoint+model, in order of first appearance.
+    pub by_client: Vec<ClientCost>,
     /// Models without a price.
     pub unpriced_models: Vec<String>,
     /// Seconds to send everything live (`ordo batch run`) under the limits, groups in parallel.
@@ -274,8 +341,16 @@ pub struct Plan {
     pub peak_rps_unpaced: f64,
     /// Highest request rate (per second) allowed by the limits when paced.
     pub peak_rps_paced: f64,
-    /// Requests that would be sent after the deadline in the planned live order.
+    /// Requests that would be sent after their deadline in the planned live order (when there
+    /// are deadlines).
     pub late_requests: Option<usize>,
+    /// Those requests, earliest deadline first.
+    pub late: Vec<Late>,
+    /// The live sending window, when there is one.
+    pub window: Option<String>,
+    /// When live sending would end under the limits and inside the window (RFC 3339), when
+    /// there is a window.
+    pub live_done_at: Option<String>,
     /// Per client, file order vs planned order.
     pub clients: Vec<ClientPlan>,
     /// The first custom_ids of the planned live order.
@@ -284,7 +359,7 @@ pub struct Plan {
 
 /// Send times (seconds from the start) of requests sent live in `order`, each model paced by
 /// its own limits: the fluid bound max(requests/rpm, tokens/tpm) of what went before.
-fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) -> Vec<f64> {
+pub(crate) fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) -> Vec<f64> {
     let mut t = vec![0.0; reqs.len()];
     let mut acc: HashMap<&str, (f64, f64, f64, f64)> = HashMap::new();
     for &i in order {
@@ -300,17 +375,78 @@ fn send_times(reqs: &[Request], order: &[usize], limits: &Limits, assumed: u64) 
     t
 }
 
+/// Costs per client and endpoint+model group (`per_client`: each client's requests in input
+/// order; `group_of`: each request's group), rows in order of first appearance.
+fn client_costs(
+    reqs: &[Request],
+    per_client: &[(String, Vec<usize>)],
+    group_of: &[u32],
+    groups: &[GroupPlan],
+    cached: &[u64],
+    prices: &Prices,
+    assumed: u64,
+) -> Vec<ClientCost> {
+    // Rows (with their first request) of each client; a client uses few groups, so its rows
+    // are found by a scan of its own.
+    let mut rows: Vec<(usize, ClientCost)> = Vec::new();
+    for (client, idx) in per_client {
+        let mut mine: Vec<(u32, usize)> = Vec::new();
+        for &i in idx {
+            let r = &reqs[i];
+            let g = group_of[i];
+            let k = match mine.iter().find(|(gg, _)| *gg == g) {
+                Some(&(_, k)) => k,
+                None => {
+                    mine.push((g, rows.len()));
+                    rows.push((
+                        i,
+                        ClientCost {
+                            client: client.clone(),
+                            endpoint: r.endpoint.url(),
+                            model: r.model.to_string(),
+                            requests: 0,
+                            input_tokens: 0,
+                            cached_tokens: 0,
+                            output_tokens: 0,
+                            route: groups[g as usize].route,
+                            cost: None,
+                        },
+                    ));
+                    rows.len() - 1
+                }
+            };
+            let row = &mut rows[k].1;
+            row.requests += 1;
+            row.input_tokens += r.input_tokens;
+            row.cached_tokens += cached[i];
+            row.output_tokens += output_tokens(r, assumed);
+        }
+    }
+    rows.sort_by_key(|(first, _)| *first);
+    rows.into_iter()
+        .map(|(_, mut c)| {
+            c.cost = prices
+                .for_model(&c.model)
+                .map(|p| Costs::of(&p, c.input_tokens, c.cached_tokens, c.output_tokens, c.route));
+            c
+        })
+        .collect()
+}
+
 /// Make the plan for a loaded file.
 pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanOptions) -> Plan {
     let reqs = &loaded.requests;
     let assumed = opts.assumed_output_tokens;
     let cached = cached_tokens(reqs, &prices.cache);
     let window_s = limits.batch.completion_window_hours * 3600.0;
-    let batch_ok = opts.allow_batch && opts.deadline_s.is_none_or(|d| d >= window_s);
+    let due = due_times(reqs, opts.deadline, opts.start);
+    let batch_by = opts.start.checked_add(jiff::SignedDuration::from_secs_f64(window_s)).unwrap_or(Timestamp::MAX);
+    let has_deadlines = due.iter().any(Option::is_some);
 
     // Groups in first-appearance order.
     let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
     let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut group_of: Vec<u32> = Vec::with_capacity(reqs.len());
     for (i, r) in reqs.iter().enumerate() {
         let n = members.len();
         let g = *gindex.entry((r.endpoint, &r.model)).or_insert(n);
@@ -318,6 +454,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
             members.push(Vec::new());
         }
         members[g].push(i);
+        group_of.push(g as u32);
     }
     let mut groups = Vec::new();
     let mut total = Costs::default();
@@ -333,21 +470,18 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         let prefixes: HashSet<u64> = m.iter().filter_map(|&i| reqs[i].prefix_blocks.first().copied()).collect();
         let live_seconds =
             (m.len() as f64 / lim.requests_per_minute).max((input + out) as f64 / lim.tokens_per_minute) * 60.0;
-        let route = if batch_ok && m.len() as u64 >= limits.batch.min_requests { Route::Batch } else { Route::Live };
+        let in_time = m.iter().all(|&i| due[i].is_none_or(|d| d >= batch_by));
+        let route = if opts.allow_batch && in_time && m.len() as u64 >= limits.batch.min_requests {
+            Route::Batch
+        } else {
+            Route::Live
+        };
         let sizes: Vec<usize> = m.iter().map(|&i| reqs[i].span.1 - reqs[i].span.0 + 1).collect();
         let files = crate::split::count_files(&sizes, &limits.batch);
         let avg_tokens = (input + out) as f64 / m.len() as f64;
         peak_paced += (lim.requests_per_minute / 60.0).min(lim.tokens_per_minute / 60.0 / avg_tokens.max(1.0));
         let cost = prices.for_model(&first.model).map(|p| {
-            let live = p.cost(input, 0, out);
-            let live_cached = p.cost(input - cach, cach, out);
-            let c = Costs {
-                live,
-                live_cached,
-                batch: live * p.batch_multiplier,
-                batch_cached: live_cached * p.batch_multiplier,
-                planned: if route == Route::Batch { live_cached * p.batch_multiplier } else { live_cached },
-            };
+            let c = Costs::of(&p, input, cach, out, route);
             total += c;
             c
         });
@@ -372,13 +506,7 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         });
     }
 
-    let order = order_requests(reqs, opts.order, assumed);
-    let input_order: Vec<usize> = (0..reqs.len()).collect();
-    let t_plan = send_times(reqs, &order, limits, assumed);
-    let t_input = send_times(reqs, &input_order, limits, assumed);
-    let live_seconds = t_plan.iter().copied().fold(0.0, f64::max);
-    let late = opts.deadline_s.map(|d| t_plan.iter().filter(|&&t| t > d).count());
-
+    // Clients in first-appearance order.
     let mut cindex: HashMap<&str, usize> = HashMap::new();
     let mut per_client: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, r) in reqs.iter().enumerate() {
@@ -389,6 +517,25 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         }
         per_client[c].1.push(i);
     }
+    let by_client = client_costs(reqs, &per_client, &group_of, &groups, &cached, prices, assumed);
+
+    let mut order = order_requests(reqs, opts.order, assumed);
+    if has_deadlines {
+        earliest_deadline_first(&mut order, &due);
+    }
+    let input_order: Vec<usize> = (0..reqs.len()).collect();
+    let t_plan = send_times(reqs, &order, limits, assumed);
+    let t_input = send_times(reqs, &input_order, limits, assumed);
+    let live_seconds = t_plan.iter().copied().fold(0.0, f64::max);
+    // Wall-clock send times matter only for deadlines and windows (a million requests without
+    // either skip them).
+    let sends = if has_deadlines || opts.window.is_some() {
+        predicted_sends(reqs, &order, limits, assumed, opts.start, opts.window.as_ref())
+    } else {
+        Vec::new()
+    };
+    let late_list = if has_deadlines { late(reqs, &due, &sends) } else { Vec::new() };
+
     let clients = per_client
         .into_iter()
         .map(|(client, idx)| {
@@ -420,11 +567,18 @@ pub fn make_plan(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &PlanO
         order: opts.order,
         groups,
         total_cost: total,
+        by_client,
         unpriced_models: unpriced,
         live_seconds,
         peak_rps_unpaced: reqs.len() as f64,
         peak_rps_paced: peak_paced,
-        late_requests: late,
+        late_requests: has_deadlines.then_some(late_list.len()),
+        late: late_list,
+        window: opts.window.as_ref().map(|w| w.describe().to_string()),
+        live_done_at: opts
+            .window
+            .as_ref()
+            .map(|_| crate::deadline::whole_seconds(sends.iter().max().copied().unwrap_or(opts.start))),
         clients,
         order_preview: order.iter().take(20).map(|&i| reqs[i].custom_id.clone()).collect(),
     }
@@ -495,8 +649,13 @@ impl fmt::Display for Plan {
         writeln!(f)?;
         writeln!(
             f,
-            "cost ({})                                   {:>11} {:>11} {:>11} {:>13} {:>11}",
-            self.currency, "live", "live+cache", "batch", "batch+cache", "planned"
+            "{:<48} {:>11} {:>11} {:>11} {:>13} {:>11}",
+            format!("cost ({})", self.currency),
+            "live",
+            "live+cache",
+            "batch",
+            "batch+cache",
+            "planned"
         )?;
         for g in &self.groups {
             match &g.cost {
@@ -527,6 +686,35 @@ impl fmt::Display for Plan {
         if t.live > 0.0 {
             writeln!(f, "  planned vs all live without caching: {:+.1}%", (t.planned / t.live - 1.0) * 100.0)?;
         }
+        if self.by_client.iter().any(|c| c.cost.is_some()) {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "{:<48} {:>11} {:>11} {:>11} {:>13} {:>11}",
+                format!("cost per client and model ({})", self.currency),
+                "live",
+                "live+cache",
+                "batch",
+                "batch+cache",
+                "planned"
+            )?;
+            for c in &self.by_client {
+                let label = format!("{} {}", c.client, c.model);
+                match &c.cost {
+                    Some(x) => writeln!(
+                        f,
+                        "  {:<46} {:>11} {:>11} {:>11} {:>13} {:>11}",
+                        label,
+                        money(x.live),
+                        money(x.live_cached),
+                        money(x.batch),
+                        money(x.batch_cached),
+                        money(x.planned)
+                    )?,
+                    None => writeln!(f, "  {label:<46} no price in prices.toml")?,
+                }
+            }
+        }
         writeln!(f)?;
         writeln!(
             f,
@@ -543,8 +731,28 @@ impl fmt::Display for Plan {
             "peak request rate: {:.0}/s if fired at once; {:.1}/s paced by the limits",
             self.peak_rps_unpaced, self.peak_rps_paced
         )?;
+        if let (Some(w), Some(t)) = (&self.window, &self.live_done_at) {
+            writeln!(f, "window: live calls only {w}: the last would go at {t}")?;
+        }
         if let Some(l) = self.late_requests {
-            writeln!(f, "deadline: {l} requests would be sent after it")?;
+            writeln!(
+                f,
+                "deadlines: earliest first; {l} requests cannot be sent before their deadline under the limits"
+            )?;
+            for x in self.late.iter().take(10) {
+                writeln!(
+                    f,
+                    "  {} (line {}): due {}, earliest {} ({} late)",
+                    x.custom_id,
+                    x.line,
+                    x.due,
+                    x.earliest,
+                    fmt_duration(x.late_s)
+                )?;
+            }
+            if self.late.len() > 10 {
+                writeln!(f, "  ... and {} more (all in --json)", self.late.len() - 10)?;
+            }
         }
         writeln!(f)?;
         writeln!(

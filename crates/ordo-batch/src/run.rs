@@ -8,36 +8,29 @@
 //! previous run stopped): at-most-once. `resend_unknown` sends those again: at-least-once.
 
 use crate::bucket::RateLimiter;
+use crate::budget::{max_cost, Budget, Ledger, OverBudget};
+use crate::clock::{Clock, SystemClock};
 use crate::config::{Limits, Prices};
+use crate::deadline::{due_times, earliest_deadline_first, late, predicted_sends, Deadline, Late};
 use crate::error::BatchError;
 use crate::input::Loaded;
 use crate::plan::{order_requests, output_tokens, rate_tokens, Order};
+use crate::window::Window;
+use jiff::Timestamp;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// An API key; its Debug form never shows it.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Wrap a key (surrounding whitespace removed).
-    pub fn new(k: &str) -> Self {
-        ApiKey(k.trim().to_string())
-    }
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKey(<hidden>)")
-    }
-}
+pub use crate::http::ApiKey;
+use crate::http::{join_url, retry_after};
 
 /// Options of a live run.
 #[derive(Debug, Clone)]
@@ -73,6 +66,14 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// No progress bar.
     pub quiet: bool,
+    /// Send only while this daily window is open.
+    pub window: Option<Window>,
+    /// Deadline of requests without their own `metadata.deadline`.
+    pub default_deadline: Option<Deadline>,
+    /// Per-client spending limits (needs prices for every model of a limited client).
+    pub budget: Budget,
+    /// The wall clock (windows, deadlines, `at` in the progress file).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl RunOptions {
@@ -96,6 +97,10 @@ impl RunOptions {
             seed: 1,
             timeout: Duration::from_secs(600),
             quiet: false,
+            window: None,
+            default_deadline: None,
+            budget: Budget::default(),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -126,21 +131,72 @@ pub struct RunSummary {
     /// Spend of this run's answered requests (from their `usage`, else estimated), when prices
     /// are known.
     pub spend: f64,
+    /// The sending window, when there is one.
+    pub window: Option<String>,
+    /// Requests that cannot be sent before their deadline, as predicted before sending.
+    pub late: Vec<Late>,
+    /// Clients stopped at their `--max-cost`, with the requests not sent.
+    pub over_budget: Vec<OverBudget>,
 }
 
-fn join_url(base: &str, path: &str) -> String {
-    let b = base.trim_end_matches('/');
-    if b.ends_with("/v1") {
-        if let Some(rest) = path.strip_prefix("/v1") {
-            return format!("{b}{rest}");
-        }
+/// What a run will do, computed before it sends anything.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Preview {
+    /// Requests still to send.
+    pub to_send: usize,
+    /// When the first one goes (RFC 3339): now, or when the window opens.
+    pub first_send: String,
+    /// When the last one goes under the limits (and the window), predicted (RFC 3339).
+    pub last_send: String,
+    /// Requests that cannot be sent before their deadline.
+    pub late: Vec<Late>,
+}
+
+/// The send order of the requests still to send (`todo`, input positions), their due times,
+/// and the predicted send times.
+struct Schedule {
+    todo: Vec<usize>,
+    due: Vec<Option<Timestamp>>,
+    late: Vec<Late>,
+    first: Timestamp,
+    last: Timestamp,
+}
+
+fn schedule(loaded: &Loaded, limits: &Limits, opts: &RunOptions, skip: &dyn Fn(usize) -> bool) -> Schedule {
+    let reqs = &loaded.requests;
+    let start = opts.clock.now();
+    let due = due_times(reqs, opts.default_deadline, start);
+    let mut order = order_requests(reqs, opts.order, opts.assumed_output_tokens);
+    if due.iter().any(Option::is_some) {
+        earliest_deadline_first(&mut order, &due);
     }
-    format!("{b}{path}")
+    let todo: Vec<usize> = order.into_iter().filter(|&i| !skip(i)).collect();
+    let sends = predicted_sends(reqs, &todo, limits, opts.assumed_output_tokens, start, opts.window.as_ref());
+    let late = late(reqs, &due, &sends);
+    let first = opts.window.as_ref().map_or(start, |w| w.next_open(start));
+    let last = todo.iter().map(|&i| sends[i]).max().unwrap_or(start);
+    Schedule { todo, due, late, first, last }
 }
 
-/// Read the ids from a JSONL file written by an earlier run; a last line without its newline
-/// (the run was killed while writing it) is cut off.
-fn read_ids(path: &Path, field: &str) -> Result<HashSet<String>, BatchError> {
+/// What [`run`] would do now: the requests it would send, when, and which cannot make their
+/// deadline (requests answered in the output already are left out).
+pub fn preview(loaded: &Loaded, limits: &Limits, opts: &RunOptions) -> Result<Preview, BatchError> {
+    let done = read_ids(&opts.output, "custom_id", &mut |_, _| {})?;
+    let sent = if opts.resend_unknown { HashSet::new() } else { read_ids(&opts.progress, "sent", &mut |_, _| {})? };
+    let reqs = &loaded.requests;
+    let skip = |i: usize| done.contains(&reqs[i].custom_id) || sent.contains(&reqs[i].custom_id);
+    let s = schedule(loaded, limits, opts, &skip);
+    Ok(Preview {
+        to_send: s.todo.len(),
+        first_send: crate::deadline::whole_seconds(s.first),
+        last_send: crate::deadline::whole_seconds(s.last),
+        late: s.late,
+    })
+}
+
+/// Read the ids from a JSONL file written by an earlier run (`line` sees each id and line); a
+/// last line without its newline (the run was killed while writing it) is cut off.
+fn read_ids(path: &Path, field: &str, line: &mut dyn FnMut(&str, &Value)) -> Result<HashSet<String>, BatchError> {
     let mut ids = HashSet::new();
     let f = match File::open(path) {
         Ok(f) => f,
@@ -164,6 +220,7 @@ fn read_ids(path: &Path, field: &str) -> Result<HashSet<String>, BatchError> {
         good_len += n as u64;
         if let Ok(v) = serde_json::from_slice::<Value>(&buf) {
             if let Some(id) = v.get(field).and_then(Value::as_str) {
+                line(id, &v);
                 ids.insert(id.to_string());
             }
         }
@@ -177,7 +234,7 @@ fn read_ids(path: &Path, field: &str) -> Result<HashSet<String>, BatchError> {
 }
 
 enum Msg {
-    Sent(String, mpsc::Sender<Result<(), String>>),
+    Sent(String, Timestamp, mpsc::Sender<Result<(), String>>),
     Done(Vec<u8>),
 }
 
@@ -192,8 +249,8 @@ fn writer(rx: mpsc::Receiver<Msg>, mut out: File, mut prog: File, paths: (PathBu
         let (mut obuf, mut pbuf, mut acks) = (Vec::new(), Vec::new(), Vec::new());
         for m in msgs {
             match m {
-                Msg::Sent(id, ack) => {
-                    serde_json::to_writer(&mut pbuf, &json!({ "sent": id })).unwrap_or_default();
+                Msg::Sent(id, at, ack) => {
+                    serde_json::to_writer(&mut pbuf, &json!({ "sent": id, "at": at.to_string() })).unwrap_or_default();
                     pbuf.push(b'\n');
                     acks.push(ack);
                 }
@@ -230,19 +287,18 @@ fn open_append(p: &Path) -> Result<File, BatchError> {
     Ok(f)
 }
 
-fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
-    let h = resp.headers();
-    if let Some(ms) = h.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
-    }
-    h.get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .map(|s| Duration::from_secs_f64(s.max(0.0)))
+/// When a request may go, besides the rate limits: the window, deadlines, the budget.
+struct Gate<'a> {
+    window: Option<&'a Window>,
+    clock: &'a dyn Clock,
+    due: &'a [Option<Timestamp>],
+    ledger: Option<&'a Mutex<Ledger>>,
+    costs: &'a [f64],
 }
 
-/// Requests still to send, one queue per model in send order: a worker takes the first head
-/// whose model's buckets allow it now, so a model waiting for its limits never holds back another.
+/// Requests still to send, one queue per model in send order: a worker takes, among the queue
+/// heads whose model's buckets allow one now, the one due first (then the first queue), so a
+/// model waiting for its limits never holds back another.
 struct Queues {
     q: Mutex<Vec<(String, std::collections::VecDeque<usize>)>>,
 }
@@ -260,33 +316,64 @@ impl Queues {
         Queues { q: Mutex::new(q) }
     }
 
-    /// Take the next request to send, blocking until some model's buckets allow one; `None`
-    /// when none are left or the run is stopping.
+    /// Take the next request to send (and when it was taken), blocking until the window is open
+    /// and some model's buckets allow one; `None` when none are left or the run is stopping.
+    /// Requests of a client over its budget are dropped here (the ledger counts them).
     fn next(
         &self,
         reqs: &[crate::input::Request],
         limiter: &RateLimiter,
         assumed: u64,
         fatal: &Mutex<Option<String>>,
-    ) -> Option<usize> {
+        gate: &Gate,
+    ) -> Option<(usize, Timestamp)> {
         loop {
+            if let Some(w) = gate.window {
+                let now = gate.clock.now();
+                if !w.is_open(now) {
+                    if self.q.lock().map(|q| q.iter().all(|(_, d)| d.is_empty())).unwrap_or(true) {
+                        return None;
+                    }
+                    gate.clock.sleep_until(w.next_open(now));
+                    continue;
+                }
+            }
             let mut wait = Duration::from_millis(50);
             {
                 let mut q = self.q.lock().unwrap_or_else(|p| p.into_inner());
-                let mut any = false;
-                for (m, d) in q.iter_mut() {
-                    let Some(&i) = d.front() else { continue };
-                    any = true;
-                    match limiter.try_acquire(m, rate_tokens(&reqs[i], assumed)) {
-                        Ok(()) => {
-                            d.pop_front();
-                            return Some(i);
+                let mut heads: Vec<(usize, usize)> =
+                    q.iter().enumerate().filter_map(|(k, (_, d))| d.front().map(|&i| (k, i))).collect();
+                if heads.is_empty() {
+                    return None;
+                }
+                heads.sort_by_key(|&(k, i)| (gate.due[i].is_none(), gate.due[i], k));
+                let mut dropped = false;
+                for (k, i) in heads {
+                    let r = &reqs[i];
+                    if let Some(l) = gate.ledger {
+                        if !l.lock().map(|mut l| l.reserve(&r.client, gate.costs[i])).unwrap_or(false) {
+                            q[k].1.pop_front();
+                            dropped = true;
+                            continue;
                         }
-                        Err(w) => wait = wait.min(w),
+                    }
+                    match limiter.try_acquire(&q[k].0, rate_tokens(r, assumed)) {
+                        Ok(()) => {
+                            q[k].1.pop_front();
+                            return Some((i, gate.clock.now()));
+                        }
+                        Err(w) => {
+                            if let Some(l) = gate.ledger {
+                                if let Ok(mut l) = l.lock() {
+                                    l.settle(&r.client, gate.costs[i], 0.0);
+                                }
+                            }
+                            wait = wait.min(w);
+                        }
                     }
                 }
-                if !any {
-                    return None;
+                if dropped {
+                    continue;
                 }
             }
             if fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
@@ -321,26 +408,62 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
     }
     let t0 = Instant::now();
     let reqs = &loaded.requests;
-    let done = read_ids(&opts.output, "custom_id")?;
-    let sent = read_ids(&opts.progress, "sent")?;
-    let order = order_requests(reqs, opts.order, opts.assumed_output_tokens);
-    let mut summary = RunSummary { requests: reqs.len(), ..Default::default() };
-    let mut todo = Vec::with_capacity(order.len());
-    for i in order {
-        let id = &reqs[i].custom_id;
-        if done.contains(id) {
-            summary.already_done += 1;
-        } else if sent.contains(id) {
-            if opts.resend_unknown {
-                summary.unknown_resent += 1;
-                todo.push(i);
-            } else {
-                summary.unknown_skipped.push(id.clone());
-            }
-        } else {
-            todo.push(i);
+    let by_id: HashMap<&str, usize> = reqs.iter().enumerate().map(|(i, r)| (r.custom_id.as_str(), i)).collect();
+    let costs: Vec<f64> = reqs.iter().map(|r| max_cost(r, prices, opts.assumed_output_tokens).unwrap_or(0.0)).collect();
+    if !opts.budget.is_empty() {
+        if let Some(r) =
+            reqs.iter().find(|r| opts.budget.limit(&r.client).is_some() && prices.for_model(&r.model).is_none())
+        {
+            return Err(BatchError::Invalid(format!(
+                "--max-cost: model {:?} (client {:?}, line {}) has no price; give --prices with it",
+                &*r.model, &*r.client, r.line
+            )));
         }
     }
+    // Spend of earlier runs' answers, per client.
+    let mut spent_before: HashMap<String, f64> = HashMap::new();
+    let done = read_ids(&opts.output, "custom_id", &mut |id, v| {
+        if let Some(&i) = by_id.get(id) {
+            let r = &reqs[i];
+            let body = &v["response"]["body"];
+            if v["error"].is_null() {
+                *spent_before.entry(r.client.to_string()).or_default() +=
+                    spend_of(r, body, prices, opts.assumed_output_tokens);
+            }
+        }
+    })?;
+    let sent = read_ids(&opts.progress, "sent", &mut |_, _| {})?;
+    let mut summary = RunSummary {
+        requests: reqs.len(),
+        window: opts.window.as_ref().map(|w| w.describe().to_string()),
+        ..Default::default()
+    };
+    let skip = |i: usize| {
+        let id = &reqs[i].custom_id;
+        done.contains(id) || (sent.contains(id) && !opts.resend_unknown)
+    };
+    for r in reqs {
+        if done.contains(&r.custom_id) {
+            summary.already_done += 1;
+        } else if sent.contains(&r.custom_id) {
+            if opts.resend_unknown {
+                summary.unknown_resent += 1;
+            } else {
+                summary.unknown_skipped.push(r.custom_id.clone());
+            }
+        }
+    }
+    let sched = schedule(loaded, limits, opts, &skip);
+    summary.late = sched.late;
+    let todo = sched.todo;
+    let ledger = (!opts.budget.is_empty()).then(|| Mutex::new(Ledger::new(opts.budget.clone(), spent_before)));
+    let gate = Gate {
+        window: opts.window.as_ref(),
+        clock: &*opts.clock,
+        due: &sched.due,
+        ledger: ledger.as_ref(),
+        costs: &costs,
+    };
     let out = open_append(&opts.output)?;
     let prog = open_append(&opts.progress)?;
     let (wtx, wrx) = mpsc::channel::<Msg>();
@@ -369,23 +492,23 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
         bar.set_style(style);
     }
     let currency = prices.currency.clone();
-    let auth = opts.api_key.as_ref().map(|k| format!("Bearer {}", k.0));
+    let auth = opts.api_key.as_ref().map(|k| format!("Bearer {}", k.expose()));
 
     std::thread::scope(|s| {
         for _ in 0..opts.concurrency.min(todo.len().max(1)) {
             let wtx = wtx.clone();
-            let (agent, limiter, stats, fatal, queues, bar, auth, currency) =
-                (&agent, &limiter, &stats, &fatal, &queues, &bar, &auth, &currency);
+            let (agent, limiter, stats, fatal, queues, bar, auth, currency, gate) =
+                (&agent, &limiter, &stats, &fatal, &queues, &bar, &auth, &currency, &gate);
             s.spawn(move || loop {
                 if fatal.lock().map(|f| f.is_some()).unwrap_or(true) {
                     return;
                 }
                 // 0. The next request whose model's buckets allow it now (taken from them).
-                let Some(i) = queues.next(reqs, limiter, opts.assumed_output_tokens, fatal) else { return };
+                let Some((i, at)) = queues.next(reqs, limiter, opts.assumed_output_tokens, fatal, gate) else { return };
                 let r = &reqs[i];
                 // 1. Durably record that it is about to be sent.
                 let (atx, arx) = mpsc::channel();
-                if wtx.send(Msg::Sent(r.custom_id.clone(), atx)).is_err() {
+                if wtx.send(Msg::Sent(r.custom_id.clone(), at, atx)).is_err() {
                     return;
                 }
                 match arx.recv() {
@@ -439,7 +562,7 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
                                 .and_then(|v| v.to_str().ok())
                                 .map(str::to_string);
                             if status == 429 && n_429 < opts.max_429_retries {
-                                let wait = retry_after(&resp).unwrap_or_else(|| transient_wait(n_429, &mut rng));
+                                let wait = retry_after(resp.headers()).unwrap_or_else(|| transient_wait(n_429, &mut rng));
                                 let _ = resp.body_mut().read_to_vec();
                                 limiter.pause(&r.model, wait);
                                 n_429 += 1;
@@ -487,6 +610,11 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
                 let (status, rid, body, err) = outcome;
                 let ok = err.is_none();
                 let spend = if ok { spend_of(r, &body, prices, opts.assumed_output_tokens) } else { 0.0 };
+                if let Some(l) = gate.ledger {
+                    if let Ok(mut l) = l.lock() {
+                        l.settle(&r.client, gate.costs[i], spend);
+                    }
+                }
                 let line = json!({
                     "id": format!("ordo-{}", r.line),
                     "custom_id": r.custom_id,
@@ -527,37 +655,17 @@ pub fn run(loaded: &Loaded, limits: &Limits, prices: &Prices, opts: &RunOptions)
     summary.retries_other = st.retries_other;
     summary.spend = st.spend;
     summary.elapsed_s = t0.elapsed().as_secs_f64();
+    if let Some(l) = ledger {
+        summary.over_budget = l.into_inner().unwrap_or_else(|p| p.into_inner()).over();
+    }
     Ok(summary)
 }
 
 /// Cost of an answered request: from the response's `usage` when present, else estimated.
 fn spend_of(r: &crate::input::Request, body: &Value, prices: &Prices, assumed: u64) -> f64 {
     let Some(p) = prices.for_model(&r.model) else { return 0.0 };
-    let u = &body["usage"];
-    let input = u["prompt_tokens"].as_u64().or_else(|| u["input_tokens"].as_u64());
-    let output = u["completion_tokens"].as_u64().or_else(|| u["output_tokens"].as_u64());
-    let cached = u["prompt_tokens_details"]["cached_tokens"]
-        .as_u64()
-        .or_else(|| u["input_tokens_details"]["cached_tokens"].as_u64())
-        .unwrap_or(0);
-    match input {
-        Some(i) => p.cost(i.saturating_sub(cached), cached.min(i), output.unwrap_or(0)),
+    match crate::usage::Usage::of(body) {
+        Some(u) => u.cost(&p),
         None => p.cost(r.input_tokens, 0, output_tokens(r, assumed)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_join_without_doubling_v1() {
-        assert_eq!(join_url("http://h:1/v1/", "/v1/embeddings"), "http://h:1/v1/embeddings");
-        assert_eq!(join_url("https://api.x.com", "/v1/chat/completions"), "https://api.x.com/v1/chat/completions");
-    }
-
-    #[test]
-    fn api_key_debug_hides_it() {
-        assert_eq!(format!("{:?}", ApiKey::new(" sk-secret ")), "ApiKey(<hidden>)");
     }
 }

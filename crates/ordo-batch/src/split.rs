@@ -3,7 +3,7 @@
 
 use crate::config::BatchLimits;
 use crate::error::BatchError;
-use crate::input::{Endpoint, Loaded};
+use crate::input::{Endpoint, Loaded, Request};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::io::Write;
@@ -12,6 +12,32 @@ use std::path::{Path, PathBuf};
 /// Number of files that `sizes` (bytes of each line with its newline, in file order) fill.
 pub fn count_files(sizes: &[usize], limits: &BatchLimits) -> usize {
     chunks(sizes, limits).len()
+}
+
+/// Cut requests into batches: by endpoint and model in order of first appearance, each group
+/// sorted by prompt prefix blocks (requests sharing the longest prefixes adjacent, then in
+/// input order), cut where the next request would pass either per-file limit. `items` are the
+/// requests with the bytes each takes in a batch; the result holds indices into `items`.
+pub fn partition(items: &[(&Request, usize)], limits: &BatchLimits) -> Vec<Vec<usize>> {
+    let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, (r, _)) in items.iter().enumerate() {
+        let n = groups.len();
+        let g = *gindex.entry((r.endpoint, &r.model)).or_insert(n);
+        if g == n {
+            groups.push(Vec::new());
+        }
+        groups[g].push(i);
+    }
+    let mut out = Vec::new();
+    for g in &mut groups {
+        g.sort_by(|&a, &b| items[a].0.prefix_blocks.cmp(&items[b].0.prefix_blocks).then(a.cmp(&b)));
+        let sizes: Vec<usize> = g.iter().map(|&i| items[i].1).collect();
+        for (s, e) in chunks(&sizes, limits) {
+            out.push(g[s..e].to_vec());
+        }
+    }
+    out
 }
 
 /// Cut consecutive items into files: a file ends when the next item would pass either limit.
@@ -86,43 +112,28 @@ pub fn split(loaded: &Loaded, limits: &BatchLimits, dir: &Path, force: bool) -> 
             }
         }
     }
-    // Groups by endpoint+model in first-appearance order; inside, sorted by prefix blocks so
-    // that requests sharing the longest prefixes are adjacent, then by line.
-    let mut gindex: HashMap<(Endpoint, &str), usize> = HashMap::new();
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, r) in reqs.iter().enumerate() {
-        let n = groups.len();
-        let g = *gindex.entry((r.endpoint, &r.model)).or_insert(n);
-        if g == n {
-            groups.push(Vec::new());
-        }
-        groups[g].push(i);
-    }
+    let items: Vec<(&Request, usize)> = reqs.iter().map(|r| (r, r.span.1 - r.span.0 + 1)).collect();
     let mut files = Vec::new();
-    for g in &mut groups {
-        g.sort_by(|&a, &b| reqs[a].prefix_blocks.cmp(&reqs[b].prefix_blocks).then(a.cmp(&b)));
-        let sizes: Vec<usize> = g.iter().map(|&i| reqs[i].span.1 - reqs[i].span.0 + 1).collect();
-        for (s, e) in chunks(&sizes, limits) {
-            let name = format!("batch-{:04}.jsonl", files.len() + 1);
-            let path = dir.join(&name);
-            let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
-            let mut w = std::io::BufWriter::new(f);
-            let mut bytes = 0u64;
-            for &i in &g[s..e] {
-                let raw = loaded.raw(&reqs[i]);
-                w.write_all(raw).and_then(|_| w.write_all(b"\n")).map_err(|e| BatchError::io(&path, e))?;
-                bytes += raw.len() as u64 + 1;
-            }
-            w.flush().map_err(|e| BatchError::io(&path, e))?;
-            let first = &reqs[g[s]];
-            files.push(FileEntry {
-                file: name,
-                endpoint: first.endpoint.url(),
-                model: first.model.to_string(),
-                requests: e - s,
-                bytes,
-            });
+    for part in partition(&items, limits) {
+        let name = format!("batch-{:04}.jsonl", files.len() + 1);
+        let path = dir.join(&name);
+        let f = std::fs::File::create(&path).map_err(|e| BatchError::io(&path, e))?;
+        let mut w = std::io::BufWriter::new(f);
+        let mut bytes = 0u64;
+        for &i in &part {
+            let raw = loaded.raw(&reqs[i]);
+            w.write_all(raw).and_then(|_| w.write_all(b"\n")).map_err(|e| BatchError::io(&path, e))?;
+            bytes += raw.len() as u64 + 1;
         }
+        w.flush().map_err(|e| BatchError::io(&path, e))?;
+        let first = &reqs[part[0]];
+        files.push(FileEntry {
+            file: name,
+            endpoint: first.endpoint.url(),
+            model: first.model.to_string(),
+            requests: part.len(),
+            bytes,
+        });
     }
     let summary = SplitSummary { dir: dir.to_path_buf(), files };
     let mpath = dir.join("manifest.json");

@@ -31,7 +31,13 @@ fn plan_groups_and_prices_by_hand() {
     let mut prices = Prices::default();
     prices.models.insert(
         "emb-1".into(),
-        ModelPrice { input_per_mtok: 0.1, cached_input_per_mtok: None, output_per_mtok: 0.0, batch_multiplier: 0.5 },
+        ModelPrice {
+            input_per_mtok: 0.1,
+            cached_input_per_mtok: None,
+            output_per_mtok: 0.0,
+            batch_multiplier: 0.5,
+            cache_write_input_per_mtok: None,
+        },
     );
     prices.models.insert(
         "gpt-4o*".into(),
@@ -40,6 +46,7 @@ fn plan_groups_and_prices_by_hand() {
             cached_input_per_mtok: Some(1.25),
             output_per_mtok: 10.0,
             batch_multiplier: 0.5,
+            cache_write_input_per_mtok: None,
         },
     );
     let plan = make_plan(&loaded, &limits, &prices, &PlanOptions::default());
@@ -67,7 +74,7 @@ fn plan_groups_and_prices_by_hand() {
     assert!((cc.planned - 240e-6).abs() < 1e-12);
     assert!((plan.total_cost.planned - (30e-6 + 240e-6)).abs() < 1e-12);
     // A deadline shorter than the 24 h window rules batch files out.
-    let opts = PlanOptions { deadline_s: Some(3600.0), ..PlanOptions::default() };
+    let opts = PlanOptions { deadline: Some(ordo_batch::deadline::Deadline::After(3600.0)), ..PlanOptions::default() };
     let p2 = make_plan(&loaded, &limits, &prices, &opts);
     assert!(p2.groups.iter().all(|g| g.route == Route::Live));
     assert_eq!(p2.late_requests, Some(0));

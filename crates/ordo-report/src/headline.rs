@@ -51,13 +51,62 @@ impl InputInfo {
     }
 }
 
+/// The schedule as run, from an `ordo server`'s database: the policy the server ran, and what
+/// its GPUs really did against what jobs held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AsRun {
+    /// The policy in force when the database was read.
+    pub policy: Option<String>,
+    /// The policies the server started jobs under, with how many starts each.
+    pub policies: Vec<(String, usize)>,
+    /// Allocated against really busy GPU-time over the headline's span, when agents sampled
+    /// GPU activity.
+    pub busy: Option<ordo_sim::asrun::BusyShare>,
+    /// The above in words, one sentence per line.
+    pub lines: Vec<String>,
+}
+
+impl AsRun {
+    /// Words for the as-run row of `m` (its metrics), run under `policy` (`policies`: starts per
+    /// policy), with `busy` from the jobs' GPU activity.
+    pub fn new(
+        m: &Metrics,
+        policy: Option<String>,
+        policies: Vec<(String, usize)>,
+        busy: Option<ordo_sim::asrun::BusyShare>,
+    ) -> AsRun {
+        let mut first = String::from("the schedule the server really ran");
+        if let Some(p) = &policy {
+            first.push_str(&format!("; policy in force when its database was read: {p}"));
+        }
+        if !policies.is_empty() {
+            let v: Vec<String> = policies.iter().map(|(p, n)| format!("{p} {}", thousands(*n as f64))).collect();
+            first.push_str(&format!(" (starts made under: {})", v.join(", ")));
+        }
+        first.push('.');
+        let second = match &busy {
+            Some(b) => format!(
+                "GPU activity: allocated {}, actually busy {} ({}; kernels ran during {} of the GPU-time jobs held, measured for {} of it).",
+                pct1(b.allocated),
+                pct1(b.busy),
+                utilisation_measure(m),
+                pct1(b.busy_of_allocated),
+                pct1(b.measured)
+            ),
+            None => "GPU activity: not measured (no job in this window has samples; agents send them with `ordo agent --gpu-activity`).".to_string(),
+        };
+        AsRun { policy, policies, busy, lines: vec![first, second] }
+    }
+}
+
 /// The headline's choice of runs and its sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
-    /// Index of the baseline run: the first `fifo`, or else the first.
+    /// Index of the baseline run: the schedule as run (`as-run`, from an ordo server's
+    /// database) when there is one, else the first `fifo`, else the first.
     pub baseline: usize,
-    /// Index of the run with the lowest mean JCT among those that can run with what the trace
-    /// tells (not `oracle`; ties: the earlier); the baseline when every run is an oracle.
+    /// Index of the run with the lowest mean JCT among the policies that can run with what the
+    /// trace tells (not `oracle`, not `as-run`; ties: the earlier); the baseline when none is.
     pub best: usize,
     /// Index of the oracle run with the lowest mean JCT, when it beats `best`: shown as a bound.
     pub bound: Option<usize>,
@@ -88,27 +137,28 @@ pub fn utilisation_measure(m: &Metrics) -> &'static str {
 /// not be empty) and words the change, exactly as `ordo compare` prints it (docs/METRICS.md,
 /// "The headline").
 pub fn headline(results: &[Metrics]) -> Headline {
-    let base = results.iter().position(|m| m.policy == "fifo").unwrap_or(0);
+    let as_run = |m: &Metrics| m.policy == ordo_sim::asrun::AS_RUN;
+    let base = results.iter().position(as_run).or_else(|| results.iter().position(|m| m.policy == "fifo")).unwrap_or(0);
     let lowest = |pred: &dyn Fn(&Metrics) -> bool| {
         (0..results.len())
             .filter(|&i| pred(&results[i]))
             .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
     };
-    let best = lowest(&|m| !m.clairvoyant()).unwrap_or(base);
+    let best = lowest(&|m| !m.clairvoyant() && !as_run(m)).unwrap_or(base);
     let bound = lowest(&|m| m.clairvoyant()).filter(|&o| results[o].mean_jct_s < results[best].mean_jct_s);
     let (b, x) = (&results[base], &results[best]);
     let measure = utilisation_measure(b);
     let mut text = if best == base {
         format!(
             "{} is already the best by mean completion time of the policies compared that can run with what the trace tells ({measure} {}).",
-            b.policy,
+            name(b),
             pct1(b.headline_utilisation())
         )
     } else {
         format!(
             "Same cluster, same jobs: {} instead of {}: {measure} {} -> {} ({:+.1} pp), mean JCT {:+.0}%, p99 wait {:+.0}%.",
             x.policy,
-            b.policy,
+            name(b),
             pct1(b.headline_utilisation()),
             pct1(x.headline_utilisation()),
             100.0 * (x.headline_utilisation() - b.headline_utilisation()),
@@ -126,6 +176,15 @@ pub fn headline(results: &[Metrics]) -> Headline {
         ));
     }
     Headline { baseline: base, best, bound, text }
+}
+
+/// A run's name in sentences: the as-run row is "the schedule as it ran (as-run)".
+pub fn name(m: &Metrics) -> String {
+    if m.policy == ordo_sim::asrun::AS_RUN {
+        format!("the schedule as it ran ({})", m.policy)
+    } else {
+        m.policy.clone()
+    }
 }
 
 /// The lower-bound line: the makespan no order can beat and the utilisation over the makespan

@@ -9,9 +9,10 @@ pub mod equiv;
 pub mod fmt;
 pub mod headline;
 pub mod model;
+pub mod page;
 pub mod render;
 pub mod sections;
 pub mod series;
 
-pub use headline::{headline, Headline, InputInfo, Load, Why};
+pub use headline::{headline, AsRun, Headline, InputInfo, Load, Why};
 pub use model::{equivalent_gpus, Equivalent, OwnerBy, Price, Report, ReportError, ReportOptions};

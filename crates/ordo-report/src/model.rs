@@ -81,6 +81,9 @@ pub struct ReportOptions {
     pub cdf_points: usize,
     /// Price for the cost section, if known.
     pub price: Option<Price>,
+    /// The schedule as run, when the input is an `ordo server`'s database (its row is among
+    /// the outputs, named `as-run`).
+    pub as_run: Option<crate::AsRun>,
 }
 
 impl Default for ReportOptions {
@@ -92,6 +95,7 @@ impl Default for ReportOptions {
             buckets: 300,
             cdf_points: 200,
             price: None,
+            as_run: None,
         }
     }
 }
@@ -235,6 +239,9 @@ pub struct Report {
     pub why: crate::headline::Why,
     /// Jobs that could never fit the cluster (not run).
     pub rejected_jobs: usize,
+    /// The schedule as run and its GPU activity (an `ordo server`'s database as input).
+    #[serde(default)]
+    pub as_run: Option<crate::AsRun>,
     /// Policy -> the metrics of docs/METRICS.md.
     pub metrics: BTreeMap<String, Metrics>,
     /// Policy -> allocated GPUs over time (all on one time axis, to the latest end of any
@@ -300,7 +307,13 @@ impl Report {
             load: headline::load(&results[h.baseline]),
             bounds: headline::bounds_text(&results[h.baseline]),
             why: headline::why(&results, h.baseline, h.best),
-            rejected_jobs: first.rejected.len(),
+            rejected_jobs: outs
+                .iter()
+                .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
+                .unwrap_or(first)
+                .rejected
+                .len(),
+            as_run: opts.as_run.clone(),
             metrics: BTreeMap::new(),
             allocated_gpus: BTreeMap::new(),
             queue_length: BTreeMap::new(),

@@ -13,7 +13,7 @@ pub const METRICS_MD: &str = include_str!("../../../docs/METRICS.md");
 
 pub use crate::fmt::dur;
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -25,7 +25,7 @@ fn cell_html(c: &Cell, tag: &str) -> String {
 }
 
 /// `open`, each cell as `<tag>`, `close`.
-fn cells_html(cells: &[Cell], open: &str, tag: &str, close: &str) -> String {
+pub(crate) fn cells_html(cells: &[Cell], open: &str, tag: &str, close: &str) -> String {
     let mut s = String::from(open);
     for c in cells {
         s.push_str(&cell_html(c, tag));
@@ -34,7 +34,7 @@ fn cells_html(cells: &[Cell], open: &str, tag: &str, close: &str) -> String {
     s
 }
 
-fn table_html(t: &Table) -> String {
+pub(crate) fn table_html(t: &Table) -> String {
     let mut s = String::from("<div class=\"scroll\"><table><thead><tr>");
     for h in &t.head {
         let _ = write!(s, "<th>{}</th>", esc(h));
@@ -108,7 +108,7 @@ fn legend_html(entries: &[LegendEntry]) -> String {
     s
 }
 
-const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d1d1f;max-width:1240px;margin:24px auto;padding:0 16px;line-height:1.45}
+pub(crate) const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#1d1d1f;max-width:1240px;margin:24px auto;padding:0 16px;line-height:1.45}
 h1{font-size:26px;margin:0 0 4px}h2{font-size:20px;margin:0 0 6px;border-bottom:2px solid #e3e3e3;padding-bottom:4px}
 .headline{font-size:18px;background:#f1f6fd;border-left:4px solid #1f77b4;padding:10px 14px;margin:14px 0}
 .worth{font-size:17px;font-weight:600;margin:6px 0}.warning{font-size:14px;background:#fff4e5;border-left:4px solid #e08a00;padding:6px 12px}
@@ -135,6 +135,9 @@ pub fn html(r: &Report) -> Result<String, String> {
     // What it is worth first: money and equivalent GPUs.
     for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
         s.push_str(&cells_html(&line, "<p class=\"worth\">", "span", "</p>"));
+    }
+    for (i, l) in r.as_run.iter().flat_map(|a| &a.lines).enumerate() {
+        let _ = write!(s, "<p class=\"worth\" id=\"as-run-{i}\">As run: {}</p>", esc(l));
     }
     let _ = write!(s, "<p class=\"meta\" id=\"load\">Load: {}.</p>", esc(&r.load.text));
     if let Some(w) = &r.load.warning {
@@ -191,7 +194,7 @@ fn md_cell(c: &Cell) -> String {
     c.text.replace('|', "\\|")
 }
 
-fn table_md(t: &Table) -> String {
+pub(crate) fn table_md(t: &Table) -> String {
     let mut s = format!("| {} |\n", t.head.iter().map(|h| h.replace('|', "\\|")).collect::<Vec<_>>().join(" | "));
     s.push_str(&format!("|{}\n", "---|".repeat(t.head.len())));
     for r in &t.rows {
@@ -207,6 +210,9 @@ pub fn markdown(r: &Report) -> Result<String, String> {
     let mut s = format!("# {}\n\n**{}**\n\n", r.title, r.headline);
     for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
         let _ = writeln!(s, "{}\n", line.iter().map(|c| c.text.as_str()).collect::<String>());
+    }
+    for l in r.as_run.iter().flat_map(|a| &a.lines) {
+        let _ = writeln!(s, "**As run:** {l}\n");
     }
     let _ = writeln!(s, "- Load: {}.", r.load.text);
     if let Some(w) = &r.load.warning {

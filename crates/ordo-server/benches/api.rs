@@ -102,6 +102,8 @@ fn latency(dir: &Path, samples: usize) {
         run_as: ordo_server::runas::RunAs::Agent,
         pass_env: vec!["PATH".into()],
         ca_pem: None,
+        activity: ordo_server::activity::ActivitySource::Off,
+        activity_every_ms: 5_000,
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));

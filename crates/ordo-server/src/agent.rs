@@ -1,6 +1,7 @@
 //! The node agent: registers the node's GPUs, long-polls the server for work (each poll is a
 //! heartbeat that lists the jobs it runs), runs each job under a supervisor process, reports ends.
 
+use crate::activity::{ActivitySource, Sampler};
 use crate::api::*;
 use crate::client::{Client, ClientError};
 use crate::runas::{job_env, JobUser, RunAs};
@@ -88,6 +89,10 @@ pub struct AgentConfig {
     pub pass_env: Vec<String>,
     /// PEM certificates of the CA that signed an `https://` server's certificate.
     pub ca_pem: Option<Vec<u8>>,
+    /// Where GPU activity samples come from.
+    pub activity: ActivitySource,
+    /// How often GPU activity is sampled and sent, ms.
+    pub activity_every_ms: u64,
 }
 
 /// The CPU cores this process may run on (`Cpus_allowed_list` of /proc/self/status, else
@@ -263,6 +268,8 @@ fn nvml_gpus() -> Result<Gpus, AgentError> {
 struct Running {
     started_at: i64,
     stdin: Option<ChildStdin>,
+    /// Its GPUs on this node (activity samples are attributed by them).
+    gpu_ids: Vec<u32>,
 }
 
 type Table = Arc<Mutex<HashMap<JobNo, Running>>>;
@@ -324,6 +331,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Runs the agent until the process ends (or the server refuses it for good).
 pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
     let gpus = detect_gpus(cfg.gpus)?;
+    // NVML loads here: without a driver the agent stops at once, saying so.
+    let sampler = match cfg.activity {
+        ActivitySource::Off => None,
+        _ => Some(Sampler::new(cfg.activity.clone(), gpus.count).map_err(|e| AgentError::Gpus(e.to_string()))?),
+    };
     std::fs::create_dir_all(&cfg.work_dir)
         .map_err(|source| AgentError::WorkDir { path: cfg.work_dir.clone(), source })?;
     // Everything the agent and its supervisors write is named by an absolute path: a job runs
@@ -378,6 +390,9 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         clock: None,
     };
     let mut timing = register(&short, &reg, &cfg, &gpus)?;
+    if let Some(s) = sampler {
+        start_sampling(&cfg, s, &table, &short);
+    }
     let mut long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
     loop {
         let running: Vec<RunningJob> =
@@ -440,6 +455,37 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
             }
         }
     }
+}
+
+/// Starts the thread that samples the GPUs' activity every `activity_every_ms` and sends it
+/// (`POST /v1/agent/activity`). A sample that fails (a bad activity file) is logged, once per
+/// distinct error.
+fn start_sampling(cfg: &AgentConfig, mut sampler: Sampler, table: &Table, client: &Client) {
+    eprintln!("ordo agent {}: GPU activity from {:?}, every {} ms", cfg.name, cfg.activity, cfg.activity_every_ms);
+    let (table, client, node, every) = (table.clone(), client.clone(), cfg.name.clone(), cfg.activity_every_ms);
+    std::thread::spawn(move || {
+        let mut last_err = String::new();
+        loop {
+            std::thread::sleep(Duration::from_millis(every));
+            let held: HashMap<u32, JobNo> =
+                lock(&table).iter().flat_map(|(&job, r)| r.gpu_ids.iter().map(move |&g| (g, job))).collect();
+            let err = match sampler.sample(&held) {
+                Ok(gpus) if gpus.is_empty() => String::new(),
+                Ok(gpus) => {
+                    let rep = ActivityReport { node: node.clone(), gpus };
+                    match client.post::<_, serde_json::Value>("/v1/agent/activity", &rep) {
+                        Ok(_) => String::new(),
+                        Err(e) => format!("sending GPU activity: {e}"),
+                    }
+                }
+                Err(e) => e.to_string(),
+            };
+            if !err.is_empty() && err != last_err {
+                eprintln!("ordo agent {node}: {err}");
+            }
+            last_err = err;
+        }
+    });
 }
 
 /// Sends, on its own thread, the report of a job the agent did not start.
@@ -556,6 +602,9 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
         &who,
         &[
             ("CUDA_VISIBLE_DEVICES", devices.join(",")),
+            // CUDA numbers GPUs fastest first unless told otherwise; NVML (and so the activity
+            // samples, and `--gpus auto`) numbers them by PCI bus: make both agree.
+            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".into()),
             ("ORDO_JOB_ID", a.job.to_string()),
             ("ORDO_NODE", cfg.name.clone()),
             ("ORDO_GPUS", a.gpu_ids.len().to_string()),
@@ -598,7 +647,7 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             (None, None)
         }
     };
-    lock(table).insert(a.job, Running { started_at, stdin });
+    lock(table).insert(a.job, Running { started_at, stdin, gpu_ids: a.gpu_ids.clone() });
     let table = table.clone();
     let client = client.clone();
     let cores_table = node.cores.clone();

@@ -4,6 +4,8 @@
 use ordo_core::Reason;
 use serde::{Deserialize, Serialize};
 
+pub use crate::activity_api::*;
+
 /// A job id as the server numbers them (1, 2, ...).
 pub type JobNo = u64;
 
@@ -19,7 +21,7 @@ pub enum OnNodeFailure {
 }
 
 /// `POST /v1/jobs`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// A name for people; defaults to the command's first word.
@@ -219,6 +221,9 @@ pub struct JobInfo {
     /// The jobs it waits for (as submitted; see [`SubmitRequest::after`]).
     #[serde(default)]
     pub after: Vec<AfterDep>,
+    /// What its GPUs really did (busy %, memory), when its node's agent reports GPU activity.
+    #[serde(default)]
+    pub activity: Option<JobActivity>,
 }
 
 /// `GET /v1/jobs`: the queue in the order the policy will run it (running jobs first).
@@ -231,7 +236,7 @@ pub struct QueueResponse {
 }
 
 /// `GET /v1/nodes` element.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeInfo {
     /// Node name.
     pub name: String,
@@ -265,6 +270,12 @@ pub struct NodeInfo {
     /// only reserved, not enforced.
     #[serde(default)]
     pub mem_limits: bool,
+    /// Mean busy % of its GPUs that have a fresh activity sample (none: no agent reports).
+    #[serde(default)]
+    pub busy_pct: Option<f64>,
+    /// Its jobs flagged allocated-but-idle.
+    #[serde(default)]
+    pub idle_jobs: Vec<JobNo>,
 }
 
 /// `PUT /v1/policy` and `GET /v1/policy`.
@@ -304,7 +315,7 @@ pub struct AuditRecord {
 }
 
 /// `POST /v1/agent/register`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRequest {
     /// Node name (unique).

@@ -61,6 +61,10 @@ struct RawConfig {
     header_timeout: Option<String>,
     max_connections: Option<usize>,
     quotas: Option<ordo_core::QuotaConfig>,
+    metrics_public: Option<bool>,
+    idle_threshold: Option<f64>,
+    idle_after: Option<String>,
+    idle_webhook: Option<String>,
 }
 
 /// The server's settings.
@@ -112,6 +116,14 @@ pub struct ServerConfig {
     /// Per-user and per-group limits and shares (the `[quotas]` table; docs/SERVER.md,
     /// "Quotas and shares"). GPU fractions are of the GPUs of the nodes that are up.
     pub quotas: ordo_core::QuotaConfig,
+    /// Serve `/metrics` without a token (for a Prometheus that cannot send one).
+    pub metrics_public: bool,
+    /// A running job whose GPUs stay under this busy % ...
+    pub idle_threshold_pct: f64,
+    /// ... for this long (ms) is flagged allocated-but-idle.
+    pub idle_after_ms: i64,
+    /// Where allocated-but-idle notices are POSTed (JSON), if anywhere.
+    pub idle_webhook: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -138,6 +150,10 @@ impl Default for ServerConfig {
             header_timeout_ms: 10_000,
             max_connections: 4096,
             quotas: ordo_core::QuotaConfig::default(),
+            metrics_public: false,
+            idle_threshold_pct: 5.0,
+            idle_after_ms: 30 * 60_000,
+            idle_webhook: None,
         }
     }
 }
@@ -226,6 +242,10 @@ impl ServerConfig {
         if let Some(v) = raw.allow_non_loopback {
             c.allow_non_loopback = v;
         }
+        if let Some(v) = raw.metrics_public {
+            c.metrics_public = v;
+        }
+        c.set_idle(&w, raw.idle_threshold, raw.idle_after.as_deref(), raw.idle_webhook.as_deref())?;
         if let Some(v) = raw.min_run {
             c.set_min_run(&w, &v)?;
         }
@@ -287,6 +307,44 @@ impl ServerConfig {
                 why: format!("`{v}` is not a duration from 0s to max_time_limit, such as 0s, 30s, 10m"),
             }),
         }
+    }
+
+    /// Sets the allocated-but-idle rule: the busy % threshold (0-100), how long under it (a
+    /// duration such as `30m`) and the webhook URL (`http://` or `https://`) notices go to.
+    pub fn set_idle(
+        &mut self,
+        where_: &str,
+        threshold: Option<f64>,
+        after: Option<&str>,
+        webhook: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        if let Some(t) = threshold {
+            if !(t.is_finite() && (0.0..=100.0).contains(&t)) {
+                return Err(ConfigError::Field {
+                    where_: where_.into(),
+                    field: "idle_threshold",
+                    why: format!("{t} is not a busy percentage from 0 to 100"),
+                });
+            }
+            self.idle_threshold_pct = t;
+        }
+        if let Some(a) = after {
+            self.idle_after_ms = dur(where_, "idle_after", a)?;
+        }
+        if let Some(u) = webhook {
+            let ok = (u.starts_with("http://") || u.starts_with("https://"))
+                && u.len() <= 2048
+                && !u.chars().any(|c| c.is_control() || c.is_whitespace());
+            if !ok {
+                return Err(ConfigError::Field {
+                    where_: where_.into(),
+                    field: "idle_webhook",
+                    why: format!("`{u}` is not an http:// or https:// URL"),
+                });
+            }
+            self.idle_webhook = Some(u.to_string());
+        }
+        Ok(())
     }
 
     /// Sets heartbeat and node time-out from durations such as `200ms`.

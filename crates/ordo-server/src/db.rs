@@ -147,6 +147,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         umask: r.get(25)?,
         wait: None,
         after: r.get::<_, Option<String>>(26)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
+        activity: None,
     })
 }
 

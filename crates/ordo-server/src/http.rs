@@ -69,6 +69,10 @@ pub struct AppState {
     gate: Gate,
     /// Submissions waiting for the group-commit writer.
     submits: tokio::sync::mpsc::UnboundedSender<Submission>,
+    /// Reads made off the state lock (`/metrics` outcomes, usage).
+    reader: crate::usage::Reader,
+    /// `/metrics` without a token.
+    metrics_public: bool,
 }
 
 type Submission = (Principal, SubmitRequest, tokio::sync::oneshot::Sender<Result<JobNo, ApiError>>);
@@ -159,8 +163,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AppState {
-    fn core(&self) -> MutexGuard<'_, Core> {
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
         lock(&self.core)
+    }
+
+    pub(crate) fn reader(&self) -> &crate::usage::Reader {
+        &self.reader
+    }
+
+    pub(crate) fn metrics_public(&self) -> bool {
+        self.metrics_public
+    }
+
+    /// A state change that needs no scheduling pass (GPU activity): answered once what it
+    /// wrote, if anything, is durable.
+    pub(crate) async fn change_quiet<T>(
+        &self,
+        f: impl FnOnce(&mut Core) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let (r, seq, wrote) = {
+            let mut c = self.core();
+            let before = c.writes();
+            let r = f(&mut c);
+            (r, c.writes(), c.writes() != before)
+        };
+        if wrote {
+            self.dirty.notify_one();
+        }
+        let r = r?;
+        if wrote {
+            self.settle(seq).await?;
+        }
+        Ok(r)
     }
 
     /// Runs a state change under the lock; returns its result once it is durable (the group
@@ -429,6 +463,15 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("get", "/v1/admin/tokens", get(list_tokens)),
         ("post", "/v1/admin/tokens", post(create_token)),
         ("post", "/v1/admin/tokens/revoke", post(revoke_tokens)),
+        ("post", "/v1/agent/activity", post(crate::live::activity)),
+        ("get", "/v1/gpus", get(crate::live::gpus)),
+        ("get", "/v1/utilization", get(crate::live::utilization)),
+        ("get", "/v1/usage", get(crate::live::usage)),
+        ("get", "/v1/whoami", get(crate::live::whoami)),
+        ("get", "/metrics", get(crate::live::metrics)),
+        ("get", "/", get(crate::dashboard::index)),
+        ("get", "/dashboard.js", get(crate::dashboard::script)),
+        ("get", "/dashboard.css", get(crate::dashboard::style)),
     ]
 }
 
@@ -479,6 +522,8 @@ pub struct Bound {
     heartbeat_ms: u64,
     submits: tokio::sync::mpsc::UnboundedReceiver<Submission>,
     opts: crate::listen::ListenOptions,
+    /// Where allocated-but-idle notices go.
+    webhook: Option<String>,
 }
 
 /// Opens the database, rebuilds the state and binds the listener.
@@ -498,7 +543,11 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
     // The port first: a server that cannot listen creates and changes nothing.
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
     let gate = Gate::new(crate::db::open(&cfg.db).map_err(ApiError::from)?);
+    let metrics_public = cfg.metrics_public;
+    let webhook = cfg.idle_webhook.clone();
+    let db_path = cfg.db.clone();
     let core = Core::open(cfg, now)?;
+    let reader = crate::usage::Reader::open(&db_path).map_err(ApiError::from)?;
     let addr = listener.local_addr().map_err(|source| ServerError::Io { addr, source })?;
     let (submits, rx) = tokio::sync::mpsc::unbounded_channel();
     let mut core = core;
@@ -512,8 +561,10 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
         lost: Arc::default(),
         gate,
         submits,
+        reader,
+        metrics_public,
     };
-    Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts })
+    Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts, webhook })
 }
 
 impl Bound {
@@ -522,6 +573,7 @@ impl Bound {
         tokio::spawn(group_commit(self.state.clone(), self.submits));
         tokio::spawn(committer(self.state.clone()));
         let s = self.state.clone();
+        let webhook = self.webhook.clone();
         let tick = Duration::from_millis((self.heartbeat_ms / 2).max(10));
         tokio::spawn(async move {
             loop {
@@ -529,22 +581,31 @@ impl Bound {
                 // milliseconds at 100,000 pending jobs), not on a worker of the async runtime.
                 let t0 = std::time::Instant::now();
                 let core = s.core.clone();
-                let wake_at = tokio::task::spawn_blocking(move || {
+                let (wake_at, notices) = tokio::task::spawn_blocking(move || {
                     let now = now_ms();
                     let mut c = lock(&core);
                     if let Err(e) = c.check_nodes(now) {
                         eprintln!("ordo server: node check: {e}");
                     }
-                    match c.pass(now) {
+                    // GPU activity series and allocated-but-idle notices (every 10 s).
+                    let notices = c.activity_tick(now).unwrap_or_else(|e| {
+                        eprintln!("ordo server: GPU activity: {e}");
+                        vec![]
+                    });
+                    let w = match c.timed_pass(now) {
                         Ok(w) => w,
                         Err(e) => {
                             eprintln!("ordo server: scheduling pass: {e}");
                             None
                         }
-                    }
+                    };
+                    (w, notices)
                 })
                 .await
-                .unwrap_or(None);
+                .unwrap_or((None, vec![]));
+                if let Some(url) = &webhook {
+                    crate::notify::send(url.clone(), notices);
+                }
                 s.dirty.notify_one();
                 wake(&s);
                 // Changes arriving meanwhile are taken together by the next pass: passes take

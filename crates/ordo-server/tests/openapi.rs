@@ -112,6 +112,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         umask: None,
         wait: None,
         after: vec![],
+        activity: None,
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
     let node = NodeInfo {
@@ -128,6 +129,8 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         used_cpus: 0,
         used_mem_mib: 0,
         mem_limits: false,
+        busy_pct: None,
+        idle_jobs: vec![],
     };
     assert_eq!(keys(serde_json::to_value(&node).expect("json")), schema_props("NodeInfo", None));
     let reg = RegisterRequest {
@@ -158,6 +161,20 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         umask: None,
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
+    let act = JobActivity {
+        samples: 1,
+        mean_busy_pct: 1.0,
+        p10_busy_pct: 1.0,
+        peak_mem_mib: None,
+        idle_since: None,
+        idle_flagged: None,
+    };
+    assert_eq!(keys(serde_json::to_value(&act).expect("json")), schema_props("JobActivity", None));
+    let sample =
+        GpuSample { gpu: 0, util_pct: 1.0, sm_pct: None, mem_used_mib: None, mem_total_mib: None, power_w: None };
+    assert_eq!(keys(serde_json::to_value(&sample).expect("json")), schema_props("GpuSample", None));
+    let rep = ActivityReport { node: "n".into(), gpus: vec![] };
+    assert_eq!(keys(serde_json::to_value(&rep).expect("json")), schema_props("ActivityReport", None));
     let states = enum_values("JobState");
     let code: BTreeSet<String> = [
         JobState::Pending,

@@ -29,6 +29,11 @@ pub struct SimConfig {
     /// Quotas and shares by user and group name (`--quotas FILE`), resolved against the
     /// workload's names and the cluster's GPUs; `None`: none.
     pub quotas: Option<ordo_core::QuotaConfig>,
+    /// Give up with [`SimError::Beaten`] as soon as the run's mean job completion time is
+    /// certain to exceed this many seconds (a lower bound from the jobs finished, running and
+    /// waiting so far; checked about 64 times per run). Like `deadline` it can only stop a run,
+    /// never change its result; `ordo tune` uses it to drop candidates that cannot win.
+    pub give_up_above_mean_jct_s: Option<f64>,
 }
 
 impl SimConfig {
@@ -42,6 +47,7 @@ impl SimConfig {
             check_invariants: false,
             deadline: None,
             quotas: None,
+            give_up_above_mean_jct_s: None,
         }
     }
 }
@@ -133,6 +139,15 @@ pub enum SimError {
         /// Simulated time reached.
         time: Time,
     },
+    /// The run's mean job completion time was certain to exceed
+    /// [`SimConfig::give_up_above_mean_jct_s`], and the run was abandoned.
+    #[error("abandoned at t={time} ms: the mean job completion time is already at least {lower_bound_s:.0} s")]
+    Beaten {
+        /// Simulated time reached.
+        time: Time,
+        /// The lower bound on the mean JCT (seconds) that passed the limit.
+        lower_bound_s: f64,
+    },
     /// The policy kept the scheduler busy far beyond any sensible run (e.g. jobs preempted and
     /// promoted back and forth at every instant): more passes than `1000 x (jobs + 10)`.
     #[error("abandoned at t={time} ms: {passes} scheduling passes, the policy keeps preempting and restarting jobs (thrashing)")]
@@ -171,6 +186,99 @@ struct Live {
     epoch: u32,
     /// Overhead charged at the start of the current run.
     overhead: Time,
+    /// The job has ended, or was rejected at its arrival.
+    done: bool,
+    /// The job is running now.
+    running: bool,
+}
+
+/// A lower bound (seconds) on the mean JCT a run will report, from its state at `t`.
+///
+/// A job that ended counts its JCT; rejected ones count nothing. The jobs in the cluster now
+/// (running or waiting) count the larger of two lower bounds on the sum of their ends: each on
+/// its own (a running job at its planned end; a preempted one no earlier than that end, nor than
+/// `t` plus its work left; one that never started at `t + runtime`), and all together on a
+/// relaxation where the whole cluster works on one job at a time, preemptively, shortest work
+/// first from `t` (every real schedule is one of that machine's schedules, and on one machine
+/// shortest-work-first gives the least sum of ends). A job not yet submitted takes at least
+/// its run time, unless it is rejected on arrival (then the mean leaves it out), so the future
+/// jobs counted are those that lower the mean most: the shortest ones, while they are below the
+/// mean so far. `future` is every job's (run time, position in arrival order), shortest first;
+/// `total_milli` the cluster's GPUs in thousandths. A job that arrived but still waits on its
+/// dependencies (`deps`) may yet never run (a dependency that fails), so it counts like a future
+/// job: at least `t + runtime` less its submit time, only if that lowers the mean; one that
+/// will never run (`ended` without a record) counts nothing.
+#[allow(clippy::too_many_arguments)]
+fn mean_jct_lower_bound(
+    w: &Workload,
+    records: &[Option<JobRecord>],
+    live: &[Live],
+    deps: &Dependencies,
+    ended: &[Option<bool>],
+    arrived: &[u32],
+    future: &[(Time, u32)],
+    total_milli: u64,
+    t: Time,
+    work: &mut Vec<u128>,
+) -> f64 {
+    let (mut done_sum, mut n) = (0i128, 0u64);
+    let (mut each_sum, mut submit_sum) = (0i128, 0i128);
+    work.clear();
+    // Arrived jobs held back by dependencies: their least JCT (ms).
+    let mut held: Vec<i128> = Vec::new();
+    for &i in arrived {
+        let (job, l) = (&w.jobs[i as usize], &live[i as usize]);
+        let (end, left) = match &records[i as usize] {
+            Some(r) if l.done => {
+                done_sum += i128::from(r.end - job.submit);
+                n += 1;
+                continue;
+            }
+            // Rejected, or never run because a dependency failed: counts nothing.
+            None if l.done || ended[i as usize].is_some() => continue,
+            None if deps.is_waiting(JobId(i)) => {
+                held.push(i128::from(t + job.runtime - job.submit));
+                continue;
+            }
+            Some(r) if l.running => (r.end, r.end - t),
+            Some(r) => (r.end.max(t + l.remaining), l.remaining),
+            None => (t + job.runtime, job.runtime),
+        };
+        each_sum += i128::from(end);
+        submit_sum += i128::from(job.submit);
+        work.push(u128::from(milli_of(job)) * left.max(0) as u128);
+        n += 1;
+    }
+    work.sort_unstable();
+    let (mut cum, mut spt_sum) = (0u128, 0i128);
+    for &x in work.iter() {
+        cum += x;
+        spt_sum += i128::from(t) + (cum / u128::from(total_milli.max(1))) as i128;
+    }
+    let mut sum = done_sum + each_sum.max(spt_sum) - submit_sum;
+    if n == 0 {
+        return 0.0; // every later job may be rejected, and the mean of no job is 0
+    }
+    held.sort_unstable();
+    let mut held = held.into_iter().peekable();
+    let mut future =
+        future.iter().filter(|&&(_, pos)| pos as usize >= arrived.len()).map(|&(r, _)| i128::from(r)).peekable();
+    loop {
+        // The least of the optional jobs left, held and future (both sorted).
+        let x = match (held.peek(), future.peek()) {
+            (Some(&h), Some(&f)) if h <= f => held.next(),
+            (_, Some(_)) => future.next(),
+            (Some(_), None) => held.next(),
+            (None, None) => None,
+        };
+        let Some(x) = x else { break };
+        if x * i128::from(n) >= sum {
+            break; // this and every longer job would raise the mean
+        }
+        sum += x;
+        n += 1;
+    }
+    sum as f64 / 1000.0 / n as f64
 }
 
 fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimError {
@@ -248,6 +356,20 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut prev_t = first_submit;
     let mut passes = 0u64;
     let mut events = 0u64;
+    // The mean-JCT bound scans every job: about 64 times per run, whatever its size.
+    let bound_every = (w.jobs.len() as u64 / 32).max(32);
+    // With `check_invariants`: the highest bound seen, checked against the final mean below.
+    let mut highest_bound = 0f64;
+    let mut bound_work: Vec<u128> = Vec::new();
+    // Every job's (run time, arrival position), shortest first, for the bound's future jobs.
+    let future: Vec<(Time, u32)> = if cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants {
+        let mut f: Vec<(Time, u32)> =
+            arrivals.iter().enumerate().map(|(pos, &i)| (w.jobs[i as usize].runtime, pos as u32)).collect();
+        f.sort_unstable();
+        f
+    } else {
+        Vec::new()
+    };
 
     loop {
         let next_event = heap.peek().map(|e| e.0 .0);
@@ -296,6 +418,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     happened = true;
                     events += 1;
                     sched.finish(id, t).map_err(inconsistent(t))?;
+                    live[id.idx()].done = true;
+                    live[id.idx()].running = false;
                     busy -= milli_of(job);
                     if let Some(r) = records[id.idx()].as_mut() {
                         r.end = t;
@@ -370,6 +494,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     *waiting_demands.entry(demand_key(job)).or_default() += 1;
                 }
                 Err(r) => {
+                    live[id.idx()].done = true;
                     rejected.push(r);
                     // Never run: its dependents see it as ended unsuccessfully.
                     ended[id.idx()] = Some(false);
@@ -398,6 +523,23 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         if passes.is_multiple_of(256) && cfg.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(SimError::Deadline { time: t });
         }
+        if let Some(limit) = cfg.give_up_above_mean_jct_s.filter(|_| passes.is_multiple_of(bound_every)) {
+            let lb = mean_jct_lower_bound(
+                w,
+                &records,
+                &live,
+                &deps,
+                &ended,
+                &arrivals[..next_arrival],
+                &future,
+                total_milli,
+                t,
+                &mut bound_work,
+            );
+            if lb > limit * (1.0 + 1e-12) {
+                return Err(SimError::Beaten { time: t, lower_bound_s: lb });
+            }
+        }
         for &id in &plan.preempt {
             let job = &w.jobs[id.idx()];
             let start = sched.running_start(id).ok_or_else(|| SimError::Inconsistent {
@@ -409,6 +551,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             add_size(&mut waiting_sizes, milli_of(job));
             *waiting_demands.entry(demand_key(job)).or_default() += 1;
             let l = &mut live[id.idx()];
+            l.running = false;
             // Work done in this run: its length less the restart overhead it began with.
             l.remaining -= (t - start - l.overhead).max(0);
             if let Some(r) = records[id.idx()].as_mut() {
@@ -432,6 +575,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             }
             let l = &mut live[s.job.idx()];
             l.epoch += 1;
+            l.running = true;
             let rec = records[s.job.idx()].get_or_insert_with(|| JobRecord {
                 job: s.job,
                 submit: job.submit,
@@ -474,6 +618,19 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         };
         if cfg.check_invariants {
             sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
+            let lb = mean_jct_lower_bound(
+                w,
+                &records,
+                &live,
+                &deps,
+                &ended,
+                &arrivals[..next_arrival],
+                &future,
+                total_milli,
+                t,
+                &mut bound_work,
+            );
+            highest_bound = highest_bound.max(lb);
         }
     }
     // Jobs still waiting on dependencies when every other job has ended wait on each other.
@@ -503,6 +660,12 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     integ.events = events;
     integ.passes = passes;
     let metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
+    if cfg.check_invariants && highest_bound > metrics.mean_jct_s * (1.0 + 1e-9) + 1e-9 {
+        return Err(SimError::Inconsistent {
+            time: prev_t,
+            what: format!("mean JCT lower bound {highest_bound} s above the run's mean JCT {} s", metrics.mean_jct_s),
+        });
+    }
     never_satisfied.sort_by_key(|r| r.job);
     Ok(SimOutput { records, rejected, never_satisfied, metrics })
 }

@@ -1,6 +1,7 @@
 //! ordo-sim: the discrete-event simulator (it owns time; the policy owns decisions), the
 //! metrics computed from a run, and the built-in workload generators.
 
+pub mod asrun;
 pub mod engine;
 pub mod metrics;
 pub mod transform;

@@ -1,174 +1,295 @@
-//! The driver: one pass reads Slurm, computes ordo's order and sets priorities, writing every
-//! change to a JSON Lines audit log; `release` hands the priorities it set back to Slurm.
+//! The driver: each pass reads Slurm, computes ordo's order, and sets the few priorities that
+//! make Slurm follow it, paced, logging every change; it leaves alone what people set by hand.
+//!
+//! State kept between passes: the priority ordo last set on each job and the jobs already
+//! reported as left alone (both read back from the audit log at start, so a restarted driver
+//! knows its own values and does not repeat itself), updates whose fate an outage hid, and the
+//! pace.
 
+use crate::audit::{self, AuditRecord};
 use crate::client::Backend;
+use crate::config::{priority_range, PriorityRange, SlurmConfig};
 use crate::error::SlurmError;
-use crate::order::{assign_priorities, cluster_from_nodes, intended_order, Intended};
-use crate::parse::JobState;
-use ordo_core::{ClusterSpec, Placement, PolicySpec};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
-
-/// One line of the audit log: a priority ordo changed (`set`) or handed back (`release`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AuditRecord {
-    /// When, as RFC 3339 UTC.
-    pub time: String,
-    /// When, as Unix seconds.
-    pub unix_time: i64,
-    /// `set` or `release`.
-    pub action: String,
-    /// Slurm job id.
-    pub job: u64,
-    /// Priority before the change.
-    pub old_priority: u64,
-    /// Priority after the change (for `release`, the value Slurm computed afterwards, if read).
-    pub new_priority: Option<u64>,
-    /// Position in ordo's order (for `set`).
-    pub position: Option<usize>,
-    /// Why, in words.
-    pub reason: String,
-    /// The policy in force (for `set`).
-    pub policy: String,
-}
+use crate::job::JobState;
+use crate::order::{intended_order, Intended, PlanSpec, Skip};
+use crate::pace::Pace;
+use crate::priorities::{assign, Slot};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// Settings of the driver.
 #[derive(Debug, Clone)]
 pub struct DriveConfig {
-    /// The policy (same names as the simulator's).
-    pub policy: PolicySpec,
-    /// Placement model for planning.
-    pub placement: Placement,
-    /// A cluster to plan for instead of the one `sinfo` reports.
-    pub cluster: Option<ClusterSpec>,
-    /// Highest priority ordo gives (the first job in its order); the rest descend by one.
-    pub priority_top: u32,
-    /// Print the order and change nothing.
+    /// What to plan for: policy, placement, partitions, a cluster override. `model_memory` is
+    /// taken from the controller's configuration where it can be read.
+    pub plan: PlanSpec,
+    /// The highest priority Slurm itself gives a job; ordo's are above it. `None`: from the
+    /// controller's configuration (see [`crate::config::priority_range`]).
+    pub priority_floor: Option<u64>,
+    /// The highest priority ordo gives. `None`: Slurm's highest less 1,000.
+    pub priority_top: Option<u64>,
+    /// Compute and report, change nothing.
     pub dry_run: bool,
     /// The JSON Lines audit log.
     pub audit_log: PathBuf,
+    /// The most priority updates per second.
+    pub max_rate: f64,
+    /// The most updates sent in one batch.
+    pub max_batch: usize,
 }
 
 /// What one pass did.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PassReport {
     /// The order computed.
     pub intended: Intended,
-    /// Changes made (or, with `dry_run`, that would have been made): `(job, old, new)`.
-    pub changes: Vec<(u64, u64, u32)>,
-    /// Changes Slurm refused (job gone meanwhile, ...), with the error.
+    /// Changes made (with `dry_run`, that would be made): `(job, old, new)`, in order.
+    pub changes: Vec<(u64, u64, u64)>,
+    /// Changes Slurm refused because the job ended, started or was held meanwhile.
     pub failed: Vec<(u64, String)>,
+    /// Jobs at the end of the order beyond ordo's range (more jobs than values); they keep
+    /// Slurm's priorities.
+    pub beyond_range: usize,
+    /// Reading the nodes and jobs.
+    pub read_time: Duration,
+    /// Computing the order and the priorities.
+    pub plan_time: Duration,
+    /// Sending the updates (waits for the pace included).
+    pub update_time: Duration,
+    /// The controller's median time per update in this pass, if any was sent.
+    pub latency: Option<Duration>,
+    /// The update rate allowed at the end of the pass.
+    pub rate: f64,
+    /// Set when the controller stopped answering during the updates: the pass stopped there.
+    pub outage: Option<SlurmError>,
 }
 
-/// Current time as Unix seconds.
-pub fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+/// The driver and its state between passes.
+pub struct Driver<'a> {
+    slurm: &'a dyn Backend,
+    cfg: DriveConfig,
+    config: Option<Option<SlurmConfig>>,
+    range: Option<PriorityRange>,
+    ours: HashMap<u64, u64>,
+    noted: HashMap<u64, String>,
+    unconfirmed: HashMap<u64, AuditRecord>,
+    pace: Pace,
 }
 
-/// Unix seconds as `YYYY-MM-DDTHH:MM:SSZ`.
-pub fn rfc3339(t: i64) -> String {
-    let (days, secs) = (t.div_euclid(86_400), t.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
-}
-
-fn append(path: &Path, rec: &AuditRecord) -> Result<(), SlurmError> {
-    let io = |err| SlurmError::Io { path: path.display().to_string(), err };
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-    let mut line = serde_json::to_string(rec).map_err(|e| io(std::io::Error::other(e)))?;
-    line.push('\n');
-    f.write_all(line.as_bytes()).map_err(io)?;
-    f.sync_data().map_err(io)
-}
-
-/// Reads an audit log. A line that is not a record fails with its line number.
-pub fn read_audit_log(path: &Path) -> Result<Vec<AuditRecord>, SlurmError> {
-    let name = path.display().to_string();
-    let f = std::fs::File::open(path).map_err(|err| SlurmError::Io { path: name.clone(), err })?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|err| SlurmError::Io { path: name.clone(), err })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec = serde_json::from_str(&line).map_err(|e| SlurmError::Parse {
-            source_name: name.clone(),
-            location: format!("line {}", i + 1),
-            what: format!("not an audit record: {e}"),
-        })?;
-        out.push(rec);
+impl std::fmt::Debug for Driver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("slurm", &self.slurm.describe()).field("range", &self.range).finish()
     }
-    Ok(out)
 }
 
-/// One pass: read nodes and jobs, compute the order, set the priorities that differ (unless
-/// `dry_run`), logging each change before moving on. Any Slurm error while reading aborts the
-/// pass having changed nothing.
-pub fn drive_once(slurm: &dyn Backend, cfg: &DriveConfig) -> Result<PassReport, SlurmError> {
-    check_policy(&cfg.policy)?;
-    let cluster = match &cfg.cluster {
-        Some(c) => c.clone(),
-        None => {
-            let nodes = slurm.nodes()?;
-            cluster_from_nodes(&nodes).ok_or_else(|| SlurmError::Parse {
-                source_name: "sinfo".into(),
-                location: "nodes".into(),
-                what: "no available node (every node down, drained or missing)".into(),
-            })?
+impl<'a> Driver<'a> {
+    /// A driver over `slurm`; reads the priorities it set before from the audit log.
+    pub fn new(slurm: &'a dyn Backend, cfg: DriveConfig) -> Result<Driver<'a>, SlurmError> {
+        check_policy(&cfg.plan.policy)?;
+        // A restarted driver knows its own priorities, and what it already said it leaves alone.
+        let audit::LogState { ours, left_alone: noted } = audit::log_state(&cfg.audit_log)?;
+        let pace = Pace::new(cfg.max_rate);
+        Ok(Driver { slurm, cfg, config: None, range: None, ours, noted, unconfirmed: HashMap::new(), pace })
+    }
+
+    /// The range of priorities in use (known after the first pass that reached Slurm).
+    pub fn range(&self) -> Option<PriorityRange> {
+        self.range
+    }
+
+    /// The controller's configuration, if read.
+    pub fn controller_config(&self) -> Option<&SlurmConfig> {
+        self.config.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The range, reading the controller's configuration the first time.
+    fn ensure_range(&mut self) -> Result<PriorityRange, SlurmError> {
+        if self.config.is_none() {
+            self.config = Some(self.slurm.config()?);
         }
-    };
-    let jobs = slurm.jobs()?;
-    let now = unix_now();
-    let intended = intended_order(&jobs, &cluster, cfg.placement, &cfg.policy, now);
-    let current: Vec<(u64, u64)> = intended.order.iter().map(|r| (r.job, r.priority)).collect();
-    let changes = assign_priorities(&current, cfg.priority_top);
-    let mut failed = Vec::new();
-    let mut done = Vec::new();
-    if !cfg.dry_run {
-        for &(job, old, new) in &changes {
-            let rank = intended.order.iter().find(|r| r.job == job);
-            match slurm.set_priority(job, new) {
-                Ok(()) => {
-                    let t = unix_now();
-                    append(
-                        &cfg.audit_log,
-                        &AuditRecord {
-                            time: rfc3339(t),
-                            unix_time: t,
-                            action: "set".into(),
-                            job,
-                            old_priority: old,
-                            new_priority: Some(u64::from(new)),
-                            position: rank.map(|r| r.position),
-                            reason: rank.map(|r| r.reason.clone()).unwrap_or_default(),
-                            policy: cfg.policy.to_string(),
-                        },
-                    )?;
-                    done.push((job, old, new));
+        if let Some(r) = self.range {
+            return Ok(r);
+        }
+        let config = self.config.as_ref().and_then(Option::as_ref);
+        let r = priority_range(config, self.cfg.priority_floor, self.cfg.priority_top).map_err(SlurmError::Policy)?;
+        self.range = Some(r);
+        Ok(r)
+    }
+
+    /// One pass: read nodes and jobs, compute the order and the priorities, and (unless
+    /// `dry_run`) send the changes in paced batches, logging each confirmed change. A read
+    /// error aborts the pass having changed nothing; an outage during the updates stops it at
+    /// once (reported in [`PassReport::outage`]).
+    pub fn pass(&mut self) -> Result<PassReport, SlurmError> {
+        let t0 = Instant::now();
+        let range = self.ensure_range()?;
+        let nodes = if self.cfg.plan.cluster.is_some() { Vec::new() } else { self.slurm.nodes()? };
+        let jobs = self.slurm.jobs()?;
+        let read_time = t0.elapsed();
+        let t1 = Instant::now();
+        let by_id: HashMap<u64, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        let mut log: Vec<AuditRecord> = Vec::new();
+        // Updates an outage hid: the priorities now tell whether they were applied.
+        for (job, rec) in std::mem::take(&mut self.unconfirmed) {
+            if let (Some(p), Some(&i)) = (rec.new_priority, by_id.get(&job)) {
+                if jobs[i].priority == p {
+                    self.ours.insert(job, p);
+                    log.push(AuditRecord {
+                        reason: format!("{} (confirmed after the controller came back)", rec.reason),
+                        ..rec
+                    });
                 }
-                Err(e) if e.is_unreachable() => return Err(e),
-                Err(e) => failed.push((job, e.to_string())),
             }
         }
-    } else {
-        done = changes;
+        // Forget jobs that are gone or started: their priority no longer matters.
+        self.ours.retain(|j, _| by_id.get(j).is_some_and(|&i| jobs[i].state == JobState::Pending));
+        self.noted.retain(|j, _| by_id.contains_key(j));
+        let skip = self.left_alone(&jobs, range);
+        let mut plan = self.cfg.plan.clone();
+        if let Some(c) = self.controller_config() {
+            plan.model_memory = c.memory_consumable;
+        }
+        let now = audit::unix_now();
+        let mut intended = intended_order(&jobs, &nodes, &plan, now, &skip);
+        let policy = plan.policy.to_string();
+        for (job, why) in &skip {
+            if self.noted.get(job) != Some(why) {
+                self.noted.insert(*job, why.clone());
+                let old = by_id.get(job).map_or(0, |&i| jobs[i].priority);
+                log.push(AuditRecord {
+                    policy: policy.clone(),
+                    ..AuditRecord::now("left-alone", *job, old, None, why.clone())
+                });
+            }
+        }
+        // Only as many jobs as the range has values; the rest keep Slurm's order below them.
+        let fit = (range.len().min(usize::MAX as u64)) as usize;
+        let beyond_range = intended.order.len().saturating_sub(fit);
+        if beyond_range > 0 {
+            intended.warnings.push(format!(
+                "{} pending jobs, {} values in ordo's priority range ({range_floor}, {range_top}]: the last {beyond_range} keep Slurm's priorities, below the ranked ones",
+                intended.order.len(),
+                fit,
+                range_floor = range.floor,
+                range_top = range.top,
+            ));
+        }
+        let ranked = &intended.order[..intended.order.len() - beyond_range];
+        let slots: Vec<Slot> = ranked
+            .iter()
+            .map(|r| Slot { current: r.priority, ours: self.ours.get(&r.job) == Some(&r.priority) })
+            .collect();
+        let a = assign(&slots, range);
+        let changes: Vec<(u64, u64, u64)> =
+            a.changes.iter().map(|&(i, p)| (ranked[i].job, ranked[i].priority, p)).collect();
+        let plan_time = t1.elapsed();
+        let t2 = Instant::now();
+        let mut report = PassReport {
+            changes: Vec::new(),
+            failed: Vec::new(),
+            beyond_range,
+            read_time,
+            plan_time,
+            update_time: Duration::ZERO,
+            latency: None,
+            rate: self.pace.rate,
+            outage: None,
+            intended,
+        };
+        if self.cfg.dry_run {
+            report.changes = changes;
+            return Ok(report);
+        }
+        let intended = &report.intended;
+        audit::append(&self.cfg.audit_log, &log)?;
+        let position: HashMap<u64, usize> = intended.order.iter().map(|r| (r.job, r.position)).collect();
+        let mut latencies: Vec<Duration> = Vec::new();
+        let (mut applied, mut failed, mut outage) = (Vec::new(), Vec::new(), None);
+        let mut rest: &[(u64, u64, u64)] = &changes;
+        while !rest.is_empty() {
+            let n = self.pace.batch_size(self.cfg.max_batch).min(rest.len());
+            let (batch, tail) = rest.split_at(n);
+            rest = tail;
+            std::thread::sleep(self.pace.wait(Instant::now()));
+            let sent = Instant::now();
+            let send: Vec<(u64, u64)> = batch.iter().map(|&(j, _, p)| (j, p)).collect();
+            let b = self.slurm.set_priorities(&send);
+            self.pace.record(b.done.len() + b.failed.len(), sent, b.elapsed);
+            if !batch.is_empty() {
+                latencies.push(b.elapsed / batch.len() as u32);
+            }
+            let rec = |&(job, old, new): &(u64, u64, u64)| {
+                let r = position.get(&job).and_then(|&p| intended.order.get(p));
+                AuditRecord {
+                    position: r.map(|r| r.position),
+                    reason: r.map(|r| r.reason.clone()).unwrap_or_default(),
+                    policy: policy.clone(),
+                    ..AuditRecord::now("set", job, old, Some(new), String::new())
+                }
+            };
+            let mut done = Vec::new();
+            for c in batch {
+                if b.done.contains(&c.0) {
+                    self.ours.insert(c.0, c.2);
+                    done.push(rec(c));
+                    applied.push(*c);
+                } else if b.unknown.contains(&c.0) {
+                    self.unconfirmed.insert(c.0, rec(c));
+                }
+            }
+            audit::append(&self.cfg.audit_log, &done)?;
+            failed.extend(b.failed);
+            if let Some(e) = b.stopped {
+                if e.is_unreachable() {
+                    outage = Some(e);
+                    break;
+                }
+                return Err(e);
+            }
+        }
+        report.changes = applied;
+        report.failed = failed;
+        report.outage = outage;
+        report.update_time = t2.elapsed();
+        latencies.sort_unstable();
+        report.latency = latencies.get(latencies.len() / 2).copied();
+        report.rate = self.pace.rate;
+        Ok(report)
     }
-    Ok(PassReport { intended, changes: done, failed })
+
+    /// Pending jobs ordo will not touch because people set them: a priority changed since ordo
+    /// set it, a priority set by hand above what Slurm gives on its own, a nice value.
+    fn left_alone(&self, jobs: &[crate::job::SlurmJob], range: PriorityRange) -> Skip {
+        let mut skip = Skip::new();
+        for j in jobs.iter().filter(|j| j.state == JobState::Pending && j.priority > 0) {
+            let why = match self.ours.get(&j.id) {
+                Some(&ours) if ours != j.priority => Some(format!(
+                    "priority changed by someone else since ordo set {ours} (now {}): left as set",
+                    j.priority
+                )),
+                Some(_) => None,
+                None if j.priority > range.floor => Some(format!(
+                    "priority {} set by hand (above the {} Slurm gives on its own): left as set",
+                    j.priority, range.floor
+                )),
+                None if j.nice != 0 => Some(format!(
+                    "nice {} set by its user: left to Slurm (setting a priority would reset the nice value)",
+                    j.nice
+                )),
+                None => None,
+            };
+            if let Some(w) = why {
+                skip.insert(j.id, w);
+            }
+        }
+        skip
+    }
 }
 
 /// Refuses preemptive policies: the driver only sets priorities of pending jobs, it never stops
 /// a running one.
-pub fn check_policy(policy: &PolicySpec) -> Result<(), SlurmError> {
+pub fn check_policy(policy: &ordo_core::PolicySpec) -> Result<(), SlurmError> {
     if policy.order.preemptive() {
         return Err(SlurmError::Policy(format!(
             "policy `{policy}` preempts running jobs, and `ordo slurm drive` only sets the priorities of pending \
@@ -177,92 +298,4 @@ pub fn check_policy(policy: &PolicySpec) -> Result<(), SlurmError> {
         )));
     }
     Ok(())
-}
-
-/// What `release` did for each job ordo had set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReleaseOutcome {
-    /// Priority handed back to Slurm; the value Slurm computed afterwards, if read.
-    Released(Option<u64>),
-    /// Not pending any more (started or ended): nothing to hand back.
-    NotPending,
-    /// Someone changed the priority since ordo set it (now the first value, ordo set the
-    /// second): left as it is.
-    ChangedSince(u64, u64),
-    /// Held (priority 0): left alone, since releasing would also release the hold.
-    Held,
-    /// Slurm refused.
-    Failed(String),
-}
-
-/// Hands back every priority the audit log says ordo set and did not yet release: for each
-/// such job still pending, not held, and still at the priority ordo set, `scontrol release`
-/// makes Slurm compute its priority again. Each release is logged. With `dry_run`, only reports.
-pub fn release(slurm: &dyn Backend, audit_log: &Path, dry_run: bool) -> Result<Vec<(u64, ReleaseOutcome)>, SlurmError> {
-    let mut last: BTreeMap<u64, AuditRecord> = BTreeMap::new();
-    for r in read_audit_log(audit_log)? {
-        last.insert(r.job, r);
-    }
-    let set: Vec<(u64, u64)> =
-        last.values().filter(|r| r.action == "set").filter_map(|r| r.new_priority.map(|p| (r.job, p))).collect();
-    if set.is_empty() {
-        return Ok(Vec::new());
-    }
-    let jobs = slurm.jobs()?;
-    let mut out = Vec::new();
-    for (job, ours) in set {
-        let Some(j) = jobs.iter().find(|j| j.id == job) else {
-            out.push((job, ReleaseOutcome::NotPending));
-            continue;
-        };
-        let outcome = if j.state != JobState::Pending {
-            ReleaseOutcome::NotPending
-        } else if j.priority == 0 || j.reason.contains("Held") {
-            ReleaseOutcome::Held
-        } else if j.priority != ours {
-            ReleaseOutcome::ChangedSince(j.priority, ours)
-        } else if dry_run {
-            ReleaseOutcome::Released(None)
-        } else {
-            match slurm.reset_priority(job) {
-                Ok(()) => {
-                    let after =
-                        slurm.jobs().ok().and_then(|js| js.into_iter().find(|x| x.id == job)).map(|x| x.priority);
-                    let t = unix_now();
-                    append(
-                        audit_log,
-                        &AuditRecord {
-                            time: rfc3339(t),
-                            unix_time: t,
-                            action: "release".into(),
-                            job,
-                            old_priority: ours,
-                            new_priority: after,
-                            position: None,
-                            reason: "ordo slurm release: priority handed back to Slurm".into(),
-                            policy: String::new(),
-                        },
-                    )?;
-                    ReleaseOutcome::Released(after)
-                }
-                Err(e) if e.is_unreachable() => return Err(e),
-                Err(e) => ReleaseOutcome::Failed(e.to_string()),
-            }
-        };
-        out.push((job, outcome));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)] // tests may panic on a broken expectation
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_796_022_694), "2026-11-30T07:11:34Z");
-    }
 }

@@ -1,28 +1,44 @@
 //! ordo-slurm: meets a Slurm cluster where it is. Reads its nodes and queue through Slurm's own
-//! clients, orders the queue with `ordo-core` (the simulator's code) and applies that order as
-//! job priorities, recording every change in an audit log.
+//! clients or slurmrestd, orders the queue with `ordo-core` (the simulator's code) and applies
+//! that order as job priorities, recording every change in an audit log.
 //!
-//! - [`client::SlurmCli`] runs `sinfo`, `squeue --json`, `scontrol` and `sacct`, each call
-//!   bounded by a timeout (Slurm clients hang while no controller answers); [`client::SlurmRest`]
-//!   does the same through slurmrestd with a JWT; both are a [`client::Backend`];
-//! - [`parse`] reads their output into [`SlurmNode`]s and [`SlurmJob`]s;
-//! - [`order::intended_order`] commits running jobs to an `ordo_core::Scheduler` on the nodes
-//!   Slurm gave them, submits the orderable pending jobs, and turns one explained scheduling
-//!   pass into a ranked list with reasons; [`order::assign_priorities`] maps it to strictly
-//!   descending priorities, changing nothing when Slurm's order already matches;
-//! - [`drive::drive_once`] does one pass and logs every change; [`drive::release`] hands the
-//!   priorities back to Slurm.
+//! - [`client::Backend`] is what the driver needs from Slurm: [`SlurmCli`] (`sinfo`, `squeue`,
+//!   `scontrol` with updates batched through one process, `sacct`, each bounded by a timeout)
+//!   or [`SlurmRest`] (slurmrestd with a JWT over one kept-alive connection);
+//! - [`squeue`] and [`json`] read what they print into [`SlurmNode`]s and [`SlurmJob`]s (with
+//!   [`values`] for gres, TRES, host lists and array task lists); [`config`] reads the
+//!   controller's priority plugin and weights, which set ordo's [`config::PriorityRange`];
+//! - [`order::intended_order`] plans each partition with an `ordo_core::Scheduler` (running
+//!   jobs on its nodes, its pending jobs, arrays task by task) and merges the plans into one
+//!   ranked list with reasons; [`priorities::assign`] maps it to sparse priorities, changing
+//!   as few as it can;
+//! - [`drive::Driver`] does the passes (paced by [`pace::Pace`], logged by [`audit`]), leaving
+//!   alone what people set by hand; [`release::release`] hands the priorities back.
 //!
 //! ordo never cancels, holds, requeues or edits anything but a pending job's priority.
 
+pub mod audit;
+pub mod cli;
 pub mod client;
+pub mod config;
 pub mod drive;
 pub mod error;
+pub mod job;
+pub mod json;
 pub mod order;
-pub mod parse;
+pub mod pace;
+pub mod priorities;
+pub mod release;
+pub mod rest;
+pub mod squeue;
+pub mod values;
 
-pub use client::{Backend, SlurmCli, SlurmRest};
-pub use drive::{drive_once, release, AuditRecord, DriveConfig, PassReport, ReleaseOutcome};
+pub use audit::AuditRecord;
+pub use cli::SlurmCli;
+pub use client::Backend;
+pub use drive::{DriveConfig, Driver, PassReport};
 pub use error::SlurmError;
-pub use order::{intended_order, Intended, Ranked};
-pub use parse::{JobState, SlurmJob, SlurmNode};
+pub use job::{JobState, SlurmJob, SlurmNode};
+pub use order::{intended_order, Intended, PlanSpec, Ranked};
+pub use release::{release, ReleaseOutcome, ReleaseReport};
+pub use rest::SlurmRest;

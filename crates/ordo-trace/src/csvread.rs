@@ -165,12 +165,12 @@ fn parse_row<'r>(
     };
     let name = match layout.col(Role::Id) {
         Some(c) => {
-            std::str::from_utf8(field(c)).ok().filter(|s| !s.is_empty()).ok_or_else(|| bad(c, EXPECT_ID))?.to_string()
+            std::str::from_utf8(field(c)).ok().filter(|s| !s.is_empty()).ok_or_else(|| bad(c, EXPECT_ID))?.into()
         }
         None => {
             use std::fmt::Write;
             let _ = write!(line_name, "line{line}");
-            line_name.clone()
+            line_name.clone().into()
         }
     };
     let submit_col = layout.col(Role::Submit).unwrap_or(0);
@@ -239,7 +239,11 @@ fn parse_row<'r>(
     // Run time: a duration column, or end - start (no start: never ran).
     let runtime = match layout.col(Role::Duration) {
         Some(c) if format == Format::Sacct => {
-            Some(parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?)
+            let d = parse_slurm_duration(field(c)).ok_or_else(|| bad(c, EXPECT_SLURM_DURATION))?;
+            // Nothing allocated and no time elapsed: pending when it ended (cancelled while
+            // pending, or still pending): it never ran.
+            let no_alloc = layout.col(Role::AllocTres).is_some_and(|a| field(a).is_empty());
+            (d > 0 || !no_alloc).then_some(d)
         }
         Some(c) => Some(parse_secs(field(c)).ok_or_else(|| bad(c, EXPECT_TIME))?),
         None if censored => None,
@@ -412,6 +416,9 @@ fn line_of(record: &csv::ByteRecord, fallback: u64) -> u64 {
 /// A count: a whole number >= 0 fitting `u32`, written as an integer or an integral decimal
 /// (`8` or `8.0`).
 pub(crate) fn parse_count(raw: &[u8]) -> Option<u32> {
+    if let Some(n) = crate::timefmt::parse_digits(raw, 9) {
+        return Some(n as u32);
+    }
     let s = std::str::from_utf8(raw).ok()?;
     if let Ok(n) = s.parse::<u32>() {
         return Some(n);

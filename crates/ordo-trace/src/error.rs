@@ -126,6 +126,28 @@ pub enum TraceError {
         /// The maximum number of rows.
         max: u64,
     },
+    /// An `ordo server` database could not be read as one (not SQLite, not ordo's tables).
+    #[error("{file}: {why}")]
+    Database {
+        /// Path of the database.
+        file: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A job row of an `ordo server` database holds a value no server writes.
+    #[error("{file}: job {job}: field `{field}`: expected {expected}, found {found:?}")]
+    DbField {
+        /// Path of the database.
+        file: String,
+        /// The job's id.
+        job: i64,
+        /// The column.
+        field: &'static str,
+        /// What the column needs.
+        expected: &'static str,
+        /// The value found.
+        found: String,
+    },
     /// The [`crate::LoadOptions`] are inconsistent (e.g. a NaN day or an empty window).
     #[error("{file}: invalid load options: {why}")]
     Options {

@@ -46,11 +46,14 @@ pub enum Format {
     Sacct,
     /// Slurm's `jobcomp/filetxt` completion log: one `Key=value ...` line per job.
     Jobcomp,
+    /// The database of an `ordo server` (SQLite, recognised by its first bytes): the jobs it
+    /// ran, its nodes as the cluster, and the schedule as it ran (see `docs/TRACES.md`).
+    OrdoDb,
 }
 
 impl Format {
     /// Every format, `Auto` first.
-    pub const ALL: [Format; 12] = [
+    pub const ALL: [Format; 13] = [
         Format::Auto,
         Format::Generic,
         Format::Jsonl,
@@ -63,6 +66,7 @@ impl Format {
         Format::Helios,
         Format::Sacct,
         Format::Jobcomp,
+        Format::OrdoDb,
     ];
 
     /// The name used on the command line and in messages.
@@ -80,13 +84,14 @@ impl Format {
             Format::Helios => "helios",
             Format::Sacct => "sacct",
             Format::Jobcomp => "jobcomp",
+            Format::OrdoDb => "ordo-db",
         }
     }
 
     /// True for formats whose times are wall-clock dates (`philly-vc`, `helios`, `sacct`,
-    /// `jobcomp`): day windows then count from the earliest submit time in the file.
+    /// `jobcomp`, `ordo-db`): day windows then count from the earliest submit time in the file.
     pub fn wall_clock(self) -> bool {
-        matches!(self, Format::PhillyVc | Format::Helios | Format::Sacct | Format::Jobcomp)
+        matches!(self, Format::PhillyVc | Format::Helios | Format::Sacct | Format::Jobcomp | Format::OrdoDb)
     }
 
     /// Detects the format from the split fields of a CSV header line (surrounding whitespace
@@ -166,7 +171,7 @@ impl Format {
             Format::Tiresias => TIRESIAS,
             Format::Helios => HELIOS,
             Format::Sacct => SACCT,
-            Format::Auto | Format::Jsonl | Format::Swf | Format::Jobcomp => &[],
+            Format::Auto | Format::Jsonl | Format::Swf | Format::Jobcomp | Format::OrdoDb => &[],
         }
     }
 }
@@ -180,7 +185,7 @@ impl fmt::Display for Format {
 /// Error of [`Format::from_str`]: the name is not a known format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, alibaba-2025, swf, tiresias, helios, sacct, jobcomp)"
+    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, alibaba-2025, swf, tiresias, helios, sacct, jobcomp, ordo-db)"
 )]
 pub struct ParseFormatError(pub String);
 

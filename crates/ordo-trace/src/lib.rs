@@ -3,9 +3,10 @@
 //! Formats (see [`Format`] and `docs/TRACES.md`): ordo's `generic` CSV and `jsonl`, Philly
 //! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`) and 2025 inference instances
 //! (`alibaba-2025`), the Standard Workload Format
-//! (`swf`, plain or gzip), the Tiresias and Helios CSVs, Slurm `sacct --parsable2` output and
-//! the `jobcomp/filetxt` log. [`Format::Auto`] detects the format from the first line and the
-//! file name; gzip input is recognised by its magic bytes.
+//! (`swf`, plain or gzip), the Tiresias and Helios CSVs, Slurm `sacct --parsable2` output, the
+//! `jobcomp/filetxt` log, and an `ordo server`'s own database (`ordo-db`, SQLite: its jobs, its
+//! nodes and the schedule as it ran, in [`LoadedTrace::server`]). [`Format::Auto`] detects the
+//! format from the first line and the file name; gzip and SQLite input by their magic bytes.
 //!
 //! Loading ([`load_path`], [`load_reader`]) streams the input and does, in order:
 //! 1. parse and check every row; by default the first bad row stops loading with a
@@ -51,6 +52,7 @@ mod csvread;
 mod error;
 mod format;
 mod lines;
+mod ordodb;
 mod quotas;
 mod sink;
 pub mod stats;
@@ -60,8 +62,9 @@ mod write;
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
 pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{Format, ParseFormatError};
+pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
 pub use quotas::{load_quotas, parse_quotas};
-pub use timefmt::{format_datetime, parse_datetime, MAX_SECONDS};
+pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
 pub use write::{write_generic, write_jsonl, write_swf};
 
 use error::shown;
@@ -165,6 +168,8 @@ pub struct LoadedTrace {
     /// The trace's time of the job that became time 0 (for wall-clock formats, milliseconds
     /// since the Unix epoch, UTC; otherwise the trace's own time). `None` with no jobs.
     pub time_base: Option<Time>,
+    /// For an `ordo server` database (`ordo-db`): its nodes, policy, and the schedule as it ran.
+    pub server: Option<ServerRecord>,
 }
 
 impl LoadedTrace {
@@ -204,6 +209,10 @@ impl LoadedTrace {
 /// unopenable or unreadable file gives [`TraceError::Io`]. Otherwise exactly as
 /// [`load_reader`], with `source_name` = `path.display()` (whose extension helps detection).
 pub fn load_path(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, TraceError> {
+    // An `ordo server` database is SQLite, read through SQLite rather than as a stream.
+    if opts.format == Format::OrdoDb || (opts.format == Format::Auto && is_sqlite(path)) {
+        return ordodb::load(path, opts);
+    }
     let file = path.display().to_string();
     let reader = std::fs::File::open(path).map_err(|err| TraceError::Io { file: file.clone(), err })?;
     load_reader(reader, &file, opts)
@@ -236,6 +245,12 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
     let mut raw = BufReader::with_capacity(1 << 16, reader);
     let gz = {
         let head = raw.fill_buf().map_err(io)?;
+        if head.starts_with(ordodb::SQLITE_MAGIC) || opts.format == Format::OrdoDb {
+            return Err(TraceError::Database {
+                file: file.to_string(),
+                why: "an SQLite database (an ordo server's?) is read from its path, not a stream".into(),
+            });
+        }
         head.starts_with(&[0x1f, 0x8b])
     };
     let mut input: Box<dyn BufRead + '_> = if gz {

@@ -136,7 +136,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
             let group = id(12)?.unwrap_or(DEFAULT_NAME);
             let queue = id(14)?;
             Ok(Some(Row {
-                name,
+                name: name.into(),
                 submit,
                 gpus,
                 gpu_milli: None,
@@ -200,33 +200,58 @@ const EXPECT_JOBCOMP_LIMIT: &str = "a time limit in minutes, `UNLIMITED` or `Par
 const EXPECT_JOBCOMP_END: &str = "a date and time not before StartTime";
 const EXPECT_JOBCOMP_USER: &str = "a user `name(uid)` or `name`";
 
-/// Splits a jobcomp line into `(key, value)` pairs.
+/// Splits a jobcomp record into `(key, value)` pairs. Values may hold spaces and `=` (job
+/// names, directories), so a word `Key=...` can be part of a value. Slurm writes each key once,
+/// in the order of [`JOBCOMP_KEYS`]; where a key appears more than once, the occurrence that
+/// starts the field is the last one that sits in that order between the keys written once
+/// around it. So a job named `a b=c Partition=evil` keeps the real `Partition=` that follows.
 fn jobcomp_pairs(l: &str) -> Result<Vec<(&str, &str)>, String> {
-    let mut pairs: Vec<(&str, &str)> = Vec::new();
-    let mut value_start = 0usize;
+    // Every word: where it starts and ends, and its key's place in JOBCOMP_KEYS if it has one.
+    let mut words: Vec<(usize, usize, Option<usize>)> = Vec::new();
     let mut pos = 0usize;
     let bytes = l.as_bytes();
     while pos < l.len() {
-        // Start of a word.
-        let word_end = l[pos..].find(' ').map_or(l.len(), |i| pos + i);
-        let word = &l[pos..word_end];
-        let key = word.split_once('=').map(|(k, _)| k).filter(|k| JOBCOMP_KEYS.contains(k));
-        match key {
+        let word_end = l[pos..].find([' ', '\n']).map_or(l.len(), |i| pos + i);
+        let key = l[pos..word_end].split_once('=').and_then(|(k, _)| JOBCOMP_KEYS.iter().position(|x| *x == k));
+        words.push((pos, word_end, key));
+        pos = word_end;
+        while pos < l.len() && (bytes[pos] == b' ' || bytes[pos] == b'\n') {
+            pos += 1;
+        }
+    }
+    let mut count = [0u32; JOBCOMP_KEYS.len()];
+    for k in words.iter().filter_map(|w| w.2) {
+        count[k] += 1;
+    }
+    // The word that starts each repeated key's field: the last that fits in the order between
+    // its neighbours written once, else the last.
+    let unique = |w: &(usize, usize, Option<usize>)| w.2.filter(|&o| count[o] == 1);
+    let mut chosen: Vec<Option<(usize, bool)>> = vec![None; JOBCOMP_KEYS.len()];
+    for (i, w) in words.iter().enumerate() {
+        let Some(k) = w.2.filter(|&k| count[k] > 1) else { continue };
+        let before = words[..i].iter().rev().find_map(unique);
+        let after = words[i + 1..].iter().find_map(unique);
+        let fits = before.is_none_or(|b| b < k) && after.is_none_or(|a| a > k);
+        if fits || !chosen[k].is_some_and(|c| c.1) {
+            chosen[k] = Some((i, fits));
+        }
+    }
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    let mut value_start = 0usize;
+    for (i, &(pos, end, key)) in words.iter().enumerate() {
+        let starts = key.filter(|&k| count[k] == 1 || chosen[k].is_some_and(|c| c.0 == i));
+        match starts {
             Some(k) => {
                 if let Some(last) = pairs.last_mut() {
                     last.1 = l[value_start..pos].trim_end();
                 }
-                value_start = pos + k.len() + 1;
-                pairs.push((k, ""));
+                value_start = pos + JOBCOMP_KEYS[k].len() + 1;
+                pairs.push((JOBCOMP_KEYS[k], ""));
             }
             None if pairs.is_empty() => {
-                return Err(format!("expected `Key=value` words, found {:?}", shown(word.as_bytes())))
+                return Err(format!("expected `Key=value` words, found {:?}", shown(&l.as_bytes()[pos..end])))
             }
             None => {}
-        }
-        pos = word_end;
-        while pos < l.len() && bytes[pos] == b' ' {
-            pos += 1;
         }
     }
     if let Some(last) = pairs.last_mut() {
@@ -235,13 +260,40 @@ fn jobcomp_pairs(l: &str) -> Result<Vec<(&str, &str)>, String> {
     Ok(pairs)
 }
 
-/// Reads a Slurm `jobcomp/filetxt` log: one job per line of `Key=value` words.
+/// Reads a Slurm `jobcomp/filetxt` log: one job per record of `Key=value` words. A record
+/// starts with `JobId=`; a line that does not continues the one before (Slurm writes a newline
+/// in a job name as it is).
 pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
     let file = sink.file.clone();
+    let mut record: Option<(u64, Vec<u8>)> = None;
     for_each_line(reader, &file, |line, l| {
-        if l.is_empty() {
-            return Ok(());
+        match &mut record {
+            Some((_, text)) if !l.starts_with(b"JobId=") => {
+                text.push(b'\n');
+                text.extend_from_slice(l);
+                return Ok(());
+            }
+            _ => {}
         }
+        let done = record.take();
+        if !l.is_empty() {
+            record = Some((line, l.to_vec()));
+        }
+        match done {
+            Some((line, text)) => jobcomp_record(&file, line, text.trim_ascii(), sink),
+            None => Ok(()),
+        }
+    })?;
+    match record {
+        Some((line, text)) => jobcomp_record(&file, line, text.trim_ascii(), sink),
+        None => Ok(()),
+    }
+}
+
+/// Reads one jobcomp record (starting on line `line`) into the sink.
+fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Result<(), TraceError> {
+    let file = file.to_string();
+    {
         let mut repaired = false;
         let row = (|| {
             let text = std::str::from_utf8(l).map_err(|_| TraceError::Line {
@@ -279,7 +331,10 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
                 .unwrap_or(DEFAULT_NAME);
             let user = if user.is_empty() { DEFAULT_NAME } else { user };
             let started = need("StartTime")?;
+            // A job cancelled while pending has StartTime = EndTime and no node: it never ran.
+            let no_node = get("NodeCnt") == Some("0") || matches!(get("NodeList"), Some("(null)" | "None assigned"));
             let start = match started {
+                _ if no_node => None,
                 "Unknown" | "None" | "" => None,
                 s => Some(parse_datetime(s.as_bytes()).ok_or_else(|| bad("StartTime", EXPECT_JOBCOMP_TIME))?),
             };
@@ -319,7 +374,7 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
             };
             let queue = get("Partition").filter(|p| !p.is_empty());
             Ok(Some(Row {
-                name: name.to_string(),
+                name: name.to_string().into(),
                 submit,
                 gpus: tres.gpus.unwrap_or(0),
                 gpu_milli: None,
@@ -337,7 +392,7 @@ pub(crate) fn read_jobcomp<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
-    })
+    }
 }
 
 /// The keys of a JSON Lines job: the `generic` columns.
@@ -429,7 +484,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
         let row =
             row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed)| Row {
-                name,
+                name: name.into(),
                 submit,
                 gpus,
                 gpu_milli,

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 /// One parsed row, before filtering.
 #[derive(Debug)]
 pub(crate) struct Row<'a> {
-    pub name: String,
+    /// Borrowed from the row where it can be: the sink makes a `String` only for a row it keeps.
+    pub name: std::borrow::Cow<'a, str>,
     /// In the trace's time scale (milliseconds; since the epoch for wall-clock formats).
     pub submit: Time,
     pub gpus: u32,
@@ -233,7 +234,7 @@ impl<'o> Sink<'o> {
         let group = intern(&mut self.groups, &mut self.workload.groups, row.group);
         self.workload.jobs.push(Job {
             id: JobId(id),
-            name: row.name,
+            name: row.name.into_owned(),
             user,
             group,
             submit: row.submit,
@@ -325,6 +326,7 @@ impl<'o> Sink<'o> {
             skipped_steps: self.steps,
             max_procs: self.max_procs,
             time_base: base,
+            server: None,
         }
     }
 }

@@ -8,8 +8,39 @@ pub const MAX_SECONDS: f64 = 1e12;
 
 /// Seconds (finite, in `0..=MAX_SECONDS`, fractions allowed) as [`Time`].
 pub(crate) fn parse_secs(raw: &[u8]) -> Option<Time> {
+    // Most traces write whole seconds: read those without the float parser (same result: a
+    // whole number of at most 12 digits is below MAX_SECONDS and exact in f64).
+    if let Some(n) = parse_digits(raw, 12) {
+        return Some(n as Time * 1000);
+    }
     let secs: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
     (secs.is_finite() && (0.0..=MAX_SECONDS).contains(&secs)).then(|| time::from_secs_f64(secs))
+}
+
+/// A whole number written as 1 to `max` ASCII digits, optionally followed by a point and
+/// zeros only (`42`, `42.0`, `42.`; no sign, no exponent), else `None`.
+pub(crate) fn parse_digits(raw: &[u8], max: usize) -> Option<u64> {
+    // One pass: this runs for every number of every row of a trace.
+    let mut n = 0u64;
+    let mut i = 0;
+    while let Some(&b) = raw.get(i) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        if i == max {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    match raw.get(i) {
+        None => Some(n),
+        Some(b'.') if raw[i + 1..].iter().all(|&b| b == b'0') => Some(n),
+        Some(_) => None,
+    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
@@ -111,7 +142,7 @@ pub(crate) fn parse_clock(raw: &[u8]) -> Option<Time> {
 
 /// A Slurm duration: `[DAYS-]HH:MM:SS`, `MM:SS`, `MM` (minutes) or `DAYS-HH[:MM]`, fractions of
 /// a second allowed in the seconds (`00:00:01.5`). Returns milliseconds.
-pub(crate) fn parse_slurm_duration(raw: &[u8]) -> Option<Time> {
+pub fn parse_slurm_duration(raw: &[u8]) -> Option<Time> {
     let s = std::str::from_utf8(raw).ok()?.trim();
     let (days, rest) = match s.split_once('-') {
         Some((d, r)) => (Some(digits(d.as_bytes())?), r),
@@ -156,6 +187,37 @@ pub(crate) fn secs_text(t: Time) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// What `parse_secs` gave before its whole-number fast path.
+    fn by_float(raw: &[u8]) -> Option<Time> {
+        let secs: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
+        (secs.is_finite() && (0.0..=MAX_SECONDS).contains(&secs)).then(|| time::from_secs_f64(secs))
+    }
+
+    #[test]
+    fn whole_seconds_are_read_without_the_float_parser() {
+        assert_eq!(parse_digits(b"266563.0", 12), Some(266_563));
+        assert_eq!(parse_digits(b"42.", 12), Some(42));
+        assert_eq!(parse_digits(b"42.5", 12), None);
+        assert_eq!(parse_digits(b"", 12), None);
+        assert_eq!(parse_digits(b".0", 12), None);
+        assert_eq!(parse_digits(b"-1", 12), None);
+        assert_eq!(parse_digits(b"1e3", 12), None);
+        assert_eq!(parse_digits(b"1234567890123", 12), None);
+        assert_eq!(parse_secs(b"266563.0"), Some(266_563_000));
+        assert_eq!(parse_secs(b"1.5"), Some(1_500));
+        assert_eq!(parse_secs(b"1e3"), Some(1_000_000));
+        assert_eq!(parse_secs(b"1000000000001"), None);
+    }
+
+    proptest! {
+        /// The fast path gives exactly what the float parser gives, on numbers and on junk.
+        #[test]
+        fn parse_secs_agrees_with_the_float_parser(s in "[-+]?[0-9]{0,14}(\\.[0-9]{0,4})?(e[0-9])?|[0-9. a-z]{0,8}") {
+            prop_assert_eq!(parse_secs(s.as_bytes()), by_float(s.as_bytes()), "{:?}", s);
+        }
+    }
 
     #[test]
     fn datetimes() {

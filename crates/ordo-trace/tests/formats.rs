@@ -32,7 +32,11 @@ JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRE
 fn sacct_parsable2() {
     let t = load(SACCT, "sacct.txt").unwrap();
     assert_eq!(t.format, Format::Sacct);
-    assert_eq!((t.rows, t.skipped_steps, t.dropped_zero_duration, t.workload.jobs.len()), (4, 2, 1, 3));
+    // Job 102 was pending when the row was written (nothing allocated, nothing elapsed): never ran.
+    assert_eq!(
+        (t.rows, t.skipped_steps, t.dropped_never_ran, t.dropped_zero_duration, t.workload.jobs.len()),
+        (4, 2, 1, 0, 3)
+    );
     let w = &t.workload;
     let a = job(w, "100");
     assert_eq!((a.gpus, a.cpus, a.mem_mib), (2, Some(8), Some(65_536)));
@@ -81,6 +85,26 @@ job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,du
 2,u2,vcB,0,4,1,FAILED,2020-04-01 00:10:07,2020-04-01 00:10:07,2020-04-01 00:10:17,10,0
 3,u1,vcA,1,6,1,CANCELLED,2020-04-01 00:20:07,,,0,5
 ";
+
+/// Issue 18: what a user puts in a job name cannot forge another field, a newline in a name
+/// does not split the record, and a job cancelled while pending (Slurm 22.05 writes StartTime =
+/// EndTime, NodeList=(null), NodeCnt=0) never ran.
+#[test]
+fn jobcomp_names_cannot_forge_fields() {
+    let text = "\
+JobId=20 UserId=ann(1) GroupId=g(1) Name=a b=c Partition=evil TimeLimit=1 JobState=COMPLETED Partition=gpu TimeLimit=30 StartTime=2024-03-01T10:00:00 EndTime=2024-03-01T10:10:00 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp/x TimeLimit=2 Partition=evil2 ReservationName= Tres=cpu=1,node=1,gres/gpu=2 Account=ml QOS=normal WcKey= Cluster=dev SubmitTime=2024-03-01T09:59:00 EligibleTime=2024-03-01T09:59:00 DerivedExitCode=0:0 ExitCode=0:0
+JobId=21 UserId=ann(1) GroupId=g(1) Name=two
+lines JobState=COMPLETED Partition=gpu TimeLimit=5 StartTime=2024-03-01T10:00:00 EndTime=2024-03-01T10:01:00 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,node=1,gres/gpu=1 Account=ml QOS=normal WcKey= Cluster=dev SubmitTime=2024-03-01T09:00:00 EligibleTime=2024-03-01T09:00:00 DerivedExitCode=0:0 ExitCode=0:0
+JobId=22 UserId=ann(1) GroupId=g(1) Name=wrap JobState=CANCELLED Partition=gpu TimeLimit=222 StartTime=2024-03-01T10:05:00 EndTime=2024-03-01T10:05:00 NodeList=(null) NodeCnt=0 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=dev SubmitTime=2024-03-01T10:04:00 EligibleTime=2024-03-01T10:04:00 DerivedExitCode=0:0 ExitCode=0:0
+";
+    let t = load(text, "jobcomp.txt").unwrap();
+    assert_eq!((t.rows, t.dropped_never_ran, t.dropped_zero_duration, t.workload.jobs.len()), (3, 1, 0, 2));
+    let w = &t.workload;
+    let a = job(w, "20");
+    assert_eq!((a.queue.as_deref(), a.estimate, a.gpus, a.runtime), (Some("gpu"), Some(30 * 60_000), 2, 600_000));
+    let b = job(w, "21");
+    assert_eq!((b.queue.as_deref(), b.estimate, b.gpus, b.runtime), (Some("gpu"), Some(5 * 60_000), 1, 60_000));
+}
 
 /// Found by the jobcomp fuzz target: a job id with a leading `\r` was kept as is, so writing the
 /// workload as generic CSV (whose cells are trimmed) and reading it back changed the name.

@@ -8,7 +8,7 @@ pub mod search;
 pub mod select;
 pub mod space;
 
-pub use search::{tune, Evaluated, StopReason, TuneOptions, TuneResult};
+pub use search::{tune, Dropped, Evaluated, StopReason, TuneOptions, TuneResult};
 pub use select::{summarize, Constraints, Limit, Objective, Summary};
 pub use space::{Candidate, Space};
 

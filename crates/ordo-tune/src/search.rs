@@ -1,5 +1,6 @@
 //! The search loop: FIFO baseline, then the starting grid, then rounds of local refinement and
 //! seeded random sampling, each round simulated in parallel (rayon) until a budget ends.
+//! Racing: a run whose mean JCT can no longer beat the best found is stopped where it is.
 
 use crate::select::{Constraints, Objective};
 use crate::space::{Candidate, Space};
@@ -38,6 +39,22 @@ pub struct Evaluated {
     pub sim_s: f64,
 }
 
+/// A configuration stopped before the end of its run because its mean JCT was certain to be
+/// worse than the best one of its kind found in earlier rounds (racing).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dropped {
+    /// The policy, as `PolicySpec` prints it.
+    pub policy: String,
+    /// The lower bound on its mean JCT (seconds) when it was stopped.
+    pub lower_bound_s: f64,
+    /// The best mean JCT (seconds) it could no longer beat.
+    pub limit_s: f64,
+    /// How far it got: simulated time reached, as a fraction of the span of arrivals.
+    pub reached: f64,
+    /// Wall time of the simulation until it was stopped, seconds.
+    pub sim_s: f64,
+}
+
 /// Why the search stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -67,6 +84,11 @@ pub struct TuneOptions {
     /// Candidates per parallel round (0: eight per rayon thread, at least 16). Results depend
     /// on it, so fix it when comparing runs across machines.
     pub round: usize,
+    /// Racing (objective `mean-jct` only): stop a run as soon as its mean JCT is certain to be
+    /// worse than the best feasible one of its kind from earlier rounds. It changes neither the
+    /// recommendation nor the non-preemptive pick nor the oracle bound, only which
+    /// configurations are run to the end (and so shown in the front).
+    pub race: bool,
 }
 
 impl Default for TuneOptions {
@@ -78,6 +100,7 @@ impl Default for TuneOptions {
             constraints: Constraints::default(),
             objective: Objective::MeanJct,
             round: 0,
+            race: true,
         }
     }
 }
@@ -97,6 +120,14 @@ pub struct TuneResult {
     pub space_size: usize,
     /// Configurations abandoned because they thrash (the simulator's runaway guard), with why.
     pub abandoned: Vec<(String, String)>,
+    /// Configurations stopped early by racing, in the order they were started.
+    pub dropped: Vec<Dropped>,
+}
+
+/// What one simulation gave.
+enum Outcome {
+    Done(Evaluated),
+    Dropped(Dropped),
 }
 
 fn evaluate(
@@ -104,14 +135,31 @@ fn evaluate(
     base: &SimConfig,
     spec: &PolicySpec,
     deadline: Option<Instant>,
-) -> Result<Evaluated, TuneError> {
+    limit_s: Option<f64>,
+) -> Result<Outcome, TuneError> {
     let mut cfg = base.clone();
     cfg.policy = spec.clone();
     cfg.deadline = deadline;
+    cfg.give_up_above_mean_jct_s = limit_s;
     let t0 = Instant::now();
-    let out = simulate(w, &cfg).map_err(|source| TuneError::Sim { policy: spec.to_string(), source })?;
+    let out = match simulate(w, &cfg) {
+        Ok(out) => out,
+        Err(ordo_sim::SimError::Beaten { time, lower_bound_s }) => {
+            let first = w.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
+            let last = w.jobs.iter().map(|j| j.submit).max().unwrap_or(0);
+            let reached = if last > first { (time - first) as f64 / (last - first) as f64 } else { 1.0 };
+            return Ok(Outcome::Dropped(Dropped {
+                policy: spec.to_string(),
+                lower_bound_s,
+                limit_s: limit_s.unwrap_or(f64::INFINITY),
+                reached,
+                sim_s: t0.elapsed().as_secs_f64(),
+            }));
+        }
+        Err(source) => return Err(TuneError::Sim { policy: spec.to_string(), source }),
+    };
     let m = out.metrics;
-    Ok(Evaluated {
+    Ok(Outcome::Done(Evaluated {
         policy: spec.to_string(),
         preemptive: spec.order.preemptive(),
         utilisation: m.headline_utilisation(),
@@ -122,7 +170,42 @@ fn evaluate(
         fairness_users: m.fairness_users,
         fairness_groups: m.fairness_groups,
         sim_s: t0.elapsed().as_secs_f64(),
-    })
+    }))
+}
+
+/// The mean JCT (seconds) that a run of `spec` must beat to matter, from the configurations run
+/// to the end so far: the best feasible deployable one when `spec` preempts, the best feasible
+/// deployable non-preemptive one when it does not (it may be the `non_preemptive` pick), and
+/// for an oracle the lower of the best deployable and the best oracle (it is shown only when it
+/// beats the recommendation, and only the best one). `None`: run it to the end.
+fn race_limit(
+    spec: &PolicySpec,
+    no_estimates: bool,
+    evaluated: &[Evaluated],
+    baseline: &Evaluated,
+    opts: &TuneOptions,
+) -> Option<f64> {
+    if !opts.race || opts.objective != Objective::MeanJct {
+        return None;
+    }
+    let best = |pred: &dyn Fn(&Evaluated) -> bool| {
+        evaluated
+            .iter()
+            .filter(|e| pred(e) && opts.constraints.violations(e, baseline).is_empty())
+            .map(|e| e.mean_jct_s)
+            .min_by(f64::total_cmp)
+    };
+    if spec.needs_estimate() && no_estimates {
+        let (rec, oracle) = (best(&|e| !e.clairvoyant()), best(&|e| e.clairvoyant()));
+        match (rec, oracle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    } else if spec.order.preemptive() {
+        best(&|e| !e.clairvoyant())
+    } else {
+        best(&|e| !e.preemptive && !e.clairvoyant())
+    }
 }
 
 /// Candidates chosen but not yet simulated, with the names already used.
@@ -147,13 +230,14 @@ impl Picker<'_> {
 }
 
 /// Searches `space` on workload `w` (cluster, placement and preemption overhead from `base`;
-/// its policy is ignored). `on_done` is called once per finished simulation, from any thread.
+/// its policy is ignored). `on_done` is called once per finished simulation, from any thread,
+/// with `None` for a run stopped by racing.
 pub fn tune(
     w: &Workload,
     base: &SimConfig,
     space: &Space,
     opts: &TuneOptions,
-    on_done: &(dyn Fn(&Evaluated) + Sync),
+    on_done: &(dyn Fn(Option<&Evaluated>) + Sync),
 ) -> Result<TuneResult, TuneError> {
     let start = Instant::now();
     let deadline = start + opts.budget;
@@ -164,6 +248,8 @@ pub fn tune(
     let mut evaluated: Vec<Evaluated> = Vec::new();
     let mut cands: Vec<Candidate> = Vec::new();
     let mut abandoned: Vec<(String, String)> = Vec::new();
+    let mut dropped: Vec<Dropped> = Vec::new();
+    let no_estimates = !w.jobs.is_empty() && w.jobs.iter().all(|j| j.estimate.is_none());
 
     // The baseline: strict FIFO, always simulated first.
     let fifo = grid.pop_front().filter(|c| space.name(c) == "fifo").ok_or_else(|| {
@@ -174,19 +260,21 @@ pub fn tune(
     })?;
     let mut first = Vec::new();
     picker.take(fifo, &mut first)?;
-    let baseline = evaluate(w, base, &first[0].1, None)?;
-    on_done(&baseline);
+    let Outcome::Done(baseline) = evaluate(w, base, &first[0].1, None, None)? else {
+        unreachable!("a run without a limit is never stopped by racing")
+    };
+    on_done(Some(&baseline));
     evaluated.push(baseline.clone());
     cands.push(first[0].0.clone());
 
     let stopped = loop {
-        if evaluated.len() >= opts.max_configs {
+        if evaluated.len() + dropped.len() >= opts.max_configs {
             break StopReason::MaxConfigs;
         }
         if Instant::now() >= deadline {
             break StopReason::Budget;
         }
-        let want = round.min(opts.max_configs - evaluated.len());
+        let want = round.min(opts.max_configs - evaluated.len() - dropped.len());
         let mut batch: Vec<(Candidate, PolicySpec)> = Vec::new();
         // 1. The starting grid.
         while batch.len() < want {
@@ -235,19 +323,25 @@ pub fn tune(
         // Longest first (by the space's cost estimate), so a slow run does not start last and
         // leave the other cores idle at the end of the round. Stable: ties keep their order.
         batch.sort_by(|a, b| space.cost(&b.0).total_cmp(&space.cost(&a.0)));
-        let results: Vec<Option<Result<Evaluated, TuneError>>> = batch
+        // Limits come from earlier rounds only, so the search stays deterministic.
+        let limits: Vec<Option<f64>> =
+            batch.iter().map(|(_, spec)| race_limit(spec, no_estimates, &evaluated, &baseline, opts)).collect();
+        let results: Vec<Option<Result<Outcome, TuneError>>> = batch
             .par_iter()
-            .map(|(_, spec)| {
+            .zip(limits.par_iter())
+            .map(|((_, spec), &limit)| {
                 if Instant::now() >= deadline {
                     return None;
                 }
                 // A run still going when the budget ends is abandoned, not waited for.
-                let r = evaluate(w, base, spec, Some(deadline));
+                let r = evaluate(w, base, spec, Some(deadline), limit);
                 if let Err(TuneError::Sim { source: ordo_sim::SimError::Deadline { .. }, .. }) = &r {
                     return None;
                 }
-                if let Ok(e) = &r {
-                    on_done(e);
+                match &r {
+                    Ok(Outcome::Done(e)) => on_done(Some(e)),
+                    Ok(Outcome::Dropped(_)) => on_done(None),
+                    Err(_) => {}
                 }
                 Some(r)
             })
@@ -258,10 +352,13 @@ pub fn tune(
                 Some(Err(TuneError::Sim { policy, source: source @ ordo_sim::SimError::Runaway { .. } })) => {
                     abandoned.push((policy, source.to_string()));
                 }
-                Some(r) => {
-                    evaluated.push(r?);
-                    cands.push(c);
-                }
+                Some(r) => match r? {
+                    Outcome::Done(e) => {
+                        evaluated.push(e);
+                        cands.push(c);
+                    }
+                    Outcome::Dropped(d) => dropped.push(d),
+                },
                 None => cut = true,
             }
         }
@@ -269,5 +366,13 @@ pub fn tune(
             break StopReason::Budget;
         }
     };
-    Ok(TuneResult { evaluated, baseline, stopped, elapsed: start.elapsed(), space_size: space.size(), abandoned })
+    Ok(TuneResult {
+        evaluated,
+        baseline,
+        stopped,
+        elapsed: start.elapsed(),
+        space_size: space.size(),
+        abandoned,
+        dropped,
+    })
 }

@@ -1,7 +1,7 @@
 //! Constraints, objective, Pareto front and recommendation over evaluated policies; pure
 //! functions on [`Evaluated`] values, so they are tested without simulating anything.
 
-use crate::search::{Evaluated, StopReason, TuneResult};
+use crate::search::{Dropped, Evaluated, StopReason, TuneResult};
 use crate::ParseError;
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -263,13 +263,15 @@ pub struct Summary {
     pub constraints: Vec<String>,
     /// Candidates in the space (before names meaning the same policy are merged).
     pub space_size: usize,
-    /// Configurations simulated, the baseline included.
+    /// Configurations simulated to the end, the baseline included.
     pub evaluated: usize,
+    /// Configurations stopped early by racing (their mean JCT could no longer beat the best).
+    pub stopped_early: usize,
     /// Those meeting every constraint.
     pub feasible: usize,
     /// Wall time of the search, seconds.
     pub elapsed_s: f64,
-    /// Configurations simulated per minute of wall time.
+    /// Configurations tried (run to the end or stopped early) per minute of wall time.
     pub configs_per_minute: f64,
     /// Why the search stopped.
     pub stopped: StopReason,
@@ -293,6 +295,8 @@ pub struct Summary {
     pub all: Vec<Evaluated>,
     /// Configurations abandoned because they thrash: (policy, why).
     pub abandoned: Vec<(String, String)>,
+    /// Configurations stopped early by racing, in the order started.
+    pub dropped: Vec<Dropped>,
 }
 
 /// Sorts, filters and summarises a search: feasibility, the front and the recommendation.
@@ -331,7 +335,8 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
         evaluated: r.evaluated.len(),
         feasible: feasible.len(),
         elapsed_s: secs,
-        configs_per_minute: if secs > 0.0 { r.evaluated.len() as f64 * 60.0 / secs } else { 0.0 },
+        stopped_early: r.dropped.len(),
+        configs_per_minute: if secs > 0.0 { (r.evaluated.len() + r.dropped.len()) as f64 * 60.0 / secs } else { 0.0 },
         stopped: r.stopped,
         baseline: r.baseline.clone(),
         front,
@@ -340,6 +345,7 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
         bound,
         all: r.evaluated.clone(),
         abandoned: r.abandoned.clone(),
+        dropped: r.dropped.clone(),
     }
 }
 
@@ -430,6 +436,7 @@ mod tests {
             elapsed: Duration::from_secs(30),
             space_size: 10,
             abandoned: Vec::new(),
+            dropped: Vec::new(),
         }
     }
 

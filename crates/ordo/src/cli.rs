@@ -39,7 +39,7 @@ enum Cmd {
     Slurm(crate::slurm_cmd::SlurmArgs),
     #[command(flatten)]
     Server(crate::server_cmd::ServerCmd),
-    /// Plan, split and pace requests to OpenAI-compatible AI APIs: `ordo batch plan|split|run`.
+    /// Plan, split, pace, submit and report requests to AI APIs: `ordo batch plan|split|run|submit|status|fetch|cancel|report`.
     Batch(crate::batch_cmd::BatchArgs),
     /// Search orders x backfill x parameters on a workload; print the Pareto front and the
     /// recommended policy as config for `ordo server` and `ordo slurm drive`.
@@ -176,6 +176,10 @@ pub struct Input {
     pub preemption_overhead: ordo_core::Time,
     /// `--quotas FILE`, read and checked.
     pub quotas: Option<ordo_core::QuotaConfig>,
+    /// From an `ordo server`'s database: the schedule as it ran (its row) and its words.
+    pub as_run: Option<(SimOutput, ordo_report::AsRun)>,
+    /// The policy that server ran (simulated beside the others).
+    pub server_policy: Option<PolicySpec>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
@@ -186,21 +190,26 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         None => None,
     };
     let explicit = |c: &ClusterSpec| (c.clone(), "given by --cluster".to_string());
+    let mut server = None;
     let (workload, mut source, (cluster, cluster_from), placement) = match &a.trace {
         Some(path) => {
-            let t = crate::trace_cmd::load(path, a.format, &a.select)?;
+            let mut t = crate::trace_cmd::load(path, a.format, &a.select)?;
             crate::trace_cmd::report_other_drops(&t);
+            server = t.server.take().map(|s| (s, cluster_arg.is_none()));
             let cluster = match (&cluster_arg, &a.cluster) {
                 (Some(c), _) => explicit(c),
                 (None, Some(_)) => {
                     (crate::trace_cmd::cluster_from_trace(&t)?, "from the trace header (--cluster trace)".into())
                 }
-                (None, None) => match crate::trace_cmd::declared_cluster(&t, path)? {
-                    Some(found) => found,
-                    None => (
-                        ClusterSpec::uniform(64, 8),
-                        "ordo's default: the trace declares no cluster; give --cluster".into(),
-                    ),
+                (None, None) => match server.as_ref().map(|(s, _)| s.cluster.clone()) {
+                    Some(c) => (c, "the server's own nodes, from its database; --cluster to change".into()),
+                    None => match crate::trace_cmd::declared_cluster(&t, path)? {
+                        Some(found) => found,
+                        None => (
+                            ClusterSpec::uniform(64, 8),
+                            "ordo's default: the trace declares no cluster; give --cluster".into(),
+                        ),
+                    },
                 },
             };
             let info = output::InputInfo {
@@ -215,7 +224,9 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
                 estimates: None,
                 cluster_from: String::new(),
             };
-            (t.workload, info, cluster, a.placement.unwrap_or(Placement::Pooled))
+            // The server places each job on one node.
+            let placement = if server.is_some() { Placement::Consolidated } else { Placement::Pooled };
+            (t.workload, info, cluster, a.placement.unwrap_or(placement))
         }
         None => {
             if a.select.any() {
@@ -268,7 +279,76 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     } else {
         source.estimates = estimates_note(&workload);
     }
-    Ok(Input { workload, cluster, placement, source, preemption_overhead: a.preemption_overhead, quotas })
+    let mut server_policy = None;
+    let mut as_run = None;
+    if let Some((s, own_cluster)) = server {
+        server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
+        as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
+    }
+    Ok(Input {
+        workload,
+        cluster,
+        placement,
+        source,
+        preemption_overhead: a.preemption_overhead,
+        quotas,
+        as_run,
+        server_policy,
+    })
+}
+
+/// The as-run row of an `ordo server`'s database: only on the server's own cluster and with the
+/// submit times as they were (else it would not be what ran); says why when it is left out.
+fn as_run_row(
+    w: &Workload,
+    cluster: &ClusterSpec,
+    placement: Placement,
+    s: &ordo_trace::ServerRecord,
+    own_cluster: bool,
+) -> Result<Option<(SimOutput, ordo_report::AsRun)>> {
+    let why_not = if !own_cluster {
+        Some("--cluster is not the server's own")
+    } else if s.runs.is_empty() && !w.jobs.is_empty() {
+        Some("--scale-load moved the submit times")
+    } else if placement != Placement::Consolidated {
+        Some("--placement is not the server's (consolidated)")
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        eprintln!("note: no as-run row: {why}, so the schedule the server ran does not apply");
+        return Ok(None);
+    }
+    let runs: Vec<Vec<ordo_sim::asrun::RealRun>> = s
+        .runs
+        .iter()
+        .map(|r| r.iter().map(|x| ordo_sim::asrun::RealRun { start: x.start, end: x.end, node: x.node }).collect())
+        .collect();
+    let out = ordo_sim::asrun::as_run(w, cluster, placement, &runs).context("the schedule as run")?;
+    let busy: Vec<Option<f64>> = s.busy.iter().map(|b| b.map(|b| b.mean_pct)).collect();
+    let share = ordo_sim::asrun::busy_share(&out, &busy);
+    let words = ordo_report::AsRun::new(&out.metrics, s.policy.clone(), s.policies.clone(), share);
+    Ok(Some((out, words)))
+}
+
+/// The policies to simulate: those given, and the one an `ordo server` ran (from its database)
+/// when it is not among them, first.
+pub(crate) fn policies_for(input: &Input, given: &[PolicySpec]) -> Vec<PolicySpec> {
+    let mut v = given.to_vec();
+    if let Some(p) = &input.server_policy {
+        if !v.contains(p) {
+            v.insert(0, p.clone());
+        }
+    }
+    v
+}
+
+/// The simulated runs with the as-run row first, when there is one.
+pub(crate) fn with_as_run(input: &Input, mut outs: Vec<SimOutput>) -> Vec<SimOutput> {
+    if let Some((o, _)) = &input.as_run {
+        outs.insert(0, o.clone());
+    }
+    outs
 }
 
 /// What policies that read run-time estimates get from this workload, when not every job has
@@ -339,8 +419,9 @@ pub fn run() -> Result<ExitCode> {
                 bail!("--policies: give at least one policy");
             }
             let input = load_input(&a.input)?;
-            let outs = run_all(&input, &a.policies.0)?;
-            let report = output::Comparison::new(&input.source, &input.workload, &outs);
+            let outs = with_as_run(&input, run_all(&input, &policies_for(&input, &a.policies.0))?);
+            let mut report = output::Comparison::new(&input.source, &input.workload, &outs);
+            report.as_run = input.as_run.as_ref().map(|(_, words)| words.clone());
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

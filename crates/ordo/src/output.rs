@@ -37,6 +37,9 @@ pub struct Comparison {
     pub bounds: String,
     /// Why utilisation changes from the baseline to the best: idle capacity by cause.
     pub why: ordo_report::Why,
+    /// The schedule as run and its GPU activity (an `ordo server`'s database as input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_run: Option<ordo_report::AsRun>,
 }
 
 /// `n` and the noun, plural unless `n` is 1 (`1 job`, `3 jobs`).
@@ -55,11 +58,13 @@ impl Comparison {
         let h = ordo_report::headline::headline(&results);
         let (b, x) = (&results[h.baseline], &results[h.best]);
         let rejected = outs
-            .first()
+            .iter()
+            .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
             .map(|o| o.rejected.iter().map(|r| (format!("{}", r.job), r.gpus)).collect())
             .unwrap_or_default();
         let never_satisfied = outs
-            .first()
+            .iter()
+            .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
             .map(|o| {
                 let name = |r: &ordo_sim::engine::Rejected| match w.jobs.get(r.job.idx()) {
                     Some(j) if !j.name.is_empty() => j.name.clone(),
@@ -80,6 +85,7 @@ impl Comparison {
             results,
             rejected,
             never_satisfied,
+            as_run: None,
         }
     }
 
@@ -185,6 +191,9 @@ impl Comparison {
                 "oracle:  the workload has no run-time estimates, so policies marked oracle ({}) read each job's true run time: a bound, not a policy to deploy.",
                 oracles.join(", ")
             );
+        }
+        for l in self.as_run.iter().flat_map(|a| &a.lines) {
+            let _ = writeln!(s, "as-run:  {l}");
         }
         if self.results.len() > 1 {
             let _ = writeln!(s, "\n{}", self.headline);

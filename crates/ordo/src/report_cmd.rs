@@ -1,7 +1,7 @@
 //! `ordo report`: replays one workload under several policies and writes the report of
 //! crates/ordo-report as HTML (self-contained), Markdown or JSON, with cost and equivalent GPUs.
 
-use crate::cli::{config, load_input, run_all, InputArgs, PolicyList, DEFAULT_POLICIES};
+use crate::cli::{config, load_input, policies_for, run_all, with_as_run, InputArgs, PolicyList, DEFAULT_POLICIES};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use ordo_report::{render, OwnerBy, Price, Report, ReportOptions};
@@ -99,7 +99,8 @@ pub fn run(a: ReportArgs) -> Result<()> {
     let price = price(&a)?;
     let format = out_format(&a);
     let input = load_input(&a.input)?;
-    let outs = run_all(&input, &a.policies.0)?;
+    let policies = policies_for(&input, &a.policies.0);
+    let simulated = run_all(&input, &policies)?;
     let opts = ReportOptions {
         title: a.title.clone(),
         by: match a.by {
@@ -110,18 +111,20 @@ pub fn run(a: ReportArgs) -> Result<()> {
         },
         top: a.top,
         price,
+        as_run: input.as_run.as_ref().map(|(_, words)| words.clone()),
         ..ReportOptions::default()
     };
     let equivalent = if a.no_equivalent {
         None
     } else {
-        let results: Vec<_> = outs.iter().map(|o| o.metrics.clone()).collect();
+        // Among the simulated policies (the schedule as run cannot be replayed on more GPUs).
+        let results: Vec<_> = simulated.iter().map(|o| o.metrics.clone()).collect();
         let h = ordo_report::headline(&results);
         let spinner = crate::progress::spinner("equivalent GPUs: simulating larger clusters");
         let tick = || spinner.inc(1);
         let e = ordo_report::equivalent_gpus(
             &input.workload,
-            &config(&input, &a.policies.0[h.baseline]),
+            &config(&input, &policies[h.baseline]),
             results[h.baseline].mean_jct_s,
             &results[h.best].policy,
             results[h.best].mean_jct_s,
@@ -131,6 +134,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
         spinner.finish_and_clear();
         Some(e?)
     };
+    let outs = with_as_run(&input, simulated);
     let report = Report::build(&input.source, &input.workload, &outs, &opts, equivalent)?;
     let text = match format {
         OutFormat::Json => serde_json::to_string_pretty(&report)? + "\n",

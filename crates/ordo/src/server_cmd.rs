@@ -4,6 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use ordo_core::policy::parse_duration;
+use ordo_server::activity::ActivitySource;
 use ordo_server::agent::{AgentConfig, GpuSpec};
 use ordo_server::api::*;
 use ordo_server::auth::Role;
@@ -138,6 +139,18 @@ pub struct ServerArgs {
     /// Preemptive policies: a job runs at least this long before it may be preempted (default 60s).
     #[arg(long)]
     min_run: Option<String>,
+    /// Serve /metrics without a token (config `metrics_public`).
+    #[arg(long)]
+    metrics_public: bool,
+    /// A job whose GPUs stay under this busy % ... (config `idle_threshold`, default 5).
+    #[arg(long)]
+    idle_threshold: Option<f64>,
+    /// ... for this long is flagged allocated-but-idle (config `idle_after`, default 30m).
+    #[arg(long)]
+    idle_after: Option<String>,
+    /// POST a JSON notice here when a job is flagged allocated-but-idle (config `idle_webhook`).
+    #[arg(long)]
+    idle_webhook: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -187,6 +200,14 @@ pub struct AgentArgs {
     /// Memory to offer to jobs, e.g. 64G (default: the machine's).
     #[arg(long)]
     mem: Option<String>,
+    /// Where GPU activity comes from: `nvml` (the default with --gpus auto), `file:PATH` (a
+    /// file read at every sample: lines `GPU UTIL_PCT [MEM_USED_MIB [POWER_W [SM_PCT]]]`),
+    /// `seed:N` (a seeded generator, for fake GPUs) or `off` (the default with fake GPUs).
+    #[arg(long)]
+    gpu_activity: Option<ActivitySource>,
+    /// How often GPU activity is sampled and sent (1s to 20s).
+    #[arg(long, default_value = "5s")]
+    activity_every: String,
 }
 
 #[derive(Args, Debug)]
@@ -469,6 +490,12 @@ fn job_line(j: &JobInfo) -> String {
     )
 }
 
+/// A job's GPU activity in words: `busy 47% (p10 12%, peak 40.0 GiB)`.
+fn busy_text(a: &JobActivity) -> String {
+    let peak = a.peak_mem_mib.map(|m| format!(", peak {:.1} GiB", m as f64 / 1024.0)).unwrap_or_default();
+    format!("busy {:.0}% (p10 {:.0}%{peak})", a.mean_busy_pct, a.p10_busy_pct)
+}
+
 fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
@@ -509,6 +536,10 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if let Some(m) = &a.min_run {
                 cfg.set_min_run(w, m)?;
             }
+            if a.metrics_public {
+                cfg.metrics_public = true;
+            }
+            cfg.set_idle(w, a.idle_threshold, a.idle_after.as_deref(), a.idle_webhook.as_deref())?;
             cfg.validate(w)?;
             let db = cfg.db.clone();
             ordo_server::run(cfg, |url| {
@@ -550,6 +581,14 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             let grace = parse_duration(&a.grace)
                 .with_context(|| format!("--grace `{}`: expected a duration such as 10s", a.grace))?;
             let exe = std::env::current_exe().context("locating the ordo binary for the job supervisor")?;
+            let activity_every =
+                parse_duration(&a.activity_every).filter(|t| (1_000..=20_000).contains(t)).with_context(|| {
+                    format!("--activity-every `{}`: expected a duration from 1s to 20s", a.activity_every)
+                })?;
+            let activity = a.gpu_activity.unwrap_or(match a.gpus {
+                GpuSpec::Auto => ActivitySource::Nvml,
+                GpuSpec::Fake(_) => ActivitySource::Off,
+            });
             let cfg = AgentConfig {
                 server,
                 token,
@@ -566,6 +605,8 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     Some(p) => Some(std::fs::read(&p).with_context(|| format!("CA file {}", p.display()))?),
                     None => None,
                 },
+                activity,
+                activity_every_ms: activity_every as u64,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -720,8 +761,8 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 return print_json(&n).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "{:<16} {:<5} {:>4} {:>4}  {:<20} {:>9} {:>15}  jobs",
-                "node", "state", "gpus", "free", "kind", "cpus used", "memory used"
+                "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
+                "node", "state", "gpus", "free", "busy", "kind", "cpus used", "memory used"
             );
             for x in &n {
                 let kind = if x.fake {
@@ -735,12 +776,14 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .mem_mib
                     .map(|m| format!("{}/{}", fmt_mib(x.used_mem_mib), fmt_mib(m)))
                     .unwrap_or_else(|| "-".into());
+                let busy = x.busy_pct.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "-".into());
                 println!(
-                    "{:<16} {:<5} {:>4} {:>4}  {:<20} {:>9} {:>15}  {}",
+                    "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
                     clean(&x.name),
                     x.state,
                     x.gpus,
                     x.free_gpus,
+                    busy,
                     kind,
                     cpus,
                     mem,
@@ -749,6 +792,17 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             for x in n.iter().filter(|x| !x.mem_limits) {
                 println!("{}: memory limits: not enforced (no writable cgroup)", clean(&x.name));
+            }
+            for x in &n {
+                for j in &x.idle_jobs {
+                    println!(
+                        "{}: job {j} is ALLOCATED-BUT-IDLE: it holds GPUs but kept them under the idle threshold (`ordo explain {j}`)",
+                        clean(&x.name)
+                    );
+                }
+            }
+            if n.iter().any(|x| x.busy_pct.is_some()) {
+                println!("busy: mean share of time a kernel ran on the node's GPUs, from the agent's latest samples");
             }
         }
         ServerCmd::Explain(a) => {
@@ -803,6 +857,25 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if j.no_preempt {
                 println!("never preempted (--no-preempt)");
             }
+            if let Some(a) = &j.activity {
+                println!(
+                    "GPU activity: {} over {} GPU samples (busy: the share of time a kernel ran, NVML utilization.gpu)",
+                    busy_text(a),
+                    a.samples
+                );
+                match (a.idle_flagged, a.idle_since) {
+                    (Some(f), Some(s)) => println!(
+                        "ALLOCATED-BUT-IDLE: its GPUs have been under the idle threshold since {} UTC (flagged {} UTC)",
+                        fmt_time(s),
+                        fmt_time(f)
+                    ),
+                    (None, Some(s)) => println!(
+                        "under the idle threshold since {} UTC (not yet long enough to be flagged)",
+                        fmt_time(s)
+                    ),
+                    _ => {}
+                }
+            }
         }
         ServerCmd::History(a) => {
             let mut path = format!("/v1/history?limit={}", a.limit);
@@ -818,7 +891,8 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!("{:>6}  {:<10} {:<10} {:<16} {:>4}  details", "job", "state", "user", "name", "gpus");
             for j in &h {
-                println!("{}  {}", job_line(j), clean(j.end_reason.as_deref().unwrap_or("")));
+                let busy = j.activity.as_ref().map(|a| format!("{}; ", busy_text(a))).unwrap_or_default();
+                println!("{}  {busy}{}", job_line(j), clean(j.end_reason.as_deref().unwrap_or("")));
             }
         }
         ServerCmd::Policy { cmd } => {

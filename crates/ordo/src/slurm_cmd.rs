@@ -4,9 +4,10 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use ordo_core::{ClusterSpec, Placement, PolicySpec};
-use ordo_slurm::drive::{check_policy, rfc3339, unix_now};
+use ordo_slurm::audit::{rfc3339, unix_now};
+use ordo_slurm::drive::check_policy;
 use ordo_slurm::order::cluster_from_nodes;
-use ordo_slurm::{drive_once, release, Backend, DriveConfig, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
+use ordo_slurm::{release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
 use ordo_trace::{load_reader, write_generic, Format, LoadOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,6 +55,10 @@ struct ImportArgs {
     /// Only this partition.
     #[arg(long)]
     partition: Option<String>,
+    /// Go on past bad rows (each is counted, the first ten reported) instead of stopping at the
+    /// first.
+    #[arg(long)]
+    skip_bad: bool,
     /// Longest wait for one Slurm command.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     timeout: Duration,
@@ -85,12 +90,23 @@ struct DriveArgs {
     /// Plan for this cluster (COUNTxGPUS groups) instead of the nodes sinfo reports.
     #[arg(long)]
     cluster: Option<String>,
-    /// Only this partition's nodes and jobs.
+    /// Order only the pending jobs whose first partition is one of these (comma-separated; default:
+    /// every partition). Each partition is planned on its own nodes.
+    #[arg(long, value_delimiter = ',')]
+    partition: Option<Vec<String>>,
+    /// The highest priority ordo gives (default: the highest Slurm accepts, 4294967293, less
+    /// 1,000 left for priorities set by hand).
     #[arg(long)]
-    partition: Option<String>,
-    /// Priority given to the first job in ordo's order; the next ones descend by one.
-    #[arg(long, default_value_t = 1_000_000)]
-    priority_top: u32,
+    priority_top: Option<u64>,
+    /// The highest priority Slurm's own priority plugin may give a job: ordo's are all above it,
+    /// so a new job waits below the ranked queue until ordo places it (default: from the
+    /// controller's configuration: 4294901760 for priority/basic, the sum of the weights for
+    /// priority/multifactor).
+    #[arg(long)]
+    priority_floor: Option<u64>,
+    /// The most priority updates per second (halved while the controller answers slowly).
+    #[arg(long, default_value_t = 200.0)]
+    max_rate: f64,
     #[command(flatten)]
     conn: SlurmConn,
 }
@@ -108,6 +124,9 @@ struct SlurmConn {
     /// The user the JWT belongs to (default: $USER, else root).
     #[arg(long)]
     rest_user: Option<String>,
+    /// slurmrestd's OpenAPI version (v0.0.38 for Slurm 22.05, v0.0.42 for 24.11).
+    #[arg(long, default_value = "v0.0.38")]
+    rest_version: String,
     /// A file holding the JWT (`SLURM_JWT=...` as `scontrol token` prints, or the bare token).
     #[arg(long)]
     rest_token_file: Option<PathBuf>,
@@ -121,6 +140,9 @@ struct ReleaseArgs {
     /// Say what would be released; change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// The most priority updates per second.
+    #[arg(long, default_value_t = 200.0)]
+    max_rate: f64,
     #[command(flatten)]
     conn: SlurmConn,
 }
@@ -146,8 +168,7 @@ pub fn run(a: SlurmArgs) -> Result<ExitCode> {
 }
 
 fn import(a: ImportArgs) -> Result<ExitCode> {
-    let mut slurm = SlurmCli::new(a.timeout);
-    slurm.partition = a.partition.clone();
+    let slurm = SlurmCli::new(a.timeout);
     let spin = crate::progress::spinner("reading Slurm accounting");
     let read = || -> Result<_> {
         let (text, name, format) = if let Some(p) = &a.sacct_file {
@@ -163,15 +184,23 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
                 Format::Jobcomp,
             )
         } else {
-            let out = slurm.sacct(a.since.as_deref(), a.until.as_deref()).context("running sacct")?;
+            let out =
+                slurm.sacct(a.since.as_deref(), a.until.as_deref(), a.partition.as_deref()).context("running sacct")?;
             (out.into_bytes(), "sacct".to_string(), Format::Sacct)
         };
-        let t = load_reader(text.as_slice(), &name, &LoadOptions::new(format))?;
+        let opts = LoadOptions { skip_bad: a.skip_bad, ..LoadOptions::new(format) };
+        let t = load_reader(text.as_slice(), &name, &opts)?;
         Ok((t, name, format))
     };
     let read = read();
     spin.finish_and_clear();
     let (t, name, format) = read?;
+    if t.skipped_bad > 0 {
+        eprintln!("warning: {name}: skipped {} bad rows (--skip-bad); the first reasons:", t.skipped_bad);
+        for r in &t.bad_reasons {
+            eprintln!("  {r}");
+        }
+    }
     let mut w = t.workload;
     if let (Some(p), Format::Jobcomp) = (&a.partition, format) {
         // sacct filtered by partition itself; the jobcomp log holds every partition.
@@ -188,14 +217,14 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     let cluster = match &a.cluster {
         Some(c) => format!("{} (--cluster)", ClusterSpec::parse(c).context("--cluster")?.describe()),
         None => match slurm.nodes() {
-            Ok(nodes) => describe_all(&nodes),
+            Ok(nodes) => describe_all(&nodes, a.partition.as_deref()),
             Err(e) => format!("unknown ({e}); give --cluster"),
         },
     };
     let gpus: u64 = w.jobs.iter().map(|j| u64::from(j.gpus)).sum();
     // The summary goes to stderr when the trace itself goes to stdout.
-    let msg = format!(
-        "read {} accounting rows from {name}: {} jobs written ({} GPUs asked in all, {} users); dropped {} that never ran and {} with run time 0\ncluster: {cluster}\n",
+    let mut msg = format!(
+        "read {} accounting rows from {name}: {} jobs written ({} GPUs asked in all, {} users); dropped {} that never ran and {} with run time 0",
         t.rows,
         w.jobs.len(),
         gpus,
@@ -203,6 +232,10 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         t.dropped_never_ran,
         t.dropped_zero_duration,
     );
+    if t.skipped_bad > 0 {
+        msg.push_str(&format!("; skipped {} bad rows", t.skipped_bad));
+    }
+    msg.push_str(&format!("\ncluster: {cluster}\n"));
     match &a.out {
         Some(p) => {
             print!("{msg}");
@@ -214,23 +247,27 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every node (available or not) as COUNTxGPUS groups: the cluster's size for `compare`.
-fn describe_all(nodes: &[SlurmNode]) -> String {
-    let all: Vec<SlurmNode> = nodes.iter().map(|n| SlurmNode { state: "idle".into(), ..n.clone() }).collect();
-    match cluster_from_nodes(&all) {
+/// Every node (available or not) of `partition` (default: all) as COUNTxGPUS groups: the
+/// cluster's size for `compare`.
+fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> String {
+    let all: Vec<SlurmNode> = nodes
+        .iter()
+        .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)))
+        .map(|n| SlurmNode { state: "idle".into(), ..n.clone() })
+        .collect();
+    let refs: Vec<&SlurmNode> = all.iter().collect();
+    match cluster_from_nodes(&refs, false) {
         Some(c) => format!("{} (from sinfo, {} nodes)", c.describe(), c.nodes.len()),
         None => "unknown (sinfo lists no nodes); give --cluster".into(),
     }
 }
 
 /// The Slurm connection: slurmrestd when `rest` is given, else the command-line clients.
-fn backend(conn: &SlurmConn, partition: Option<String>) -> Result<Box<dyn Backend>> {
-    let SlurmConn { rest, rest_user: user, rest_token_file: token_file, timeout } = conn;
+fn backend(conn: &SlurmConn) -> Result<Box<dyn Backend>> {
+    let SlurmConn { rest, rest_user: user, rest_token_file: token_file, rest_version, timeout } = conn;
     let timeout = *timeout;
     let Some(url) = rest else {
-        let mut c = SlurmCli::new(timeout);
-        c.partition = partition;
-        return Ok(Box::new(c));
+        return Ok(Box::new(SlurmCli::new(timeout)));
     };
     let token = match token_file {
         Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading --rest-token-file {}", p.display()))?,
@@ -242,27 +279,72 @@ fn backend(conn: &SlurmConn, partition: Option<String>) -> Result<Box<dyn Backen
         bail!("--rest: the JWT is empty");
     }
     let user = user.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "root".into());
-    let mut r = SlurmRest::new(url, &user, &token, timeout);
-    r.partition = partition;
-    Ok(Box::new(r))
+    Ok(Box::new(SlurmRest::new(url, &user, &token, rest_version, timeout)))
 }
 
 fn stamp() -> String {
     rfc3339(unix_now())
 }
 
+fn secs(d: Duration) -> String {
+    format!("{:.2}s", d.as_secs_f64())
+}
+
+/// The line a pass prints: jobs ordered, updates, time and the controller's latency. Scripts
+/// read `changed N priorities` in it.
+fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
+    let i = &r.intended;
+    let verb = if dry_run { "would change" } else { "changed" };
+    let mut s = format!(
+        "cluster {}, {} running, {} pending ordered, {} left alone",
+        i.cluster,
+        i.running,
+        i.order.len(),
+        i.left_alone.len()
+    );
+    if i.not_driven > 0 {
+        s.push_str(&format!(", {} in partitions not driven here", i.not_driven));
+    }
+    s.push_str(&format!("; {verb} {} priorities", r.changes.len()));
+    if !r.failed.is_empty() {
+        s.push_str(&format!(" ({} refused: job gone)", r.failed.len()));
+    }
+    s.push_str(&format!(
+        " in {} (read {}, plan {}",
+        secs(r.read_time + r.plan_time + r.update_time),
+        secs(r.read_time),
+        secs(r.plan_time)
+    ));
+    if !r.changes.is_empty() && !dry_run {
+        s.push_str(&format!(", updates {}", secs(r.update_time)));
+    }
+    s.push(')');
+    if let Some(l) = r.latency {
+        s.push_str(&format!("; controller {:.1} ms per update, at most {:.0}/s", l.as_secs_f64() * 1000.0, r.rate));
+    }
+    s
+}
+
 fn drive(a: DriveArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
-    let slurm = backend(&a.conn, a.partition.clone())?;
+    let slurm = backend(&a.conn)?;
     let cfg = DriveConfig {
-        policy: a.policy.clone(),
-        placement: a.placement,
-        cluster,
+        plan: PlanSpec {
+            policy: a.policy.clone(),
+            placement: a.placement,
+            partitions: a.partition.clone(),
+            model_memory: false,
+            cluster,
+        },
+        priority_floor: a.priority_floor,
         priority_top: a.priority_top,
         dry_run: a.dry_run,
         audit_log: a.audit_log.clone(),
+        max_rate: a.max_rate,
+        max_batch: 100,
     };
+    let mut driver = Driver::new(slurm.as_ref(), cfg)?;
     if a.dry_run {
         println!(
             "{} ordo slurm drive --dry-run: policy {}; printing the intended order, changing nothing",
@@ -271,10 +353,11 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         );
     } else {
         println!(
-            "{} ordo slurm drive: policy {}, a pass every {:?}; every priority change is appended to {}",
+            "{} ordo slurm drive: policy {}, a pass every {:?}, through {}; every priority change is appended to {}",
             stamp(),
             a.policy,
             a.interval,
+            slurm.describe(),
             a.audit_log.display()
         );
         println!(
@@ -282,30 +365,42 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
             a.audit_log.display()
         );
     }
-    let mut outage: Option<(Instant, String)> = None;
+    let mut outage: Option<Instant> = None;
     let mut last_summary: Option<String> = None;
+    let mut shown_range = false;
     let mut pass = 0u64;
     loop {
         pass += 1;
         let t0 = Instant::now();
-        match drive_once(slurm.as_ref(), &cfg) {
+        match driver.pass() {
             Ok(r) => {
-                let resumed = outage.take().map(|(since, _)| {
+                let resumed = outage.take().map(|since| {
                     println!("{} slurm reachable again after {:.0}s; resuming", stamp(), since.elapsed().as_secs_f64());
                 });
+                if let (false, Some(range)) = (shown_range, driver.range()) {
+                    shown_range = true;
+                    let plugin = driver
+                        .controller_config()
+                        .map_or("unknown through slurmrestd".to_string(), |c| c.priority_type.clone());
+                    println!(
+                        "{} priorities ordo gives: {} to {} (priority plugin: {plugin}; Slurm gives new jobs at most {}, so they wait below the ranked queue until ordo places them)",
+                        stamp(),
+                        range.floor + 1,
+                        range.top,
+                        range.floor
+                    );
+                }
                 let i = &r.intended;
-                let verb = if a.dry_run { "would change" } else { "changed" };
-                let summary = format!(
-                    "cluster {}, {} running, {} pending ordered, {} left alone; {verb} {} priorities",
-                    i.cluster,
-                    i.running,
-                    i.order.len(),
-                    i.left_alone.len(),
-                    r.changes.len()
-                );
+                let line = pass_line(&r, a.dry_run);
                 // A quiet queue prints nothing pass after pass; any change in it is printed.
-                if resumed.is_some() || a.dry_run || last_summary.as_deref() != Some(summary.as_str()) {
-                    println!("{} pass {pass}: {summary}", stamp());
+                let summary: String = line.split(" in ").next().unwrap_or(&line).to_string();
+                if resumed.is_some()
+                    || a.dry_run
+                    || !r.changes.is_empty()
+                    || r.outage.is_some()
+                    || last_summary.as_deref() != Some(summary.as_str())
+                {
+                    println!("{} pass {pass}: {line}", stamp());
                 }
                 last_summary = Some(summary);
                 for w in &i.warnings {
@@ -313,26 +408,40 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                 }
                 if a.dry_run {
                     println!(
-                        "  {:>4}  {:>10}  {:>4}  {:>7}  {:>12}  {:>12}  reason",
-                        "pos", "job", "gpus", "limit", "priority", "new"
+                        "  {:>4}  {:>10}  {:>4}  {:>5}  {:>7}  {:>12}  {:>12}  reason",
+                        "pos", "job", "gpus", "tasks", "limit", "priority", "new"
                     );
+                    let new: std::collections::HashMap<u64, u64> = r.changes.iter().map(|c| (c.0, c.2)).collect();
                     for rk in &i.order {
-                        let new = r.changes.iter().find(|c| c.0 == rk.job).map_or("-".to_string(), |c| c.2.to_string());
+                        let n = new.get(&rk.job).map_or("-".to_string(), u64::to_string);
                         let lim = rk.time_limit_min.map_or("none".to_string(), |m| format!("{m}m"));
                         println!(
-                            "  {:>4}  {:>10}  {:>4}  {:>7}  {:>12}  {:>12}  {}",
-                            rk.position, rk.job, rk.gpus, lim, rk.priority, new, rk.reason
+                            "  {:>4}  {:>10}  {:>4}  {:>5}  {:>7}  {:>12}  {:>12}  {}",
+                            rk.position, rk.job, rk.gpus, rk.tasks, lim, rk.priority, n, rk.reason
                         );
                     }
                     for (job, why) in &i.left_alone {
                         println!("  left alone: job {job}: {why}");
                     }
                 } else {
-                    for (job, old, new) in &r.changes {
-                        println!("  job {job}: priority {old} -> {new}");
+                    if r.changes.len() <= 20 {
+                        for (job, old, new) in &r.changes {
+                            println!("  job {job}: priority {old} -> {new}");
+                        }
                     }
                     for (job, e) in &r.failed {
                         println!("  job {job}: not changed: {e}");
+                    }
+                }
+                if let Some(e) = &r.outage {
+                    println!(
+                        "{} slurm unreachable during the updates: {e}; stopped the pass, changing nothing more, retrying every {:?}",
+                        stamp(),
+                        a.interval
+                    );
+                    outage = Some(Instant::now());
+                    if a.once {
+                        return Ok(ExitCode::from(3));
                     }
                 }
             }
@@ -344,9 +453,9 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                             stamp(),
                             a.interval
                         );
-                        outage = Some((Instant::now(), e.to_string()));
+                        outage = Some(Instant::now());
                     }
-                    Some((since, _)) => {
+                    Some(since) => {
                         println!("{} slurm still unreachable ({:.0}s): {e}", stamp(), since.elapsed().as_secs_f64())
                     }
                 }
@@ -358,7 +467,7 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                 bail!(e)
             }
             Err(e) => {
-                println!("{} pass {pass} failed, nothing changed: {e}", stamp());
+                println!("{} pass {pass} failed, nothing more changed: {e}", stamp());
                 if a.once {
                     if matches!(e, ordo_slurm::SlurmError::Spawn { .. }) {
                         // No Slurm client here: Slurm did not answer (docs/SLURM.md: status 3).
@@ -377,24 +486,28 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
 }
 
 fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
-    let slurm = backend(&a.conn, None)?;
-    let out = release(slurm.as_ref(), &a.audit_log, a.dry_run)?;
-    if out.is_empty() {
+    let slurm = backend(&a.conn)?;
+    let t0 = Instant::now();
+    let out = match release(slurm.as_ref(), &a.audit_log, a.dry_run, a.max_rate, 200) {
+        Ok(o) => o,
+        Err(e) if e.is_unreachable() => {
+            println!("slurm unreachable: {e}; what was released so far is in the audit log, run release again");
+            return Ok(ExitCode::from(3));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if out.jobs.is_empty() {
         println!("{}: no priority set by ordo is outstanding; nothing to release", a.audit_log.display());
         return Ok(ExitCode::SUCCESS);
     }
     let mut released = 0;
-    for (job, o) in &out {
+    for (job, o) in &out.jobs {
         let line = match o {
-            ReleaseOutcome::Released(p) => {
+            ReleaseOutcome::Released(_) => {
                 released += 1;
-                match (a.dry_run, p) {
-                    (true, _) => "would hand its priority back to Slurm".to_string(),
-                    (false, Some(p)) => format!("priority handed back to Slurm (now {p})"),
-                    (false, None) => "priority handed back to Slurm".to_string(),
-                }
+                continue;
             }
-            ReleaseOutcome::NotPending => "no longer pending; nothing to do".into(),
+            ReleaseOutcome::NotPending => continue,
             ReleaseOutcome::ChangedSince(now, ours) => {
                 format!("priority is {now}, not the {ours} ordo set: changed by someone else, left alone")
             }
@@ -403,8 +516,16 @@ fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
         };
         println!("job {job}: {line}");
     }
+    let not_pending = out.jobs.iter().filter(|o| o.1 == ReleaseOutcome::NotPending).count();
     let verb = if a.dry_run { "would release" } else { "released" };
-    println!("{verb} {released} of {} jobs ordo had set", out.len());
+    let plugin = out.plugin.as_deref().unwrap_or("unknown (slurmrestd): handled as priority/basic");
+    println!(
+        "{verb} {released} of {} jobs ordo had set ({not_pending} no longer pending); {} {} other pending jobs so that they queue in submit order again (priority plugin: {plugin}); {}",
+        out.jobs.len(),
+        if a.dry_run { "would hand back" } else { "handed back" },
+        out.renumbered,
+        secs(t0.elapsed())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -46,6 +46,12 @@ pub struct TuneArgs {
     /// Lower bound on utilisation: a factor of FIFO's (`1.0x`), a fraction (`0.9`) or `90%`.
     #[arg(long, alias = "min-utilization", value_parser = |s: &str| Limit::parse_fraction(s))]
     min_utilisation: Option<Limit>,
+    /// Run every configuration to the end. By default (objective mean-jct) a run is stopped as
+    /// soon as its mean JCT is certain to be worse than the best one of its kind found so far:
+    /// the same recommendation, many more configurations per minute, but the front then lists
+    /// only configurations run to the end.
+    #[arg(long)]
+    no_race: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -145,6 +151,9 @@ struct TuneReport {
     summary: Summary,
     /// Config snippets, one per target that accepts a feasible policy.
     deploy: Vec<Deploy>,
+    /// The schedule an `ordo server` really ran (its database as input): its metrics and words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    as_run: Option<(ordo_sim::Metrics, ordo_report::AsRun)>,
 }
 
 pub fn run(a: TuneArgs) -> Result<ExitCode> {
@@ -166,6 +175,7 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
         constraints: constraints.clone(),
         objective: a.objective,
         round: 0,
+        race: !a.no_race,
     };
     let space = Space::standard();
     let mut base = SimConfig::new(input.cluster.clone(), input.placement, PolicySpec::plain(ordo_core::Order::Fifo));
@@ -194,6 +204,7 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
             "utilisation over the makespan"
         }
         .into(),
+        as_run: input.as_run.map(|(o, words)| (o.metrics, words)),
         input: input.source,
         summary,
         deploy: deploy_list,
@@ -252,11 +263,19 @@ fn render(r: &TuneReport) -> String {
         ordo_tune::StopReason::MaxConfigs => "--max-configs reached",
         ordo_tune::StopReason::Exhausted => "the whole space was simulated",
     };
+    let tried = s0.evaluated + s0.stopped_early;
     let _ = writeln!(
         s,
-        "search:      {} configurations simulated in {:.1} s ({:.0} per minute) of a space of {}; stopped: {}",
-        s0.evaluated, s0.elapsed_s, s0.configs_per_minute, s0.space_size, stopped
+        "search:      {} configurations tried in {:.1} s ({:.0} per minute) of a space of {}; stopped: {}",
+        tried, s0.elapsed_s, s0.configs_per_minute, s0.space_size, stopped
     );
+    if s0.stopped_early > 0 {
+        let _ = writeln!(
+            s,
+            "racing:      {} run to the end; {} stopped early, when their mean JCT could no longer beat the best of their kind (--no-race runs all to the end)",
+            s0.evaluated, s0.stopped_early
+        );
+    }
     for (policy, why) in &s0.abandoned {
         let _ = writeln!(s, "abandoned:   {policy}: {why}");
     }
@@ -272,6 +291,16 @@ fn render(r: &TuneReport) -> String {
         dur(b.mean_jct_s),
         dur(b.p99_wait_s)
     );
+    if let Some((m, words)) = &r.as_run {
+        let _ = writeln!(
+            s,
+            "as run:      utilisation {}, mean JCT {}, p99 wait {}: {}",
+            pct(m.headline_utilisation()),
+            dur(m.mean_jct_s),
+            dur(m.p99_wait_s),
+            words.lines.join(" ")
+        );
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "Pareto front among feasible configurations (utilisation max, mean JCT min, p99 wait min):");
     let head =

@@ -190,3 +190,93 @@ fn run_2000_killed_half_way_resumes_without_sending_any_request_twice() {
     assert!(progress.lines().count() >= n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_names_late_requests_up_front_and_stops_a_client_at_its_max_cost() {
+    let dir = tmpdir("when");
+    let lines: Vec<String> = (0..12).map(|i| chat(["acme", "globex"][i % 2], i)).collect();
+    let file = dir.join("r.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write");
+    // 60 requests a minute: one a second; a 3 s deadline leaves most late.
+    std::fs::write(
+        dir.join("limits.toml"),
+        "[default]\nrequests_per_minute = 60\ntokens_per_minute = 1000000\n[run]\nburst_seconds = 1\n",
+    )
+    .expect("limits");
+    std::fs::write(
+        dir.join("prices.toml"),
+        "currency = \"EUR\"\n[models.\"gpt-4o-mini\"]\ninput_per_mtok = 1000000\noutput_per_mtok = 1000000\n",
+    )
+    .expect("prices");
+    // A window open from an hour ago to two hours from now (UTC).
+    let hour = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() / 3600 % 24;
+    let window = format!("{:02}:00-{:02}:00", (hour + 23) % 24, (hour + 2) % 24);
+    let out = ordo()
+        .args(["batch", "plan"])
+        .arg(&file)
+        .arg("--limits")
+        .arg(dir.join("limits.toml"))
+        .args(["--deadline", "3s", "--window", &window, "--tz", "UTC"])
+        .output()
+        .expect("run ordo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("deadlines: earliest first; 8 requests cannot be sent before their deadline"), "{text}");
+    assert!(text.contains(&format!("window: live calls only {window} UTC")), "{text}");
+    // --tz needs --window.
+    let out = ordo().args(["batch", "plan"]).arg(&file).args(["--tz", "UTC"]).output().expect("run ordo");
+    assert_eq!(out.status.code(), Some(2));
+    // acme may spend about two requests' worth (tokens priced at 1 EUR each).
+    let server =
+        TestServer::start(ServerConfig { api_key: Some(KEY.into()), ..ServerConfig::default() }).expect("server");
+    let out = ordo()
+        .args(["batch", "run"])
+        .arg(&file)
+        .args(["--endpoint", &server.url, "--quiet", "--concurrency", "1", "--max-cost", "acme=60"])
+        .arg("--prices")
+        .arg(dir.join("prices.toml"))
+        .output()
+        .expect("run ordo");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("max-cost: acme stopped at") && err.contains("EUR"), "{err}");
+    let c = server.counts();
+    let acme = c.processed.keys().filter(|k| k.starts_with("acme")).count();
+    assert!((1..6).contains(&acme), "acme sent {acme}");
+    assert_eq!(c.processed.keys().filter(|k| k.starts_with("globex")).count(), 6);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn report_writes_html_markdown_and_json_with_the_same_numbers() {
+    let dir = tmpdir("report");
+    let ex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/batch");
+    let mut texts = Vec::new();
+    for ext in ["html", "md", "json"] {
+        let out = dir.join(format!("report.{ext}"));
+        let res = ordo()
+            .args(["batch", "report"])
+            .arg(ex.join("requests.jsonl"))
+            .arg("--limits")
+            .arg(ex.join("limits.toml"))
+            .arg("--prices")
+            .arg(ex.join("prices.toml"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run ordo");
+        let stdout = String::from_utf8_lossy(&res.stdout);
+        assert!(res.status.success(), "{}", String::from_utf8_lossy(&res.stderr));
+        assert!(stdout.contains("Planned 0.0014 USD") && stdout.contains("(-60.5%)"), "{stdout}");
+        texts.push(std::fs::read_to_string(&out).expect("report written"));
+    }
+    assert!(texts[0].starts_with("<!DOCTYPE html>") && texts[0].contains("<svg"));
+    assert!(texts[1].starts_with("# ordo batch report") && texts[1].contains("| acme | gpt-4o-mini | batch | 8 |"));
+    let v: serde_json::Value = serde_json::from_str(&texts[2]).expect("json");
+    let planned = v["total"]["planned"].as_f64().expect("number");
+    assert!(
+        texts[0].contains(&format!("data-key=\"total.planned\" data-value=\"{planned}\"")),
+        "the HTML shows the JSON's number"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -27,6 +27,7 @@ fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
         check_invariants: false,
         deadline: None,
         quotas: None,
+        give_up_above_mean_jct_s: None,
     };
     let out = simulate(w, &cfg).unwrap();
     ordo_sim::engine::validate(w, &cfg.cluster, &out, 0).unwrap();

@@ -4,7 +4,8 @@
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
 use ordo_slurm::client::run_with_timeout;
-use ordo_slurm::parse::{parse_squeue_json, JobState, SlurmJob};
+use ordo_slurm::job::{JobState, SlurmJob};
+use ordo_slurm::json::parse_jobs;
 use ordo_slurm::AuditRecord;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -64,13 +65,16 @@ struct Jobs(Vec<u64>);
 impl Jobs {
     /// `sbatch` a `sleep` job; returns its id.
     fn submit(&mut self, gpus: u32, limit_min: u32, sleep_s: u32, as_nobody: bool) -> u64 {
+        self.submit_with(gpus, limit_min, sleep_s, if as_nobody { &["--uid=nobody"] } else { &[] })
+    }
+
+    /// `sbatch` a `sleep` job with more `sbatch` options; returns its id.
+    fn submit_with(&mut self, gpus: u32, limit_min: u32, sleep_s: u32, extra: &[&str]) -> u64 {
         let gres = format!("--gres=gpu:{gpus}");
         let limit = format!("--time={limit_min}");
         let wrap = format!("sleep {sleep_s}");
         let mut args = vec!["--parsable", "-o", "/dev/null", "-D", "/tmp", &gres, &limit, "--wrap", &wrap];
-        if as_nobody {
-            args.insert(0, "--uid=nobody");
-        }
+        args.splice(0..0, extra.iter().copied());
         let out = run_with_timeout("sbatch", &args, T).expect("sbatch");
         let id: u64 = out.trim().split(';').next().unwrap_or("").parse().expect("sbatch --parsable prints the job id");
         self.0.push(id);
@@ -90,7 +94,7 @@ impl Drop for Jobs {
 
 fn squeue() -> HashMap<u64, SlurmJob> {
     let out = run_with_timeout("squeue", &["--json", "--all"], T).expect("squeue --json");
-    parse_squeue_json(&out, "squeue").expect("squeue json").into_iter().map(|j| (j.id, j)).collect()
+    parse_jobs(&out, "squeue").expect("squeue json").into_iter().map(|j| (j.id, j)).collect()
 }
 
 fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
@@ -106,6 +110,15 @@ fn wait_idle() {
     wait_for("an idle cluster", Duration::from_secs(90), || {
         squeue().values().all(|j| !matches!(j.state, JobState::Pending | JobState::Running))
     });
+}
+
+/// Whether all three nodes are idle (`sinfo -N` lists n3 once per partition).
+fn all_nodes_idle() -> bool {
+    run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%T"], T).is_ok_and(|o| {
+        let mut idle: Vec<&str> = o.lines().filter_map(|l| l.trim().strip_suffix("|idle")).collect();
+        idle.dedup();
+        idle.len() == 3
+    })
 }
 
 /// Fills all 20 GPUs with jobs sleeping `secs`; returns when they run.
@@ -153,7 +166,7 @@ impl Drop for Driver {
 }
 
 fn audit(path: &std::path::Path) -> Vec<AuditRecord> {
-    ordo_slurm::drive::read_audit_log(path).unwrap_or_default()
+    ordo_slurm::audit::read_audit_log(path).unwrap_or_default()
 }
 
 /// `--rest URL --rest-token-file FILE` for the dev cluster's slurmrestd, or nothing (after
@@ -380,6 +393,9 @@ fn dry_run_changes_no_priority_and_release_hands_them_back() {
         assert_ne!(q[id].priority, *ours, "job {id} still has ordo's priority");
         assert!(q[id].priority > 0 && q[id].state == JobState::Pending, "job {id} must stay pending, not held");
     }
+    // Slurm's own order is back: under priority/basic, descending in submit order.
+    let back: Vec<u64> = p.iter().map(|id| q[id].priority).collect();
+    assert!(back.windows(2).all(|w| w[0] > w[1]), "after release, submit order: {back:?}");
     let recs = audit(&log);
     assert_eq!(recs.iter().filter(|r| r.action == "release").count(), 3, "{recs:?}");
     let out = ordo().args(["slurm", "release", "--audit-log"]).arg(&log).output().expect("release again");
@@ -434,10 +450,7 @@ fn drive_survives_a_controller_outage() {
     assert!(after.contains(" pass "), "a pass right after the outage:\n{text}");
     assert!(audit(&log).is_empty(), "nothing to change so far");
     // And it does its work again: a queue in the wrong order gets reordered.
-    wait_for("the nodes back", Duration::from_secs(60), || {
-        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
-            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
-    });
+    wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
     let mut jobs = Jobs::default();
     fill_cluster(&mut jobs, 8);
     let late = [jobs.submit(4, 9, 1, false), jobs.submit(4, 2, 1, false)];
@@ -447,10 +460,7 @@ fn drive_survives_a_controller_outage() {
     });
     assert!(driver.child.try_wait().expect("try_wait").is_none());
     drop(jobs);
-    wait_for("the nodes back", Duration::from_secs(60), || {
-        run_with_timeout("sinfo", &["-h", "-N", "-o", "%T"], T)
-            .is_ok_and(|o| o.lines().filter(|l| l.trim() == "idle").count() == 3)
-    });
+    wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
 }
 
 /// `slurm-dev-cluster.sh stop` ends the munged that `start` started (its pid kept in
@@ -478,4 +488,203 @@ fn dev_cluster_stop_ends_the_munged_start_started() {
     }
     assert!(ended, "stop left the munged stand-in {pid} running");
     assert!(!dir.join("munged.pid").exists(), "stop removes the pid file");
+}
+
+/// `ordo slurm drive --once` with `args`; returns its stdout (fails the test on an error exit).
+fn drive_once(args: &[&str]) -> String {
+    let out = ordo().args(["slurm", "drive", "--once"]).args(args).output().expect("ordo slurm drive");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// Issue 18, items 2 and 7: ordo's priorities sit above what priority/basic gives a new job,
+/// so a job submitted after a pass waits below the ranked queue until the next pass places it;
+/// a priority set by hand and a nice value are left as their owners set them, and the audit log
+/// says so.
+#[test]
+fn newcomers_wait_below_the_ranked_queue_and_hand_set_jobs_are_left_alone() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    wait_idle();
+    let mut jobs = Jobs::default();
+    fill_cluster(&mut jobs, 60);
+    let p: Vec<u64> = [5u32, 3, 1].iter().map(|&l| jobs.submit(4, l, 2, false)).collect();
+    let log = tmp("newcomers.jsonl");
+    let log_s = log.display().to_string();
+    let text = drive_once(&["--policy", "sjf", "--audit-log", &log_s]);
+    assert!(text.contains("changed 3 priorities"), "{text}");
+    assert!(text.contains("priority plugin: priority/basic"), "{text}");
+    let newcomer = jobs.submit(4, 1, 2, false);
+    let q = squeue();
+    let lowest_ranked = p.iter().map(|id| q[id].priority).min().unwrap();
+    assert!(
+        q[&newcomer].priority < lowest_ranked,
+        "a new job ({}) must wait below every ranked one (lowest {lowest_ranked})",
+        q[&newcomer].priority
+    );
+    // By hand: the 5-minute job's owner sets priority 5; a niced job arrives.
+    run_with_timeout("scontrol", &["update", &format!("JobId={}", p[0]), "Priority=5"], T).expect("scontrol update");
+    let niced = jobs.submit_with(4, 1, 2, &["--nice=100"]);
+    let text = drive_once(&["--policy", "sjf", "--audit-log", &log_s]);
+    let q = squeue();
+    assert_eq!(q[&p[0]].priority, 5, "a priority set by hand was overwritten:\n{text}");
+    assert_eq!(q[&niced].nice, 100, "the nice value was reset:\n{text}");
+    let recs = audit(&log);
+    assert!(recs.iter().any(|r| r.job == newcomer && r.action == "set"), "the next pass places the newcomer: {recs:?}");
+    assert!(!recs.iter().any(|r| r.job == niced && r.action == "set"), "{recs:?}");
+    let alone =
+        |job: u64, word: &str| recs.iter().any(|r| r.job == job && r.action == "left-alone" && r.reason.contains(word));
+    assert!(alone(p[0], "changed by someone else"), "{recs:?}");
+    assert!(alone(niced, "nice 100"), "{recs:?}");
+    // Said once, not at every pass.
+    drive_once(&["--policy", "sjf", "--audit-log", &log_s]);
+    assert_eq!(audit(&log).iter().filter(|r| r.action == "left-alone").count(), 2);
+}
+
+/// Puts a partition back UP when dropped, however the test ends.
+struct PartitionDown(&'static str);
+
+impl PartitionDown {
+    fn new(name: &'static str) -> PartitionDown {
+        run_with_timeout("scontrol", &["update", &format!("PartitionName={name}"), "State=DOWN"], T).expect("scontrol");
+        PartitionDown(name)
+    }
+}
+
+impl Drop for PartitionDown {
+    fn drop(&mut self) {
+        let _ = run_with_timeout("scontrol", &["update", &format!("PartitionName={}", self.0), "State=UP"], T);
+    }
+}
+
+/// Issue 18, items 4, 5 and 6, against the dev cluster (n1, n2: 8 GPUs; n3: 4 GPUs, in
+/// partitions `gpu` and `other`; 2 CPUs each): a job of partition `other` waits while a job of
+/// `gpu` fills n3; CPUs limit what starts; an array's pending tasks are counted one by one.
+#[test]
+fn partitions_cpus_and_arrays_are_planned_as_slurm_will_start_them() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    wait_idle();
+    let mut jobs = Jobs::default();
+    let filler = jobs.submit_with(4, 5, 60, &["-p", "gpu", "-w", "n3"]);
+    wait_for("the n3 filler to run", Duration::from_secs(30), || {
+        squeue().get(&filler).is_some_and(|j| j.state == JobState::Running)
+    });
+    let x = jobs.submit_with(4, 1, 2, &["-p", "other"]);
+    let text = drive_once(&["--policy", "sjf", "--dry-run", "--partition", "other"]);
+    assert!(text.contains("cluster other 1x4, 1 running"), "the gpu job on n3 counts:\n{text}");
+    let row = text.lines().find(|l| l.contains(&format!(" {x} "))).unwrap_or_else(|| panic!("job {x} listed:\n{text}"));
+    assert!(!row.contains("starts now") && row.contains("waits for resources"), "{row}");
+    drop(jobs);
+    wait_idle();
+
+    // Nothing starts while `gpu` is down, so ordo's plan can be read: four 1-GPU jobs asking
+    // for both CPUs of a node (17 GPUs free, but 3 nodes of 2 CPUs: three fit), and a 50-task
+    // array of 1-GPU, 1-CPU tasks.
+    let mut jobs = Jobs::default();
+    let down = PartitionDown::new("gpu");
+    let c: Vec<u64> = (0..4).map(|_| jobs.submit_with(1, 5, 2, &["-p", "gpu", "-c", "2"])).collect();
+    let text = drive_once(&["--policy", "fifo", "--dry-run", "--partition", "gpu"]);
+    let row = |id: u64| {
+        text.lines()
+            .find(|l| l.contains(&format!(" {id} ")))
+            .unwrap_or_else(|| panic!("job {id} listed:\n{text}"))
+            .to_string()
+    };
+    assert!(c[..3].iter().all(|&id| row(id).contains("starts now")), "{text}");
+    assert!(!row(c[3]).contains("starts now"), "the fourth 2-CPU job has no node with 2 free CPUs:\n{text}");
+    let arr = run_with_timeout(
+        "sbatch",
+        &[
+            "--parsable",
+            "-p",
+            "gpu",
+            "-o",
+            "/dev/null",
+            "-D",
+            "/tmp",
+            "--gres=gpu:1",
+            "-c",
+            "1",
+            "--time=5",
+            "--array=0-49",
+            "--wrap",
+            "sleep 1",
+        ],
+        T,
+    )
+    .expect("sbatch --array");
+    let arr: u64 = arr.trim().split(';').next().unwrap().parse().unwrap();
+    jobs.0.push(arr);
+    let text = drive_once(&["--policy", "fifo", "--dry-run", "--partition", "gpu"]);
+    let row = text.lines().find(|l| l.contains(&format!(" {arr} "))).unwrap_or_else(|| panic!("array listed:\n{text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cols.get(3), Some(&"50"), "50 tasks counted: {row}");
+    assert!(row.contains("(array: 50 tasks pending)"), "{row}");
+    drop(down);
+}
+
+/// Issue 18, item 3: the controller stops while a pass is sending its updates; the pass stops
+/// at once (changing nothing more), says so, and the next pass after the controller is back
+/// finishes the work.
+#[test]
+fn an_outage_during_the_updates_stops_the_pass() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    wait_idle();
+    let conf = std::env::var("SLURM_CONF").expect("SLURM_CONF");
+    let dir = PathBuf::from(conf).parent().expect("state dir").to_path_buf();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-dev-cluster.sh");
+    let ctl = |what: &str| {
+        let ok = Command::new("bash").arg(&script).arg(what).arg(&dir).status().expect("script").success();
+        assert!(ok, "slurm-dev-cluster.sh {what} failed");
+    };
+    let mut jobs = Jobs::default();
+    fill_cluster(&mut jobs, 120);
+    let pending: Vec<u64> = (0..150u32).map(|k| jobs.submit(4, 1 + (k * 7) % 60, 1, false)).collect();
+    let log = tmp("outage-updates.jsonl");
+    let log_s = log.display().to_string();
+    // 150 updates at 15 per second: ten seconds of updates.
+    let driver = Driver::spawn(&[
+        "slurm",
+        "drive",
+        "--policy",
+        "sjf",
+        "--interval",
+        "2s",
+        "--timeout",
+        "3s",
+        "--max-rate",
+        "15",
+        "--audit-log",
+        &log_s,
+    ]);
+    wait_for("the first updates", Duration::from_secs(30), || audit(&log).iter().any(|r| r.action == "set"));
+    ctl("ctld-stop");
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for("the pass to stop", Duration::from_secs(30), || driver.saw("unreachable during the updates"));
+        let set = audit(&log).iter().filter(|r| r.action == "set").count();
+        std::thread::sleep(Duration::from_secs(4));
+        assert_eq!(audit(&log).iter().filter(|r| r.action == "set").count(), set, "changes after the outage");
+        assert!(set < pending.len(), "the pass stopped part-way ({set} of {})", pending.len());
+    }));
+    ctl("ctld-start");
+    if let Err(p) = stopped {
+        std::panic::resume_unwind(p);
+    }
+    wait_for("every pending job placed", Duration::from_secs(90), || {
+        let recs = audit(&log);
+        pending.iter().all(|id| recs.iter().any(|r| r.job == *id && r.action == "set"))
+    });
+    assert!(driver.saw("slurm reachable again"), "{}", driver.text());
+    drop(driver);
+    drop(jobs);
+    wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
 }

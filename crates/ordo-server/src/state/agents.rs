@@ -6,7 +6,7 @@ use super::*;
 /// Whether `who` may speak for `node`: only the agent token made for that very node
 /// (`ordo admin token create NODE --agent`). Users and admins cannot act as a node, and one
 /// node's agent cannot register, poll or report for another.
-fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), ApiError> {
+pub(super) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), ApiError> {
     match who.role {
         Role::Agent if who.user == node => Ok(()),
         Role::Agent => Err(ApiError::Forbidden(format!(

@@ -98,6 +98,8 @@ pub struct Core {
     blocked: HashMap<JobNo, String>,
     /// Pending jobs waiting on other jobs' ends (kept out of the scheduler until then).
     deps: ordo_core::Dependencies,
+    /// GPU activity: samples, per-job figures, series, allocated-but-idle (`activity.rs`).
+    live: activity::Live,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -241,6 +243,8 @@ pub fn fmt_rel(ms: i64) -> String {
     }
 }
 
+mod activity;
+pub use activity::group_of;
 mod agents;
 mod deps;
 mod jobs;
@@ -255,6 +259,7 @@ impl Core {
     /// one time-out from now to reconnect.
     pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
         let conn = db::open(&cfg.db)?;
+        activity::create_tables(&conn)?;
         let stored = db::meta_get(&conn, "policy")?;
         let policy = match (&stored, cfg.policy_given) {
             (Some(p), false) => p
@@ -288,8 +293,10 @@ impl Core {
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
             deps: ordo_core::Dependencies::default(),
+            live: activity::Live::default(),
         };
         core.load(now)?;
+        core.load_activity()?;
         Ok(core)
     }
 

@@ -203,6 +203,7 @@ impl Core {
                 if let Some(c) = self.pending_per_user.get_mut(&j.user) {
                     *c = c.saturating_sub(1);
                 }
+                self.started_first(&j, now);
                 j.state = JobState::Starting;
                 j.start = Some(now);
                 j.node = Some(node.clone());

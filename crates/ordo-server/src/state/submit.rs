@@ -219,6 +219,7 @@ impl Core {
             umask: req.umask,
             wait: None,
             after: req.after,
+            activity: None,
         })
     }
 

@@ -173,6 +173,9 @@ impl Core {
             j.wait = Some(self.wait_info(j.id, None, n + k, now));
             jobs.push(j);
         }
+        // What the running jobs' GPUs really do (pending jobs have no figures).
+        let n = self.active.len();
+        let _ = self.attach_activity(&mut jobs[..n]);
         QueueResponse { policy: self.policy.to_string(), jobs }
     }
 
@@ -194,7 +197,9 @@ impl Core {
     /// One job, with why it waits when it does.
     pub fn job(&self, id: JobNo, now: i64) -> Result<JobInfo, ApiError> {
         if let Some(j) = self.active.get(&id) {
-            return Ok(j.clone());
+            let mut j = j.clone();
+            j.activity = self.job_activity(id)?;
+            return Ok(j);
         }
         if let Some(j) = self.pending.get(&id) {
             let mut j = j.clone();
@@ -210,7 +215,9 @@ impl Core {
             j.wait = Some(self.wait_info(id, reason, ahead, now));
             return Ok(j);
         }
-        db::load_job(&self.conn, id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))
+        let mut j = db::load_job(&self.conn, id)?.ok_or_else(|| ApiError::NotFound(format!("no job {id}")))?;
+        j.activity = self.job_activity(id)?;
+        Ok(j)
     }
 
     /// Finished jobs, most recent first.
@@ -224,7 +231,10 @@ impl Core {
             ))
             .ctx("history")?;
         let rows = st.query_map(params![user, limit as i64], db::job_from_row).ctx("history")?;
-        Ok(rows.collect::<Result<Vec<_>, _>>().ctx("history")?)
+        let mut jobs = rows.collect::<Result<Vec<_>, _>>().ctx("history")?;
+        drop(st);
+        self.attach_activity(&mut jobs)?;
+        Ok(jobs)
     }
 
     /// The nodes.
@@ -236,6 +246,7 @@ impl Core {
                 let mut jobs: Vec<&JobInfo> = self.active.values().filter(|j| j.node.as_ref() == Some(name)).collect();
                 jobs.sort_by_key(|j| j.id);
                 let used: u32 = jobs.iter().map(|j| j.gpus).sum();
+                let (busy_pct, idle_jobs) = self.node_activity(name);
                 NodeInfo {
                     name: name.clone(),
                     gpus: n.gpus,
@@ -250,6 +261,8 @@ impl Core {
                     used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),
                     used_mem_mib: jobs.iter().map(|j| j.mem_mib.unwrap_or(0)).sum(),
                     mem_limits: n.mem_limits,
+                    busy_pct,
+                    idle_jobs,
                 }
             })
             .collect()

@@ -1,0 +1,259 @@
+//! Slurm's small value languages: gres and TRES strings, host lists (`n[1-3,7]`), array task
+//! expressions (`1-9:2,20%4`). Every reader returns `None` on text it cannot read, never panics.
+
+/// GPUs in a gres string such as `gpu:8`, `gpu:a100:4(S:0-1)`, `gpu:2,mps:100`, `gres:gpu:1`,
+/// `gres/gpu:2` or `(null)`. `None` if a `gpu` item has no readable count.
+pub fn gres_gpus(gres: &str) -> Option<u32> {
+    let mut total = 0u32;
+    for item in split_top(gres.trim()) {
+        let item = item.split('(').next().unwrap_or("").trim();
+        let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
+        if item != "gpu" && !item.starts_with("gpu:") {
+            continue;
+        }
+        let count = item.rsplit(':').next()?;
+        let n: u32 = if count == "gpu" { 1 } else { count.parse().ok()? };
+        total = total.checked_add(n)?;
+    }
+    Some(total)
+}
+
+/// Splits on commas outside parentheses and brackets.
+fn split_top(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut from) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[from..]);
+    out
+}
+
+/// What a TRES string such as `cpu=4,mem=16G,node=1,billing=4,gres/gpu=2` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tres {
+    /// GPUs: the untyped `gres/gpu` count if present, else the sum of typed ones
+    /// (`gres/gpu:a100=4`); 0 if none.
+    pub gpus: u32,
+    /// CPUs (`cpu=`), 0 if absent.
+    pub cpus: u32,
+    /// Memory in MiB (`mem=` with unit K, M, G, T; M when none), 0 if absent.
+    pub mem_mib: u64,
+    /// Nodes (`node=`), 0 if absent.
+    pub nodes: u32,
+}
+
+/// Reads a TRES string (empty or `N/A`: nothing asked). `None` if a counted item is unreadable.
+pub fn tres(text: &str) -> Option<Tres> {
+    let text = text.trim();
+    let mut t = Tres::default();
+    if text.is_empty() || text == "N/A" || text == "(null)" {
+        return Some(t);
+    }
+    let mut untyped = None;
+    let mut typed = 0u32;
+    for item in text.split(',') {
+        let Some((k, v)) = item.split_once('=') else { continue };
+        let v = v.trim();
+        match k.trim() {
+            "gres/gpu" => untyped = Some(v.parse::<u32>().ok()?),
+            k if k.starts_with("gres/gpu:") => typed = typed.checked_add(v.parse::<u32>().ok()?)?,
+            "cpu" => t.cpus = v.parse().ok()?,
+            "node" => t.nodes = v.parse().ok()?,
+            "mem" => t.mem_mib = mem_mib(v)?,
+            _ => {}
+        }
+    }
+    t.gpus = untyped.unwrap_or(typed);
+    Some(t)
+}
+
+/// GPUs in a TRES string (see [`tres`]).
+pub fn tres_gpus(text: &str) -> Option<u32> {
+    tres(text).map(|t| t.gpus)
+}
+
+/// A memory size as Slurm writes it: `4000M`, `16G`, `512K`, `1.5T`, plain numbers in MiB.
+pub fn mem_mib(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, unit) = match v.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&v[..i], &v[i..]),
+        None => (v, "M"),
+    };
+    let x: f64 = num.parse().ok()?;
+    if !x.is_finite() || x < 0.0 {
+        return None;
+    }
+    let mib = match unit {
+        "K" => x / 1024.0,
+        "M" => x,
+        "G" => x * 1024.0,
+        "T" => x * 1024.0 * 1024.0,
+        "P" => x * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (mib < 1e15).then(|| mib.ceil() as u64)
+}
+
+/// Expands a Slurm host list such as `n[1-3,7],gpu-a[01-02]b,login` into node names, in the
+/// order written. `None` on text that is not a host list or names more than `limit` hosts.
+pub fn hostlist(text: &str, limit: usize) -> Option<Vec<String>> {
+    let text = text.trim();
+    let mut out = Vec::new();
+    if text.is_empty() || text == "(null)" || text == "N/A" {
+        return Some(out);
+    }
+    for item in split_top(text) {
+        let item = item.trim();
+        if item.is_empty() {
+            return None;
+        }
+        let mut names = vec![String::new()];
+        let mut rest = item;
+        while !rest.is_empty() {
+            match rest.find('[') {
+                None => {
+                    if rest.contains(']') {
+                        return None;
+                    }
+                    names.iter_mut().for_each(|n| n.push_str(rest));
+                    rest = "";
+                }
+                Some(open) => {
+                    let close = rest[open..].find(']')? + open;
+                    let (prefix, ranges) = (&rest[..open], &rest[open + 1..close]);
+                    if prefix.contains(']') {
+                        return None;
+                    }
+                    let mut suffixes = Vec::new();
+                    for r in ranges.split(',') {
+                        let (a, b) = r.split_once('-').unwrap_or((r, r));
+                        let (lo, hi): (u64, u64) = (a.parse().ok()?, b.parse().ok()?);
+                        if hi < lo || !a.bytes().all(|c| c.is_ascii_digit()) {
+                            return None;
+                        }
+                        if (hi - lo) as usize >= limit {
+                            return None;
+                        }
+                        for v in lo..=hi {
+                            suffixes.push(format!("{v:0width$}", width = a.len()));
+                            if suffixes.len() > limit {
+                                return None;
+                            }
+                        }
+                    }
+                    let mut next = Vec::with_capacity(names.len() * suffixes.len());
+                    for n in &names {
+                        for s in &suffixes {
+                            next.push(format!("{n}{prefix}{s}"));
+                        }
+                    }
+                    if next.len() > limit {
+                        return None;
+                    }
+                    names = next;
+                    rest = &rest[close + 1..];
+                }
+            }
+        }
+        out.extend(names);
+        if out.len() > limit {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// The pending tasks of a job array as Slurm writes them (`0-49`, `2-49%5`, `1-10:3,20`,
+/// `1,4,7`): how many tasks, and the throttle (`%N`: at most N running at once) if any.
+/// `None` on text that is not a task expression. A list Slurm cut short (ending in `...`)
+/// counts the tasks it shows.
+pub fn array_tasks(text: &str) -> Option<(u64, Option<u32>)> {
+    let text = text.trim().trim_start_matches('[').trim_end_matches(']');
+    let (list, throttle) = match text.split_once('%') {
+        Some((l, t)) => (l, Some(t.trim().parse::<u32>().ok()?)),
+        None => (text, None),
+    };
+    let list = list.trim().trim_end_matches("...").trim_end_matches(',');
+    let mut count = 0u64;
+    for item in list.split(',') {
+        let item = item.trim();
+        let (range, step) = match item.split_once(':') {
+            Some((r, s)) => (r, s.parse::<u64>().ok().filter(|&s| s > 0)?),
+            None => (item, 1),
+        };
+        let (a, b) = range.split_once('-').unwrap_or((range, range));
+        let (lo, hi): (u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if hi < lo {
+            return None;
+        }
+        count = count.checked_add((hi - lo) / step + 1)?;
+    }
+    Some((count, throttle.filter(|&t| t > 0)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_gres_and_tres() {
+        assert_eq!(gres_gpus("gpu:8"), Some(8));
+        assert_eq!(gres_gpus("gpu:a100:4(S:0-1)"), Some(4));
+        assert_eq!(gres_gpus("gpu:2(IDX:0,1),mps:100"), Some(2));
+        assert_eq!(gres_gpus("(null)"), Some(0));
+        assert_eq!(gres_gpus("gres:gpu:4"), Some(4));
+        assert_eq!(gres_gpus("gres/gpu:4"), Some(4));
+        assert_eq!(gres_gpus("gpu:x"), None);
+        assert_eq!(tres_gpus("cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4"), Some(4));
+        assert_eq!(tres_gpus("cpu=1,gres/gpu:a100=2,gres/gpu:v100=1"), Some(3));
+        assert_eq!(tres_gpus("cpu=1,gres/gpu=2,gres/gpu:a100=2"), Some(2));
+        assert_eq!(tres_gpus("cpu=1"), Some(0));
+        assert_eq!(tres_gpus("gres/gpu=lots"), None);
+        let t = tres("cpu=4,mem=16G,node=2,billing=4,gres/gpu=2").unwrap();
+        assert_eq!(t, Tres { gpus: 2, cpus: 4, mem_mib: 16_384, nodes: 2 });
+        assert_eq!(tres("N/A"), Some(Tres::default()));
+        assert_eq!(tres("cpu=x"), None);
+        assert_eq!(mem_mib("512K"), Some(1));
+        assert_eq!(mem_mib("1.5G"), Some(1536));
+        assert_eq!(mem_mib("100"), Some(100));
+        assert_eq!(mem_mib("3Q"), None);
+        assert_eq!(mem_mib("-1M"), None);
+    }
+
+    #[test]
+    fn expands_host_lists() {
+        assert_eq!(hostlist("n[1-3]", 100).unwrap(), ["n1", "n2", "n3"]);
+        assert_eq!(hostlist("n[1-2,7],login", 100).unwrap(), ["n1", "n2", "n7", "login"]);
+        assert_eq!(hostlist("gpu-a[08-10]b", 100).unwrap(), ["gpu-a08b", "gpu-a09b", "gpu-a10b"]);
+        assert_eq!(hostlist("r[1-2]n[1-2]", 100).unwrap(), ["r1n1", "r1n2", "r2n1", "r2n2"]);
+        assert_eq!(hostlist("", 100).unwrap(), Vec::<String>::new());
+        assert_eq!(hostlist("(null)", 100).unwrap(), Vec::<String>::new());
+        for bad in ["n[1-", "n[3-1]", "n]1[", "n[a-b]", "n[1-3]]", ",", "n[-1]"] {
+            assert_eq!(hostlist(bad, 100), None, "{bad}");
+        }
+        assert_eq!(hostlist("n[1-1000000000]", 1000), None, "over the limit, not allocated");
+    }
+
+    #[test]
+    fn counts_array_tasks() {
+        assert_eq!(array_tasks("0-49"), Some((50, None)));
+        assert_eq!(array_tasks("2-49%5"), Some((48, Some(5))));
+        assert_eq!(array_tasks("1-10:3,20"), Some((5, None)));
+        assert_eq!(array_tasks("1,4,7,10,20"), Some((5, None)));
+        assert_eq!(array_tasks("[3-4]"), Some((2, None)));
+        assert_eq!(array_tasks("1,3,5,..."), Some((3, None)));
+        for bad in ["", "a", "5-1", "1-9:0", "1%x"] {
+            assert_eq!(array_tasks(bad), None, "{bad}");
+        }
+    }
+}

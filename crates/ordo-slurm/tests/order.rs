@@ -1,0 +1,225 @@
+//! The driver's order: on a real `squeue --json` document captured from Slurm 22.05 (the dev
+//! cluster: n1, n2 with 8 GPUs, n3 with 4; jobs 1-3 running, 4 and 5 pending), and on small
+//! queues worked out by hand for partitions, CPUs and job arrays.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+use ordo_core::{ClusterSpec, NodeSpec, Placement, PolicySpec};
+use ordo_slurm::job::{ArrayPart, JobState, SlurmJob, SlurmNode};
+use ordo_slurm::json::parse_jobs;
+use ordo_slurm::order::{intended_order, PlanSpec, Skip};
+use ordo_slurm::squeue::parse_sinfo;
+
+const DOC: &str = include_str!("data/squeue-22.05.json");
+
+/// The dev cluster: n1, n2 (8 GPUs) in `gpu`; n3 (4 GPUs) in `gpu` and `other`; 2 CPUs each.
+fn nodes() -> Vec<SlurmNode> {
+    parse_sinfo(
+        "n1|gpu:8|2|4000|mixed|gpu\nn2|gpu:8|2|4000|mixed|gpu\nn3|gpu:4|2|4000|mixed|gpu\nn3|gpu:4|2|4000|mixed|other\n",
+    )
+    .unwrap()
+}
+
+fn spec(policy: &str) -> PlanSpec {
+    PlanSpec {
+        policy: policy.parse::<PolicySpec>().unwrap(),
+        placement: Placement::Consolidated,
+        partitions: None,
+        model_memory: false,
+        cluster: None,
+    }
+}
+
+fn ids(i: &ordo_slurm::Intended) -> Vec<u64> {
+    i.order.iter().map(|r| r.job).collect()
+}
+
+#[test]
+fn reads_jobs_allocations_and_requests() {
+    let jobs = parse_jobs(DOC, "fixture").unwrap();
+    assert_eq!(jobs.len(), 5);
+    let j1 = &jobs[0];
+    assert_eq!((j1.id, &j1.state, j1.gpus, j1.time_limit_min), (1, &JobState::Running, 8, Some(2)));
+    assert_eq!(j1.alloc, vec![("n1".to_string(), 8)]);
+    assert_eq!(jobs[2].user, "nobody");
+    assert_eq!(jobs[2].alloc, vec![("n3".to_string(), 4)]);
+    let j5 = &jobs[4];
+    assert_eq!((j5.state.clone(), j5.gpus, j5.cpus, j5.reason.as_str()), (JobState::Pending, 8, 2, "Priority"));
+    assert!(j5.orderable());
+}
+
+#[test]
+fn orders_the_queue_with_the_core_policies() {
+    let jobs = parse_jobs(DOC, "fixture").unwrap();
+    let now = jobs[0].submit + 5;
+    let i = intended_order(&jobs, &nodes(), &spec("sjf"), now, &Skip::new());
+    assert_eq!(i.running, 3);
+    assert!(i.warnings.is_empty(), "{:?}", i.warnings);
+    assert_eq!(ids(&i), vec![4, 5], "equal limits: submit order");
+    assert!(!i.order[0].starts_now && i.order[0].reason.contains("waits for resources"), "{:?}", i.order[0]);
+    assert!(i.order[1].reason.contains("behind job 4"), "{:?}", i.order[1]);
+
+    // With job 3 gone, n3's four GPUs are free: the 4-GPU job starts now under any order, and
+    // sgf puts it first even when it was submitted last.
+    let mut fewer: Vec<_> = jobs.iter().filter(|j| j.id != 3).cloned().collect();
+    fewer.iter_mut().find(|j| j.id == 4).unwrap().submit += 100;
+    let i = intended_order(&fewer, &nodes(), &spec("sgf"), now + 200, &Skip::new());
+    assert_eq!(ids(&i), vec![4, 5]);
+    assert!(i.order[0].starts_now && i.order[0].reason.contains("n3:4"), "{:?}", i.order[0]);
+    let i = intended_order(&fewer, &nodes(), &spec("fifo"), now + 200, &Skip::new());
+    assert_eq!(ids(&i), vec![5, 4], "fifo: job 5 was submitted first");
+}
+
+#[test]
+fn held_jobs_jobs_that_never_fit_and_skipped_jobs_are_left_alone() {
+    let mut jobs = parse_jobs(DOC, "fixture").unwrap();
+    jobs[3].priority = 0;
+    jobs[3].reason = "JobHeldUser".into();
+    jobs[4].gpus = 64;
+    let i = intended_order(&jobs, &nodes(), &spec("sjf"), jobs[0].submit, &Skip::new());
+    assert!(i.order.is_empty());
+    assert_eq!(i.left_alone.len(), 2);
+    assert!(i.left_alone[0].1.contains("held") && i.left_alone[1].1.contains("64 GPUs"), "{:?}", i.left_alone);
+    let jobs = parse_jobs(DOC, "fixture").unwrap();
+    let skip = Skip::from([(4, "set by hand".to_string())]);
+    let i = intended_order(&jobs, &nodes(), &spec("sjf"), jobs[0].submit, &skip);
+    assert_eq!(ids(&i), vec![5]);
+    assert_eq!(i.left_alone, vec![(4, "set by hand".to_string())]);
+}
+
+#[test]
+fn running_jobs_on_unknown_nodes_are_counted_with_a_warning() {
+    let jobs = parse_jobs(DOC, "fixture").unwrap();
+    let other = ClusterSpec {
+        nodes: (0..3)
+            .map(|k| NodeSpec { name: format!("x{k}"), gpus: [8, 8, 4][k], cpus: None, mem_mib: None, gpu_model: None })
+            .collect(),
+    };
+    let s = PlanSpec { cluster: Some(other), ..spec("sjf") };
+    let i = intended_order(&jobs, &[], &s, jobs[0].submit, &Skip::new());
+    assert_eq!(i.running, 3);
+    assert_eq!(i.warnings.len(), 3, "{:?}", i.warnings);
+    assert!(i.order.iter().all(|r| !r.starts_now), "the cluster is still full");
+}
+
+/// A job of the test queues: `gpus` GPUs, 1 CPU, `limit` minutes, in `parts`.
+fn job(id: u64, state: JobState, gpus: u32, limit: u64, parts: &[&str]) -> SlurmJob {
+    SlurmJob {
+        id,
+        state,
+        priority: 1000 - id,
+        nice: 0,
+        time_limit_min: Some(limit),
+        submit: 1_000 + id as i64,
+        start: 1_000,
+        user: "u".into(),
+        account: "a".into(),
+        partitions: parts.iter().map(|p| p.to_string()).collect(),
+        gpus,
+        cpus: 1,
+        mem_mib: 100,
+        alloc: Vec::new(),
+        reason: "Priority".into(),
+        array: None,
+    }
+}
+
+fn running(id: u64, gpus: u32, node: &str, part: &str) -> SlurmJob {
+    SlurmJob { alloc: vec![(node.to_string(), gpus)], ..job(id, JobState::Running, gpus, 60, &[part]) }
+}
+
+/// Issue 18's case: job 11 may only use partition `other` (node n3), where job 10 of partition
+/// `gpu` holds all four GPUs. Planned on the whole cluster, sjf ranked 11 first and said it
+/// "starts now" (on n1); planned per partition, 11 waits for n3 and 12 (partition gpu) is the
+/// one that starts now.
+#[test]
+fn a_job_is_ordered_only_on_its_partitions_nodes() {
+    let jobs = vec![
+        running(10, 4, "n3", "gpu"),
+        job(11, JobState::Pending, 1, 1, &["other"]),
+        job(12, JobState::Pending, 8, 10, &["gpu"]),
+    ];
+    let i = intended_order(&jobs, &nodes(), &spec("sjf"), 2_000, &Skip::new());
+    assert_eq!(i.running, 1);
+    let r11 = i.order.iter().find(|r| r.job == 11).unwrap();
+    let r12 = i.order.iter().find(|r| r.job == 12).unwrap();
+    assert!(!r11.starts_now && r11.reason.starts_with("in other: first in line; waits for resources"), "{r11:?}");
+    assert!(r12.starts_now && r12.reason.contains("fits: n1:8"), "{r12:?}");
+    assert_eq!(r11.partition, "other");
+    // The first of each partition comes first, partitions by name: gpu's 12, then other's 11.
+    assert_eq!(ids(&i), vec![12, 11]);
+
+    // Driving only `other`: n3 only, with job 10 (partition gpu) counted as running there; job
+    // 12 belongs to another driver.
+    let s = PlanSpec { partitions: Some(vec!["other".into()]), ..spec("sjf") };
+    let i = intended_order(&jobs, &nodes(), &s, 2_000, &Skip::new());
+    assert_eq!((ids(&i), i.running, i.not_driven), (vec![11], 1, 1));
+    assert_eq!(i.cluster, "other 1x4");
+    assert!(!i.order[0].starts_now, "n3 is full: {:?}", i.order[0]);
+
+    // A job listing both partitions belongs to the driver of the first one.
+    let both = vec![job(13, JobState::Pending, 1, 5, &["gpu", "other"])];
+    let i = intended_order(&both, &nodes(), &s, 2_000, &Skip::new());
+    assert_eq!((i.order.len(), i.not_driven), (0, 1));
+    let s = PlanSpec { partitions: Some(vec!["gpu".into()]), ..spec("sjf") };
+    let i = intended_order(&both, &nodes(), &s, 2_000, &Skip::new());
+    assert_eq!(ids(&i), vec![13]);
+}
+
+/// Three nodes of 2 CPUs: at most six 1-CPU jobs run at once, however many GPUs are free.
+#[test]
+fn cpus_limit_what_starts() {
+    let jobs: Vec<SlurmJob> = (1..=8).map(|k| job(k, JobState::Pending, 1, 5, &["gpu"])).collect();
+    let i = intended_order(&jobs, &nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert_eq!(i.order.iter().filter(|r| r.starts_now).count(), 6);
+    assert!(i.order[6].reason.contains("CPU"), "{:?}", i.order[6]);
+    // Memory is modelled only where Slurm treats it as consumable: 3000 MiB jobs on 4000 MiB
+    // nodes then go one per node.
+    let big: Vec<SlurmJob> = jobs.iter().map(|j| SlurmJob { mem_mib: 3000, ..j.clone() }).collect();
+    let s = PlanSpec { model_memory: true, ..spec("fifo") };
+    let i = intended_order(&big, &nodes(), &s, 2_000, &Skip::new());
+    assert_eq!(i.order.iter().filter(|r| r.starts_now).count(), 3);
+    let i = intended_order(&big, &nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert_eq!(i.order.iter().filter(|r| r.starts_now).count(), 6);
+}
+
+/// A pending array of 50 tasks of 2 GPUs is one record at one priority, but it is 50 jobs to
+/// the plan: with 20 GPUs and 6 CPUs free, 6 of its tasks start now. Its throttle (`%5` with two
+/// tasks running) leaves three that may start.
+#[test]
+fn array_tasks_are_planned_one_by_one() {
+    let array = SlurmJob {
+        array: Some(ArrayPart { array_job_id: 20, task: None, tasks: 50, throttle: None }),
+        ..job(20, JobState::Pending, 2, 3, &["gpu"])
+    };
+    let short = job(21, JobState::Pending, 1, 1, &["gpu"]);
+    let jobs = vec![array.clone(), short.clone()];
+    let i = intended_order(&jobs, &nodes(), &spec("sjf"), 2_000, &Skip::new());
+    assert_eq!(ids(&i), vec![21, 20], "sjf: the 1-minute job first, then the array");
+    assert_eq!((i.order[1].tasks, i.order[1].starts_now), (50, true));
+    // Under fifo (the array was submitted first) the array's tasks take the six CPUs and the
+    // other job waits behind its first waiting task.
+    let i = intended_order(&jobs, &nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert_eq!(ids(&i), vec![20, 21]);
+    assert!(!i.order[1].starts_now && i.order[1].reason.contains("behind job 20"), "{:?}", i.order[1]);
+
+    let throttled = SlurmJob {
+        array: Some(ArrayPart { array_job_id: 20, task: None, tasks: 50, throttle: Some(5) }),
+        ..array.clone()
+    };
+    let task = |id, t, node: &str| SlurmJob {
+        array: Some(ArrayPart { array_job_id: 20, task: Some(t), tasks: 1, throttle: Some(5) }),
+        ..running(id, 2, node, "gpu")
+    };
+    let jobs = vec![throttled.clone(), task(30, 0, "n1"), task(31, 1, "n2")];
+    let i = intended_order(&jobs, &nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert_eq!(i.running, 2);
+    assert!(i.order[0].starts_now && i.order[0].reason.contains("array: 50 tasks"), "{:?}", i.order[0]);
+    // Five running: none may start; the record is left alone until one ends.
+    let five: Vec<SlurmJob> = std::iter::once(throttled)
+        .chain((0..5).map(|t| task(30 + t as u64, t, ["n1", "n2", "n3", "n1", "n2"][t as usize])))
+        .collect();
+    let i = intended_order(&five, &nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert!(i.order.is_empty());
+    assert!(i.left_alone[0].1.contains("throttle"), "{:?}", i.left_alone);
+}
