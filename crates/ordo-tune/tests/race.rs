@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn search(w: &Workload, cluster: &str, race: bool) -> (Summary, ordo_tune::TuneResult) {
     let base = SimConfig::new(
-        ClusterSpec::parse(cluster).unwrap(),
+        ClusterSpec::parse(cluster).expect("cluster"),
         Placement::Pooled,
         PolicySpec::plain(ordo_core::Order::Fifo),
     );
@@ -23,7 +23,7 @@ fn search(w: &Workload, cluster: &str, race: bool) -> (Summary, ordo_tune::TuneR
     };
     // The standard space with one starvation guard instead of three: half the size, every order.
     let space = ordo_tune::Space { maxwaits: vec!["", "+maxwait=24h"], ..ordo_tune::Space::standard() };
-    let r = tune(w, &base, &space, &opts, &|_| {}).unwrap();
+    let r = tune(w, &base, &space, &opts, &|_| {}).expect("search");
     assert_eq!(r.stopped, StopReason::Exhausted, "the whole space is searched");
     (summarize(&r, &opts.constraints, opts.objective), r)
 }

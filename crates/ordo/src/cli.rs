@@ -37,6 +37,8 @@ enum Cmd {
     Trace(crate::trace_cmd::TraceArgs),
     /// Meet an existing Slurm cluster: import its accounting, drive its queue order.
     Slurm(crate::slurm_cmd::SlurmArgs),
+    /// Schedule a Kubernetes cluster's GPU pods (a second scheduler), show its queue, import its log.
+    Kube(crate::kube_cmd::KubeArgs),
     #[command(flatten)]
     Server(crate::server_cmd::ServerCmd),
     /// Plan, split, pace, submit and report requests to AI APIs: `ordo batch plan|split|run|submit|status|fetch|cancel|report`.
@@ -98,7 +100,7 @@ pub struct InputArgs {
     quotas: Option<PathBuf>,
 }
 
-fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
+pub(crate) fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
     ordo_core::policy::parse_duration(s).ok_or_else(|| format!("`{s}`: expected a duration such as 30s, 5m, 1h"))
 }
 
@@ -409,6 +411,7 @@ pub fn run() -> Result<ExitCode> {
     crate::progress::set_quiet(cli.quiet);
     match cli.cmd {
         Cmd::Slurm(a) => return crate::slurm_cmd::run(a),
+        Cmd::Kube(a) => return crate::kube_cmd::run(a),
         Cmd::Server(c) => return crate::server_cmd::run(c),
         Cmd::Trace(a) => return crate::trace_cmd::run(a),
         Cmd::Batch(a) => return crate::batch_cmd::run(a),

@@ -3,6 +3,7 @@
 
 mod batch_cmd;
 mod cli;
+mod kube_cmd;
 mod output;
 mod progress;
 mod report_cmd;

@@ -1,0 +1,250 @@
+//! Rebuilding ordo-core's state from the pods and nodes: the open nodes of the pool less what
+//! other pods hold, our bound pods as running jobs, our waiting pods and complete gangs queued.
+
+use super::*;
+use ordo_core::{ClusterSpec, Demand, NodeSpec, Placement};
+
+impl Engine {
+    /// Rebuilds ordo-core's state: nodes in name order; running units in the order they were
+    /// bound; waiting units in creation order (then namespace and name). A running unit that
+    /// ordo-core cannot hold where it is (it overcommits a node, or sits on a node that is
+    /// closed) is counted as another scheduler's pods are: its node is shrunk by what it holds.
+    pub(crate) fn rebuild(&mut self, now: i64) {
+        self.stats.rebuilds += 1;
+        let open: Vec<&NodeInfo> = self.nodes.values().filter(|n| n.open()).collect();
+        let names: Vec<String> = open.iter().map(|n| n.name.clone()).collect();
+        let idx: HashMap<String, u32> = names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
+
+        // Our pods by unit: running (bound, on an open node) and waiting.
+        let mut running: BTreeMap<UnitKey, Vec<&PodInfo>> = BTreeMap::new();
+        let mut waiting: BTreeMap<UnitKey, Vec<&PodInfo>> = BTreeMap::new();
+        let mut off_core: HashSet<UnitKey> = HashSet::new();
+        for p in self.pods.values().filter(|p| self.ours(p) && !p.ended()) {
+            let key = Self::unit_key(p);
+            if p.node.is_some() {
+                if p.terminating || self.evicting.contains(&p.uid) || !idx.contains_key(p.node.as_deref().unwrap_or(""))
+                {
+                    off_core.insert(key.clone());
+                }
+                running.entry(key).or_default().push(p);
+            } else if !p.terminating {
+                waiting.entry(key).or_default().push(p);
+            }
+        }
+        for v in running.values_mut().chain(waiting.values_mut()) {
+            v.sort_by(|a, b| (a.created_ms, &a.name).cmp(&(b.created_ms, &b.name)));
+        }
+        let mut order: Vec<(&UnitKey, i64)> =
+            running.iter().map(|(k, v)| (k, v.iter().filter_map(|p| p.bound_ms).min().unwrap_or(now))).collect();
+        order.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
+
+        let preemptive = self.cfg.policy.order.preemptive();
+        let mut core;
+        let mut units: HashMap<JobId, Unit>;
+        let mut job_of: HashMap<UnitKey, JobId>;
+        let mut next: u32;
+        // At most a few rounds: each one moves the units ordo-core refused off the core.
+        loop {
+            // What others hold on each open node: pods of other schedulers, ours that are off
+            // the core (ending, evicted, or refused), in bytes and thousandths.
+            let mut other: Vec<Ask> = vec![Ask::default(); names.len()];
+            for p in self.pods.values().filter(|p| p.holds()) {
+                let Some(&n) = p.node.as_ref().and_then(|n| idx.get(n)) else { continue };
+                if !self.ours(p) || off_core.contains(&Self::unit_key(p)) {
+                    other[n as usize] = other[n as usize].plus(p.ask);
+                }
+            }
+            let spec = ClusterSpec {
+                nodes: open
+                    .iter()
+                    .zip(&other)
+                    .map(|(n, o)| {
+                        let free = n.alloc.minus(*o);
+                        NodeSpec {
+                            name: n.name.clone(),
+                            gpus: free.gpus,
+                            cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
+                            mem_mib: Some(free.mem_mib_down()),
+                            gpu_model: None,
+                        }
+                    })
+                    .collect(),
+            };
+            core = Scheduler::new(&spec, Placement::Consolidated, self.cfg.policy.clone());
+            core.set_min_run(self.cfg.min_run_ms);
+            units = HashMap::new();
+            job_of = HashMap::new();
+            next = 0;
+            let mut refused = Vec::new();
+            for &(key, since) in &order {
+                if off_core.contains(key) {
+                    continue;
+                }
+                let pods = &running[key];
+                let unit = Unit {
+                    key: key.clone(),
+                    pods: pods.iter().map(|p| p.uid.clone()).collect(),
+                    running: true,
+                    ask: pods.iter().fold(Ask::default(), |a, p| a.plus(p.ask)),
+                    estimate: self.estimate_of(pods),
+                    created: pods.iter().map(|p| p.created_ms).min().unwrap_or(now),
+                    since,
+                    alloc: None,
+                };
+                let job = JobId(next);
+                let mut req = self.req(job, &unit, pods);
+                let mut per_node: BTreeMap<u32, u32> = BTreeMap::new();
+                for p in pods {
+                    if let Some(&n) = p.node.as_ref().and_then(|n| idx.get(n)) {
+                        *per_node.entry(n).or_default() += p.ask.gpus;
+                    }
+                }
+                let bare = Allocation { parts: per_node.into_iter().collect(), detail: None };
+                let demand = Demand::new(req.gpus, None, req.cpus, req.mem_mib);
+                let ok = match core.capacity().complete(&bare, demand) {
+                    Some(alloc) => {
+                        let committed = if preemptive {
+                            core.submit(req, since).is_ok() && core.start(job, &alloc, since).is_ok()
+                        } else {
+                            req.estimate = (since + unit.estimate - now).max(1);
+                            core.submit(req, now).is_ok() && core.start(job, &alloc, now).is_ok()
+                        };
+                        committed.then_some(alloc)
+                    }
+                    None => None,
+                };
+                match ok {
+                    Some(alloc) => {
+                        next += 1;
+                        job_of.insert(key.clone(), job);
+                        units.insert(job, Unit { alloc: Some(alloc), ..unit });
+                    }
+                    None => refused.push(key.clone()),
+                }
+            }
+            if refused.is_empty() {
+                break;
+            }
+            off_core.extend(refused);
+        }
+
+        // Waiting units: pods without a gang, complete gangs; the rest is held with why.
+        let mut held = BTreeMap::new();
+        let mut partial = BTreeMap::new();
+        let mut queue: Vec<(i64, String, &UnitKey, &Vec<&PodInfo>)> = Vec::new();
+        for (key, pods) in &waiting {
+            let uids: Vec<String> = pods.iter().map(|p| p.uid.clone()).collect();
+            let why = pods.iter().find_map(|p| {
+                p.invalid
+                    .as_ref()
+                    .map(|w| format!("cannot be scheduled as written: {w}"))
+                    .or_else(|| self.unsupported(p).map(|w| format!("cannot be scheduled by ordo: {w}")))
+            });
+            if let Some(why) = why {
+                held.insert(key.clone(), Held { pods: uids, why });
+                continue;
+            }
+            if let UnitKey::Gang(ns, name) = key {
+                let bound = running.get(key).map_or(0, |v| v.len());
+                if bound > 0 {
+                    partial.insert(key.clone(), uids);
+                    continue;
+                }
+                let size = pods.iter().filter_map(|p| p.gang.as_ref().map(|g| g.size)).max().unwrap_or(1) as usize;
+                if pods.len() < size {
+                    held.insert(
+                        key.clone(),
+                        Held {
+                            pods: uids,
+                            why: format!(
+                                "gang {ns}/{name} has {} of its {size} pods; it is bound all or none once all exist",
+                                pods.len()
+                            ),
+                        },
+                    );
+                    continue;
+                }
+            }
+            let first = pods[0];
+            queue.push((first.created_ms, first.key(), key, pods));
+        }
+        queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        // A pod runs on one node: ordo-core would place a job larger than every node over
+        // several, which a pod cannot use.
+        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
+        for (created, _, key, pods) in queue {
+            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
+                let res = &self.cfg.gpu_resource;
+                let why = format!(
+                    "needs {} on one node, but no open node of the pool is that large (the largest has {largest} {res}); it waits until one is",
+                    crate::words::ask_text(big.ask, res)
+                );
+                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
+                held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
+                continue;
+            }
+            let unit = Unit {
+                key: key.clone(),
+                pods: pods.iter().map(|p| p.uid.clone()).collect(),
+                running: false,
+                ask: pods.iter().fold(Ask::default(), |a, p| a.plus(p.ask)),
+                estimate: self.estimate_of(pods),
+                created,
+                since: 0,
+                alloc: None,
+            };
+            let job = JobId(next);
+            let req = self.req(job, &unit, pods);
+            match core.submit(req, now) {
+                Ok(()) => {
+                    next += 1;
+                    job_of.insert(key.clone(), job);
+                    units.insert(job, unit);
+                }
+                Err(e) => {
+                    let why = self.never_fits(&unit, pods.len(), &e);
+                    held.insert(key.clone(), Held { pods: unit.pods, why });
+                }
+            }
+        }
+        self.core = core;
+        self.units = units;
+        self.job_of = job_of;
+        self.next_job = next;
+        self.held = held;
+        self.partial = partial;
+        self.node_names = names;
+        self.node_idx = idx;
+        self.blocked.retain(|k, _| self.job_of.contains_key(k));
+        self.dirty = false;
+    }
+
+    /// A unit's estimate: the largest of its pods', each its own or the default.
+    pub(crate) fn estimate_of(&self, pods: &[&PodInfo]) -> i64 {
+        pods.iter()
+            .map(|p| p.estimate_ms.unwrap_or(self.cfg.default_estimate_ms))
+            .max()
+            .unwrap_or(self.cfg.default_estimate_ms)
+    }
+
+    /// Why a unit can never be placed on the open nodes of the pool, in words.
+    fn never_fits(&self, u: &Unit, pods: usize, e: &ordo_core::scheduler::SubmitError) -> String {
+        let res = &self.cfg.gpu_resource;
+        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
+        let total: u64 = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus as u64).sum();
+        let what = crate::words::ask_text(u.ask, res);
+        match e {
+            ordo_core::scheduler::SubmitError::NeverFits { .. } if pods == 1 && largest >= u.ask.gpus => format!(
+                "needs {what} on one node; pods of other schedulers (or pods ending) hold part of every open node large enough; it waits until they end"
+            ),
+            ordo_core::scheduler::SubmitError::NeverFits { .. } if pods == 1 => format!(
+                "needs {what} on one node, but no open node of the pool is that large (the largest has {largest} {res}); it waits until one is"
+            ),
+            ordo_core::scheduler::SubmitError::NeverFits { .. } => format!(
+                "gang of {pods} pods needs {} {res} in all, more than the open nodes of the pool have ({total}); it waits until they do",
+                u.ask.gpus
+            ),
+            _ => format!("needs {what}, which no open node of the pool can ever hold ({e}); it waits until one can"),
+        }
+    }
+}

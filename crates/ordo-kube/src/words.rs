@@ -1,0 +1,208 @@
+//! Why a pod waits, in people's words: ordo-core's `Reason` as the one line that goes into the
+//! pod's `PodScheduled=False` condition, its Event, `ordo kube queue` and `ordo kube explain`.
+
+use crate::objects::Ask;
+use ordo_core::Reason;
+use serde::{Deserialize, Serialize};
+
+/// Why a pod (or gang) waits, as shown to people and in JSON: the same shape as `ordo server`'s
+/// `WaitInfo` (docs/SERVER.md), so that tools read both alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitInfo {
+    /// One line for people.
+    pub text: String,
+    /// The scheduler's reason, when ordo-core holds the pod (absent when it is kept out: an
+    /// incomplete gang, a pod no node can ever hold, an unreadable annotation).
+    pub detail: Option<Reason>,
+    /// Pods or gangs ahead of it in the policy's order.
+    pub ahead: usize,
+    /// Expected start (ms since the epoch) by running pods' time limits, when known.
+    pub expected_start: Option<i64>,
+}
+
+/// The kind of a reason without the numbers that move on every pass: a condition (and an
+/// Event) is written again when this changes.
+pub fn reason_kind(r: Option<&Reason>) -> u8 {
+    match r {
+        Some(Reason::Resources { .. }) => 0,
+        Some(Reason::Priority { .. }) => 1,
+        Some(Reason::Reserved { .. }) => 2,
+        Some(Reason::Reservation { .. }) => 3,
+        Some(Reason::NodeFit { .. }) => 4,
+        Some(Reason::Outranked { .. }) => 5,
+        None => 6,
+        Some(Reason::Quota { .. }) => 7,
+    }
+}
+
+/// Whether a reason says the pod does not fit (an Event of type Warning, reason
+/// `FailedScheduling`) rather than that it waits its turn (Normal, `Waiting`).
+pub fn is_shortage(r: Option<&Reason>) -> bool {
+    matches!(r, Some(Reason::Resources { .. } | Reason::NodeFit { .. }) | None)
+}
+
+/// `14:20 UTC` for a time today (in UTC, relative to `now`), else `2026-05-04 14:20 UTC`.
+pub fn clock(ms: i64, now: i64) -> String {
+    use k8s_openapi::jiff::Timestamp;
+    let (Ok(t), Ok(n)) = (Timestamp::from_millisecond(ms), Timestamp::from_millisecond(now)) else {
+        return format!("{ms} ms");
+    };
+    let (t, n) = (t.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC), n.to_zoned(k8s_openapi::jiff::tz::TimeZone::UTC));
+    if t.date() == n.date() {
+        t.strftime("%H:%M UTC").to_string()
+    } else {
+        t.strftime("%Y-%m-%d %H:%M UTC").to_string()
+    }
+}
+
+/// `2 nvidia.com/gpu, 4 CPU and 16Gi of memory`: what a pod asks, for people.
+pub fn ask_text(a: Ask, gpu_resource: &str) -> String {
+    let mut parts = vec![format!("{} {gpu_resource}", a.gpus)];
+    if a.cpu_milli > 0 {
+        let c = if a.cpu_milli.is_multiple_of(1000) {
+            format!("{}", a.cpu_milli / 1000)
+        } else {
+            format!("{}m", a.cpu_milli)
+        };
+        parts.push(format!("{c} CPU"));
+    }
+    if a.mem_bytes > 0 {
+        parts.push(format!("{} of memory", mem_text(a.mem_bytes)));
+    }
+    match parts.len() {
+        1 => parts.remove(0),
+        _ => {
+            let last = parts.pop().unwrap_or_default();
+            format!("{} and {last}", parts.join(", "))
+        }
+    }
+}
+
+/// `16Gi`, `512Mi`, `1000` (bytes) for people.
+pub fn mem_text(b: u64) -> String {
+    const GI: u64 = 1 << 30;
+    const MI: u64 = 1 << 20;
+    if b >= GI && b.is_multiple_of(GI) {
+        format!("{}Gi", b / GI)
+    } else if b >= MI && b.is_multiple_of(MI) {
+        format!("{}Mi", b / MI)
+    } else {
+        format!("{b}")
+    }
+}
+
+/// What the words need to know about the cluster and the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The policy in force, as written (`fifo`, `sjf+easy`).
+    pub policy: &'a str,
+    /// The GPU resource name.
+    pub gpu_resource: &'a str,
+    /// Most GPUs free on any one open node of the pool.
+    pub most_free: u32,
+    /// GPUs of the largest open node.
+    pub largest: u32,
+    /// Idle open nodes (all GPUs free).
+    pub idle_nodes: usize,
+    /// Now, ms since the epoch.
+    pub now: i64,
+}
+
+/// The line for a waiting unit that ordo-core holds. `what` names it (`default/train-3`,
+/// `gang default/g (4 pods)`), `ask` is what it asks in all, `blocker` names the unit a reason
+/// points at, `position` is its 1-based place in the policy's order and `expected` the
+/// expected start when known.
+pub fn waiting_text(
+    cx: &Context<'_>,
+    r: &Reason,
+    ask: Ask,
+    pods: usize,
+    blocker: Option<&str>,
+    position: usize,
+    expected: Option<i64>,
+) -> String {
+    let res = cx.gpu_resource;
+    let tail = |s: String| {
+        let mut s = format!("{s}; position {position}");
+        if let Some(t) = expected {
+            s.push_str(&format!("; expected start {} by time limits", clock(t, cx.now)));
+        }
+        s
+    };
+    let need = match pods {
+        1 => format!("needs {} on one node", ask_text(ask, res)),
+        n if ask.gpus > cx.largest => format!("gang of {n} pods needs {} {res} in all, on whole idle nodes", ask.gpus),
+        n => format!("gang of {n} pods needs {} in all", ask_text(ask, res)),
+    };
+    match r {
+        Reason::Resources { .. } if pods > 1 && ask.gpus > cx.largest => {
+            tail(format!("{need}; {} open nodes are idle", cx.idle_nodes))
+        }
+        Reason::Resources { .. } => tail(format!("{need}; the most free on any node is {}", cx.most_free)),
+        // ordo-core's "no node has 4 free GPUs": say how far off the best node is.
+        Reason::NodeFit { why, .. } if why.starts_with("no node has") => {
+            tail(format!("{need}; the most free on any node is {}", cx.most_free))
+        }
+        Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
+        Reason::Priority { .. } => tail(format!(
+            "waiting behind {} under {} (strict order: nothing starts before it)",
+            blocker.unwrap_or("a pod that does not fit"),
+            cx.policy
+        )),
+        Reason::Reserved { until, .. } => tail(format!(
+            "it fits now, but the {res} are reserved for {} under {}, which starts by {}",
+            blocker.unwrap_or("an earlier pod"),
+            cx.policy,
+            clock(*until, cx.now)
+        )),
+        Reason::Reservation { start } => {
+            tail(format!("holds a reservation under {} to start at {}", cx.policy, clock(*start, cx.now)))
+        }
+        Reason::Outranked { need } => tail(format!(
+            "outranked under {}: pods ahead of it by the policy hold the {need} {res} it needs; it starts when they end or fall behind it",
+            cx.policy
+        )),
+        // ordo kube sets no quotas; an array's or owner's limit would read so.
+        Reason::Quota { scope, holds, limit, need, .. } => {
+            let whose = match scope {
+                ordo_core::QuotaScope::User => "its user's",
+                ordo_core::QuotaScope::Group => "its group's",
+                ordo_core::QuotaScope::Array => "its array's",
+            };
+            tail(format!("{need} more would pass {whose} quota ({holds} of {limit} held)"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_like_the_issue_says() {
+        let now = 1_767_269_400_000; // 2026-01-01 12:10 UTC
+        let cx =
+            Context { policy: "fifo", gpu_resource: "nvidia.com/gpu", most_free: 6, largest: 8, idle_nodes: 0, now };
+        let a = Ask { gpus: 8, ..Ask::default() };
+        let t = waiting_text(&cx, &Reason::Resources { need: 8, free: 10 }, a, 1, None, 1, None);
+        assert_eq!(t, "needs 8 nvidia.com/gpu on one node; the most free on any node is 6; position 1");
+        let t = waiting_text(
+            &cx,
+            &Reason::Priority { behind: ordo_core::JobId(3) },
+            Ask { gpus: 1, ..a },
+            1,
+            Some("default/train-7"),
+            3,
+            Some(now + 2 * 3_600_000),
+        );
+        assert_eq!(
+            t,
+            "waiting behind default/train-7 under fifo (strict order: nothing starts before it); position 3; expected start 14:10 UTC by time limits"
+        );
+        assert_eq!(clock(now + 86_400_000, now), "2026-01-02 12:10 UTC");
+        assert_eq!(
+            ask_text(Ask { gpus: 2, cpu_milli: 1500, mem_bytes: 16 << 30 }, "nvidia.com/gpu"),
+            "2 nvidia.com/gpu, 1500m CPU and 16Gi of memory"
+        );
+    }
+}
