@@ -54,6 +54,10 @@ pub struct Demand {
     pub cpus: u32,
     /// Memory in MiB (0: not asked).
     pub mem_mib: u64,
+    /// A gang's shape under consolidated placement: its GPUs split evenly over exactly this
+    /// many distinct nodes (`--nodes N --gpus-per-node K`: `gpus = N x K`). 0: the placement
+    /// decides. Pooled placement counts GPUs only and ignores it.
+    pub nodes: u32,
 }
 
 impl Demand {
@@ -66,7 +70,22 @@ impl Demand {
     #[inline]
     pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
         let milli = crate::model::fractional_share(gpus, milli).unwrap_or(0);
-        Demand { gpus, milli, cpus, mem_mib }
+        Demand { gpus, milli, cpus, mem_mib, nodes: 0 }
+    }
+
+    /// The same ask as a gang on exactly `nodes` nodes (0: any placement). A shape that does
+    /// not divide the GPUs evenly, or with a fractional share, is kept as given; such a job is
+    /// refused at submit.
+    #[inline]
+    pub fn on_nodes(self, nodes: u32) -> Self {
+        Demand { nodes, ..self }
+    }
+
+    /// GPUs per node of a gang shape (`nodes >= 1`, whole GPUs, an even split).
+    #[inline]
+    pub fn per_node_gpus(&self) -> Option<u32> {
+        (self.nodes >= 1 && self.gpus > 0 && self.milli == 0 && self.gpus.is_multiple_of(self.nodes))
+            .then(|| self.gpus / self.nodes)
     }
 
     /// True for a whole-GPU ask with no CPU or memory (the fast paths).
@@ -328,6 +347,15 @@ impl Capacity {
         self.det.as_ref().map_or((u32::MAX, u64::MAX), |d| (d.cpu_free[node as usize], d.mem_free[node as usize]))
     }
 
+    /// CPUs and memory (MiB) of the whole cluster, counting the nodes that model them (0 where
+    /// none does).
+    pub fn total_cpus_mem(&self) -> (u64, u64) {
+        let Some(det) = &self.det else { return (0, 0) };
+        let c = det.cpu_cap.iter().filter(|&&c| c != u32::MAX).map(|&c| c as u64).sum();
+        let m = det.mem_cap.iter().filter(|&&m| m != u64::MAX).sum();
+        (c, m)
+    }
+
     /// The placement model in force.
     pub fn placement(&self) -> Placement {
         self.placement
@@ -362,6 +390,17 @@ impl Capacity {
     /// Whether a job asking `d` could ever run on this cluster when it is empty.
     #[inline]
     pub fn can_ever_fit_for(&self, d: Demand) -> bool {
+        if let Some((n, k)) = self.shape(d) {
+            // Enough nodes that hold `k` GPUs (and their share of CPUs and memory) when empty.
+            let holds = (0..self.cap.len()).filter(|&i| {
+                self.cap[i] >= k
+                    && self.det.as_ref().is_none_or(|det| {
+                        let (c, m) = d.per_node(k);
+                        det.cpu_cap[i] >= c && det.mem_cap[i] >= m
+                    })
+            });
+            return holds.take(n as usize).count() == n as usize;
+        }
         let Some(det) = &self.det else { return d.gpus as u64 <= self.total };
         if d.gpus as u64 > self.total {
             return false;
@@ -386,6 +425,9 @@ impl Capacity {
     /// Whether a job asking `d` fits now.
     #[inline]
     pub fn fits_for(&self, d: Demand) -> bool {
+        if let Some((n, k)) = self.shape(d) {
+            return self.place_shaped(n, k, d).is_some();
+        }
         match &self.det {
             None => self.fits_count(d.gpus),
             Some(_) => {
@@ -458,9 +500,69 @@ impl Capacity {
     /// capacity the share, CPUs and memory are not modelled and only the GPU count matters.
     #[inline]
     pub fn place_for(&self, d: Demand) -> Option<Allocation> {
+        if let Some((n, k)) = self.shape(d) {
+            return self.place_shaped(n, k, d);
+        }
         match &self.det {
             None => self.place_count(d.gpus),
             Some(_) => self.place_detailed(d),
+        }
+    }
+
+    /// The gang shape `(nodes, GPUs per node)` placement must honour: a demand with
+    /// [`Demand::nodes`] under consolidated placement (pooled placement counts GPUs only).
+    #[inline]
+    fn shape(&self, d: Demand) -> Option<(u32, u32)> {
+        if d.nodes == 0 || self.placement != Placement::Consolidated {
+            return None;
+        }
+        Some(d.per_node_gpus().map_or((d.nodes, u32::MAX), |k| (d.nodes, k)))
+    }
+
+    /// A gang of `n` nodes with `k` GPUs each (and, on a detailed capacity, each node's share
+    /// of the CPUs and memory): the nodes with the fewest free GPUs that hold `k`, lowest index
+    /// on ties (best fit, as for one node). All of it or nothing. With the free-count index
+    /// this costs O(G + n); without, a scan of the nodes.
+    fn place_shaped(&self, n: u32, k: u32, d: Demand) -> Option<Allocation> {
+        if k == u32::MAX || k > self.max_cap || (n as u64) * (k as u64) > self.total_free {
+            return None;
+        }
+        let mut parts: Vec<(u32, u32)> = Vec::with_capacity(n as usize);
+        match &self.det {
+            None if !self.by_free.is_empty() => {
+                'f: for f in k..=self.max_cap {
+                    for i in self.by_free[f as usize - 1].iter_from(0) {
+                        parts.push((i, k));
+                        if parts.len() == n as usize {
+                            break 'f;
+                        }
+                    }
+                }
+            }
+            det => {
+                let room = |i: usize| {
+                    det.as_ref().is_none_or(|det| {
+                        let (c, m) = d.per_node(k);
+                        det.cpu_free[i] >= c && det.mem_free[i] >= m
+                    })
+                };
+                let mut fit: Vec<usize> = (0..self.cap.len()).filter(|&i| self.free[i] >= k && room(i)).collect();
+                if fit.len() < n as usize {
+                    return None;
+                }
+                fit.sort_by_key(|&i| (self.free[i], i));
+                parts.extend(fit.into_iter().take(n as usize).map(|i| (i as u32, k)));
+            }
+        }
+        if parts.len() < n as usize {
+            return None;
+        }
+        parts.sort_unstable();
+        let alloc = Allocation { parts, detail: None };
+        match &self.det {
+            None => Some(alloc),
+            // The lowest free GPUs of each node, with its share of the CPUs and memory.
+            Some(_) => self.complete(&alloc, d),
         }
     }
 
@@ -674,6 +776,18 @@ impl Capacity {
 
     /// Why a job asking `d` does not fit now, in words (for `explain`).
     pub fn why_not(&self, d: Demand) -> String {
+        if let Some((n, k)) = self.shape(d) {
+            if k == u32::MAX {
+                return format!("{} GPUs do not split evenly over {n} nodes", d.gpus);
+            }
+            let have = (0..self.cap.len()).filter(|&i| self.free[i] >= k).count();
+            return format!(
+                "needs {n} nodes with {k} free GPUs each{}, all at once; {have} node{} {} {k} free now",
+                if d.cpus > 0 || d.mem_mib > 0 { " and their share of CPUs and memory" } else { "" },
+                if have == 1 { "" } else { "s" },
+                if have == 1 { "has" } else { "have" },
+            );
+        }
         let Some(det) = &self.det else {
             return format!("not enough free GPUs: needs {}, {} free", d.gpus, self.total_free);
         };

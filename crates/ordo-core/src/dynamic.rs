@@ -3,7 +3,7 @@
 
 use crate::capacity::{Allocation, Capacity, Placement};
 use crate::model::JobId;
-use crate::policy::{Backfill, FairBy, GittinsParams, LasParams, Order, PriorityParams};
+use crate::policy::{Backfill, FairBy, FairParams, GittinsParams, LasParams, Order, PriorityParams};
 use crate::scheduler::{HashMap, JobReq, Plan, Progress, Reason, Scheduler, Start};
 use crate::time::Time;
 use std::cell::Cell;
@@ -89,6 +89,8 @@ struct Usage {
     value: f64,
     as_of: Time,
     running: u64,
+    /// The user's group (of its latest job), for its share.
+    group: u32,
 }
 
 impl Usage {
@@ -287,13 +289,20 @@ impl Scheduler {
         if let Order::Priority(pp) = &self.policy.order {
             // Slurm's classic fair-share factor 2^(-usage/share), once per user and pass (not
             // once per waiting job: thousands of jobs share a handful of users).
-            let usage: Vec<(u32, f64)> =
-                self.accounts.usage.iter().map(|(&u, us)| (u, us.at(now, pp.half_life))).collect();
+            // A user's share: its weight (user share x group share, 1 by default) over the sum
+            // of the weights of the users seen so far (1/n with no shares configured).
+            let q = &self.limits.q;
+            let usage: Vec<(u32, f64, f64)> = self
+                .accounts
+                .usage
+                .iter()
+                .map(|(&u, us)| (u, us.at(now, pp.half_life), q.weight(u, us.group)))
+                .collect();
             let total: f64 = usage.iter().map(|u| u.1).sum();
-            let share = 1.0 / usage.len().max(1) as f64;
-            for (u, used) in usage {
+            let weights: f64 = usage.iter().map(|u| u.2).sum::<f64>().max(1e-9);
+            for (u, used, w) in usage {
                 let norm = if total > 0.0 { used / total } else { 0.0 };
-                ctx.fairshare.insert(u, (-norm / share).exp2());
+                ctx.fairshare.insert(u, (-norm / (w / weights)).exp2());
             }
         }
         if let Order::Gittins(gp) = &self.policy.order {
@@ -407,18 +416,49 @@ impl Scheduler {
     }
 
     /// `fair`'s order for a pass: jobs past `+maxwait` first (oldest first); then, repeatedly,
-    /// the oldest waiting job of the owner holding the fewest GPUs (running, plus those ahead
-    /// in this order), ties by submit. Running GPUs per owner are counted once per pass.
-    fn fair_order(&self, by: FairBy, now: Time) -> Vec<&JobReq> {
-        let owner = |r: &JobReq| match by {
+    /// the oldest waiting job of the owner holding the least (running, plus those ahead in this
+    /// order) divided by its share; ties by submit. What an owner holds is its GPUs, or with
+    /// `measure=drf` the largest of its shares of the cluster's GPUs, CPUs and memory
+    /// (dominant resource fairness, counting the resources the nodes model). Running jobs are
+    /// counted once per pass.
+    /// The order is produced lazily: a pass that stops early (the cluster full) merges only
+    /// the owners' queues as far as it walks.
+    fn fair_order(&self, fp: FairParams, now: Time) -> impl Iterator<Item = &JobReq> + '_ {
+        let by = fp.by;
+        let owner = move |r: &JobReq| match by {
             FairBy::User => r.user,
             FairBy::Group => r.group,
         };
-        let mut held: HashMap<u32, u64> = HashMap::default();
+        let q = &self.limits.q;
+        let weight = move |r: &JobReq| match by {
+            FairBy::User => q.weight(r.user, r.group),
+            FairBy::Group => q.group_weight(r.group),
+        };
+        let (cpus, mem) = self.cap.total_cpus_mem();
+        let gpus = self.cap.total().max(1) as f64;
+        let measure = move |h: (u64, u64, u64)| -> f64 {
+            if !fp.drf {
+                return h.0 as f64;
+            }
+            let mut d = h.0 as f64 / gpus;
+            if cpus > 0 {
+                d = d.max(h.1 as f64 / cpus as f64);
+            }
+            if mem > 0 {
+                d = d.max(h.2 as f64 / mem as f64);
+            }
+            d
+        };
+        let add = |h: &mut (u64, u64, u64), r: &JobReq| {
+            h.0 += r.gpus as u64;
+            h.1 += r.cpus as u64;
+            h.2 += r.mem_mib;
+        };
+        let mut held: HashMap<u32, (u64, u64, u64)> = HashMap::default();
         for r in self.running.values() {
-            *held.entry(owner(&r.req)).or_default() += r.req.gpus as u64;
+            add(held.entry(owner(&r.req)).or_default(), &r.req);
         }
-        let mut order = Vec::with_capacity(self.queue.len());
+        let mut order = Vec::new();
         // The queue iterates by (submit, id) under dynamic orders.
         let mut per_owner: std::collections::BTreeMap<u32, VecDeque<&JobReq>> = Default::default();
         for req in self.queue.values() {
@@ -428,26 +468,35 @@ impl Scheduler {
                 per_owner.entry(owner(req)).or_default().push_back(req);
             }
         }
-        let mut heap: BinaryHeap<Reverse<(u64, Time, JobId, u32)>> = per_owner
+        let key = move |h: (u64, u64, u64), r: &JobReq| ord_f64(measure(h) / weight(r));
+        let mut heap: BinaryHeap<Reverse<(i64, Time, JobId, u32)>> = per_owner
             .iter()
-            .filter_map(|(&o, q)| q.front().map(|r| Reverse((held.get(&o).copied().unwrap_or(0), r.submit, r.id, o))))
+            .filter_map(|(&o, q)| {
+                q.front().map(|r| Reverse((key(held.get(&o).copied().unwrap_or_default(), r), r.submit, r.id, o)))
+            })
             .collect();
-        while let Some(Reverse((h, _, _, o))) = heap.pop() {
-            let q = per_owner.get_mut(&o).expect("owner has a queue");
-            let req = q.pop_front().expect("owner has a job");
-            order.push(req);
-            let h = h + req.gpus as u64;
+        // Jobs past `max_wait` first, then the owners' queues merged by what each holds.
+        order.into_iter().chain(std::iter::from_fn(move || {
+            let Reverse((_, _, _, o)) = heap.pop()?;
+            let q = per_owner.get_mut(&o)?;
+            let req = q.pop_front()?;
+            let h = held.entry(o).or_default();
+            add(h, req);
             if let Some(next) = q.front() {
-                heap.push(Reverse((h, next.submit, next.id, o)));
+                heap.push(Reverse((key(*h, next), next.submit, next.id, o)));
             }
-        }
-        order
+            Some(req)
+        }))
     }
 
     /// Accounting at submit: `priority` counts the user as seen.
     pub(crate) fn account_submit(&mut self, req: &JobReq, now: Time) {
         if matches!(self.policy.order, Order::Priority(_)) {
-            self.accounts.usage.entry(req.user).or_insert(Usage { value: 0.0, as_of: now, running: 0 });
+            self.accounts
+                .usage
+                .entry(req.user)
+                .or_insert(Usage { value: 0.0, as_of: now, running: 0, group: req.group })
+                .group = req.group;
         }
     }
 
@@ -458,7 +507,12 @@ impl Scheduler {
             self.accounts.turn_of.insert(req.user, self.accounts.turns);
         }
         if let Order::Priority(pp) = &self.policy.order {
-            let u = self.accounts.usage.entry(req.user).or_insert(Usage { value: 0.0, as_of: now, running: 0 });
+            let u = self.accounts.usage.entry(req.user).or_insert(Usage {
+                value: 0.0,
+                as_of: now,
+                running: 0,
+                group: req.group,
+            });
             u.advance(now, pp.half_life);
             u.running += req.gpus as u64;
         }
@@ -575,7 +629,7 @@ impl Scheduler {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
-        if preemptive && !explain && self.waiting_keys_static() && !self.cap.is_detailed() {
+        if preemptive && !explain && self.waiting_keys_static() && !self.cap.is_detailed() && !self.limits.active() {
             // Waiting jobs are kept sorted between passes: merge them with the running jobs
             // (at most one per GPU) and stop once the cluster is full.
             // Running jobs are kept sorted too (see `run_key`): only those whose key has moved
@@ -626,8 +680,8 @@ impl Scheduler {
             };
             return plan;
         }
-        if let (false, Order::Fair(by)) = (preemptive, &self.policy.order) {
-            let order = self.fair_order(*by, now);
+        if let (false, Order::Fair(fp)) = (preemptive, &self.policy.order) {
+            let order = self.fair_order(*fp, now);
             let mut plan = self.plan_in_order(now, explain, order);
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
@@ -669,7 +723,7 @@ impl Scheduler {
         if self.cap.is_detailed() {
             return false;
         }
-        self.buckets.keys().next().is_none_or(|&(g, _)| g as u64 > self.cap.total_free())
+        self.buckets.keys().next().is_none_or(|&(g, _, _)| g as u64 > self.cap.total_free())
     }
 
     /// A non-preemptive order's plan: waiting jobs in `order`, under the policy's backfill mode.
@@ -697,6 +751,7 @@ impl Scheduler {
             || self.cap.is_detailed()
             || self.min_run > 0
             || stale
+            || self.limits.active()
         {
             return None;
         }
@@ -824,8 +879,15 @@ impl Scheduler {
         }
         // Once the cluster is full and every running job has been ranked, no waiting job can
         // start (unless it needs no GPU), so the rest need not be looked at.
+        // Quotas rank from the empty cluster too: kept running jobs and chosen waiting ones
+        // count against their owner's limit in key order; a running job over it is preempted.
+        let limited = self.limits.active();
+        let mut used = crate::quota::PassUse::empty();
+        for r in self.running.values().filter(|r| pinned(r.req.id)) {
+            self.limits.take(&r.req, &mut used);
+        }
         let mut running_left = self.running.len();
-        let gpu_less_waiting = self.buckets.range((0, 0)..(1, 0)).next().is_some();
+        let gpu_less_waiting = self.buckets.range((0, 0, 0)..(1, 0, 0)).next().is_some();
         for (_, id, running) in keyed {
             if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
                 break;
@@ -839,16 +901,27 @@ impl Scheduler {
                     continue;
                 }
                 let r = &self.running[&id];
-                if keep(&mut virt, &r.alloc) {
+                let within = !limited || self.limits.check(&r.req, &used).is_none();
+                if within && keep(&mut virt, &r.alloc) {
+                    self.limits.take(&r.req, &mut used);
                     continue;
                 }
                 plan.preempt.push(id);
             } else {
                 let req = &self.queue[&(self.waiting[&id], id)];
+                if limited {
+                    if let Some(why) = self.limits.check(req, &used) {
+                        if explain {
+                            plan.waiting.push((id, why));
+                        }
+                        continue;
+                    }
+                }
                 if let Some(b) = beside.as_mut() {
                     if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
                         b.take(&a);
                         virt.take(&a);
+                        self.limits.take(req, &mut used);
                         chosen.push((req, Some(a)));
                         continue;
                     }
@@ -856,6 +929,7 @@ impl Scheduler {
                 match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
+                        self.limits.take(req, &mut used);
                         chosen.push((req, None));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
@@ -993,7 +1067,7 @@ mod tests {
     #[test]
     fn usage_decays_and_accrues_by_half_life() {
         let h = 100_000; // 100 s
-        let mut u = Usage { value: 0.0, as_of: 0, running: 2 };
+        let mut u = Usage { value: 0.0, as_of: 0, running: 2, group: 0 };
         // Two GPUs for one half-life: 2 * H/ln2 * (1 - 1/2) GPU-ms.
         let want = 2.0 * h as f64 / std::f64::consts::LN_2 * 0.5;
         assert!((u.at(h, h) - want).abs() < 1e-6);
@@ -1002,7 +1076,7 @@ mod tests {
         // With nothing running it halves every half-life.
         assert!((u.at(3 * h, h) - want / 4.0).abs() < 1e-6);
         // Over a very short interval it accrues about r * dt.
-        let v = Usage { value: 0.0, as_of: 0, running: 3 }.at(10, h);
+        let v = Usage { value: 0.0, as_of: 0, running: 3, group: 0 }.at(10, h);
         assert!((v - 30.0).abs() < 0.01);
     }
 

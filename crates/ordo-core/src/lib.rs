@@ -2,18 +2,22 @@
 //! It never does IO and never reads a clock: `now` is always a parameter.
 
 pub mod capacity;
+pub mod deps;
 mod dynamic;
 pub mod model;
 mod nodeset;
 pub mod policy;
 mod profile;
+pub mod quota;
 pub mod scheduler;
 mod sumset;
 pub mod time;
 mod whatif;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
+pub use deps::{Dep, DepKind, DepState, Dependencies};
 pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};
-pub use policy::{Backfill, GittinsParams, LasParams, Order, PolicySpec};
+pub use policy::{Backfill, FairParams, GittinsParams, LasParams, Order, PolicySpec};
+pub use quota::{GpuLimit, QuotaConfig, QuotaScope, Quotas};
 pub use scheduler::{Plan, Reason, Scheduler, Start};
 pub use time::Time;

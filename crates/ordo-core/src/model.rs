@@ -54,6 +54,14 @@ pub struct Job {
     pub gpu_milli: Option<u32>,
     /// Queue, partition or QoS class name from the source, if any.
     pub queue: Option<String>,
+    /// Jobs it waits on (`afterok`, `afterany`, `afternotok`): it joins the queue only once
+    /// they are met, and never runs if one can never be met (see [`crate::deps`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<crate::deps::Dep>,
+    /// It ended unsuccessfully in its source (failed, timed out, cancelled): what
+    /// `afterok`/`afternotok` dependencies on it see. It still runs for its run time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 impl Job {
@@ -113,10 +121,28 @@ impl Workload {
     }
 
     /// Re-numbers jobs densely in (submit, original index) order so that `JobId(i)` is `jobs[i]`.
+    /// Dependencies ([`Job::after`]) follow their jobs to the new ids.
     pub fn renumber(&mut self) {
         self.jobs.sort_by_key(|j| (j.submit, j.id));
+        let deps = self.jobs.iter().any(|j| !j.after.is_empty());
+        let mut new_of: std::collections::HashMap<JobId, JobId> = std::collections::HashMap::new();
         for (i, j) in self.jobs.iter_mut().enumerate() {
+            if deps {
+                new_of.insert(j.id, JobId(i as u32));
+            }
             j.id = JobId(i as u32);
+        }
+        if deps {
+            for j in &mut self.jobs {
+                // A dependency on a job not in the workload is dropped (taken as met).
+                j.after.retain_mut(|d| match new_of.get(&d.job) {
+                    Some(&n) => {
+                        d.job = n;
+                        true
+                    }
+                    None => false,
+                });
+            }
         }
     }
 }

@@ -73,6 +73,16 @@ pub enum FairBy {
     Group,
 }
 
+/// `fair`'s parameters: whose share it balances and how it measures what they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FairParams {
+    /// Whose running jobs are counted together.
+    pub by: FairBy,
+    /// Dominant resource fairness (`measure=drf`): an owner holds the largest of its shares of
+    /// the cluster's GPUs, CPUs and memory (those the nodes model), not its GPU count.
+    pub drf: bool,
+}
+
 /// Slurm priority/multifactor weights and decay parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PriorityParams {
@@ -122,8 +132,9 @@ pub enum Order {
     Las(LasParams),
     /// Preemptive Gittins index over attained service (Tiresias), learned from finished jobs.
     Gittins(GittinsParams),
-    /// Fair sharing: the waiting job whose owner holds the fewest running GPUs goes first.
-    Fair(FairBy),
+    /// Fair sharing: the waiting job whose owner holds the fewest running GPUs (divided by its
+    /// share, see [`crate::Quotas`]) goes first.
+    Fair(FairParams),
     /// Slurm's priority/multifactor: age, decayed fair-share usage, size and static priority.
     Priority(PriorityParams),
     /// Helios's quasi-shortest-service-first: GPU-time predicted from finished jobs.
@@ -281,7 +292,16 @@ impl fmt::Display for PolicySpec {
             Order::Gittins(p) if *p != GittinsParams::default() => {
                 write!(f, ":quantum={},window={}", fmt_secs(p.quantum), p.window)?;
             }
-            Order::Fair(FairBy::Group) => f.write_str(":by=group")?,
+            Order::Fair(p) if *p != FairParams::default() => {
+                let mut kv = Vec::new();
+                if p.by == FairBy::Group {
+                    kv.push("by=group");
+                }
+                if p.drf {
+                    kv.push("measure=drf");
+                }
+                write!(f, ":{}", kv.join(","))?;
+            }
             Order::Rr { quantum: Some(q) } => write!(f, ":quantum={}", fmt_secs(*q))?,
             Order::Priority(p) if *p != PriorityParams::default() => {
                 write!(
@@ -313,7 +333,7 @@ impl fmt::Display for PolicySpec {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus,compat=exact|tiresias], \
-     gittins[:quantum=S,window=N], fair[:by=user|group], \
+     gittins[:quantum=S,window=N], fair[:by=user|group,measure=gpus|drf], \
      priority[:age=W,fairshare=W,size=W,qos=W,half_life=D,max_age=D], qssf; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
 )]
 pub struct PolicyParseError {
@@ -375,16 +395,19 @@ impl FromStr for PolicySpec {
                 Order::Rr { quantum }
             }
             "fair" => {
-                let mut by = FairBy::User;
+                let mut p = FairParams::default();
                 for (k, v) in kv {
                     match (k, v) {
-                        ("by", "user") => by = FairBy::User,
-                        ("by", "group") => by = FairBy::Group,
+                        ("by", "user") => p.by = FairBy::User,
+                        ("by", "group") => p.by = FairBy::Group,
                         ("by", _) => return Err(err(format!("`by={v}`: expected user or group"))),
-                        _ => return Err(err(format!("fair has no parameter `{k}` (by)"))),
+                        ("measure", "gpus") => p.drf = false,
+                        ("measure", "drf") => p.drf = true,
+                        ("measure", _) => return Err(err(format!("`measure={v}`: expected gpus or drf"))),
+                        _ => return Err(err(format!("fair has no parameter `{k}` (by, measure)"))),
                     }
                 }
-                Order::Fair(by)
+                Order::Fair(p)
             }
             "priority" => {
                 let mut p = PriorityParams::default();
@@ -522,6 +545,8 @@ mod tests {
             "fifo+easy+maxwait=86400s",
             "fair",
             "fair:by=group",
+            "fair:measure=drf",
+            "fair:by=group,measure=drf",
             "fair+easy",
             "priority",
             "priority:age=1,fairshare=2.5,size=-3,qos=4,half_life=3600,max_age=60",
@@ -542,6 +567,7 @@ mod tests {
         assert!("las:thresholds=10/5".parse::<PolicySpec>().is_err());
         assert!("fifo:x=1".parse::<PolicySpec>().is_err());
         assert!("fair:by=team".parse::<PolicySpec>().is_err());
+        assert!("fair:measure=cpus".parse::<PolicySpec>().is_err());
         assert!("priority:age=x".parse::<PolicySpec>().is_err());
         assert!("priority:weight=1".parse::<PolicySpec>().is_err());
         assert!("qssf:x=1".parse::<PolicySpec>().is_err());

@@ -6,6 +6,7 @@ use crate::capacity::{Allocation, Capacity, Demand, Placement};
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::profile::Profile;
+use crate::quota::PassUse;
 use crate::sumset::SumSet;
 use crate::time::Time;
 use crate::whatif::{Scratch, WhatIf};
@@ -59,18 +60,37 @@ pub struct JobReq {
     pub cpus: u32,
     /// Memory asked in MiB (0: not asked). Limits placement where nodes model memory.
     pub mem_mib: u64,
+    /// A gang's shape: its GPUs split evenly over exactly this many nodes, all started at once
+    /// (consolidated placement; see [`Demand::nodes`]). 0: the placement decides.
+    pub nodes: u32,
+    /// The job array it belongs to (0: none), for the array's limit on running elements
+    /// ([`Scheduler::set_array_limit`]).
+    pub array: u32,
 }
 
 impl JobReq {
     /// A whole-GPU request with user and group 0 and no CPU or memory ask.
     pub fn new(id: JobId, submit: Time, gpus: u32, estimate: Time) -> Self {
-        JobReq { id, submit, gpus, estimate, user: 0, group: 0, priority: 0, gpu_milli: None, cpus: 0, mem_mib: 0 }
+        JobReq {
+            id,
+            submit,
+            gpus,
+            estimate,
+            user: 0,
+            group: 0,
+            priority: 0,
+            gpu_milli: None,
+            cpus: 0,
+            mem_mib: 0,
+            nodes: 0,
+            array: 0,
+        }
     }
 
     /// What placement must find for it.
     #[inline]
     pub fn demand(&self) -> Demand {
-        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib)
+        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib).on_nodes(self.nodes)
     }
 }
 
@@ -147,6 +167,21 @@ pub enum Reason {
     Outranked {
         /// GPUs it needs.
         need: u32,
+    },
+    /// Its user, group or array is at a limit ([`crate::Quotas`], an array's `%N`): it is
+    /// skipped and blocks no one.
+    Quota {
+        /// Whose limit.
+        scope: crate::quota::QuotaScope,
+        /// The user, group or array index.
+        id: u32,
+        /// What that owner holds now (GPUs; running elements for an array), this pass's starts
+        /// included.
+        holds: u64,
+        /// The limit.
+        limit: u64,
+        /// What this job would add.
+        need: u64,
     },
 }
 
@@ -260,11 +295,11 @@ pub struct Scheduler {
     pub(crate) run_keys: SumSet<(crate::dynamic::Key, JobId)>,
     pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
-    /// Waiting jobs by (GPUs, estimate class): lets EASY skip whole groups of jobs that cannot
+    /// Waiting jobs by (GPUs, gang nodes, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
     /// the reservation without looking it up.
-    pub(crate) buckets: BTreeMap<(u32, u32), BTreeSet<(QueueKey, Time)>>,
+    pub(crate) buckets: BTreeMap<(u32, u32, u32), BTreeSet<(QueueKey, Time)>>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
@@ -272,6 +307,8 @@ pub struct Scheduler {
     pub(crate) wait_due: BTreeSet<(Time, JobId)>,
     /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
     pub(crate) scratch: Scratch,
+    /// Quotas, array limits and shares, with what running jobs hold against them.
+    pub(crate) limits: crate::quota::Limits,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -328,6 +365,7 @@ impl Scheduler {
             wait_due: BTreeSet::new(),
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
+            limits: crate::quota::Limits::default(),
         }
     }
 
@@ -340,6 +378,37 @@ impl Scheduler {
     /// `min_run` (set it to at least twice the time a restart loses, so every run does some work).
     pub fn set_min_run(&mut self, min_run: Time) {
         self.min_run = min_run.max(0);
+    }
+
+    /// Sets the quotas and shares (replacing any earlier ones); call it before submitting jobs.
+    /// Jobs running now count against the new limits at once; none is stopped for it. Under
+    /// conservative backfill, standing reservations do not know quotas: with a GPU limit (or
+    /// an array limit) set, every pass plans afresh.
+    pub fn set_quotas(&mut self, q: crate::Quotas) {
+        let gpu_limits = q.limits_gpus();
+        self.limits.q = q;
+        if gpu_limits {
+            self.cons = None;
+        }
+    }
+
+    /// The quotas and shares in force.
+    pub fn quotas(&self) -> &crate::Quotas {
+        &self.limits.q
+    }
+
+    /// Limits a job array to `max_running` elements running at once (`None`: no limit). Jobs
+    /// carry their array in [`JobReq::array`].
+    pub fn set_array_limit(&mut self, array: u32, max_running: Option<u32>) {
+        if max_running.is_some() {
+            self.cons = None;
+        }
+        self.limits.set_array(array, max_running);
+    }
+
+    /// GPUs a user's running jobs hold (counted where quotas or array limits are tracked: always).
+    pub fn user_gpus(&self, user: u32) -> u64 {
+        self.limits.user_holds(user)
     }
 
     /// A job's progress (waiting or running jobs only).
@@ -376,6 +445,13 @@ impl Scheduler {
         if self.waiting.contains_key(&req.id) || self.running.contains_key(&req.id) {
             return Err(SubmitError::Duplicate(req.id));
         }
+        if req.nodes > 0 && (req.gpus == 0 || !req.gpus.is_multiple_of(req.nodes) || req.demand().milli > 0) {
+            let why = format!(
+                "a gang of {} nodes needs whole GPUs in a multiple of {} (it asks {})",
+                req.nodes, req.nodes, req.gpus
+            );
+            return Err(SubmitError::NeverPlaced { job: req.id, why });
+        }
         if req.demand().milli > 0 && !self.cap.is_detailed() {
             self.make_detailed(now);
         }
@@ -387,7 +463,10 @@ impl Scheduler {
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
-        self.buckets.entry((req.gpus, est_class(req.estimate))).or_default().insert(((key, req.id), req.estimate));
+        self.buckets
+            .entry((req.gpus, req.nodes, est_class(req.estimate)))
+            .or_default()
+            .insert(((key, req.id), req.estimate));
         self.waiting.insert(req.id, key);
         self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
@@ -419,6 +498,7 @@ impl Scheduler {
         self.refresh_run_keys(now);
         self.las_commit(job, now, true);
         self.account_start(&req, now);
+        self.limits.on_start(&req);
         if let Some(k) = self.dyn_key.remove(&job) {
             if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
                 set.remove(&(k, job));
@@ -433,7 +513,7 @@ impl Scheduler {
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
-        let b = (req.gpus, est_class(req.estimate));
+        let b = (req.gpus, req.nodes, est_class(req.estimate));
         if let Some(set) = self.buckets.get_mut(&b) {
             set.remove(&((key, job), req.estimate));
             if set.is_empty() {
@@ -508,6 +588,7 @@ impl Scheduler {
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         self.account_stop(&r.req, now, None);
+        self.limits.on_stop(&r.req);
         let p = self.progress.entry(job).or_default();
         p.executed += now - r.start;
         p.attained += r.req.gpus as i64 * (now - r.start);
@@ -516,7 +597,10 @@ impl Scheduler {
         let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
         self.queue.insert((key, job), r.req);
         self.waiting.insert(job, key);
-        self.buckets.entry((r.req.gpus, est_class(r.req.estimate))).or_default().insert(((key, job), r.req.estimate));
+        self.buckets
+            .entry((r.req.gpus, r.req.nodes, est_class(r.req.estimate)))
+            .or_default()
+            .insert(((key, job), r.req.estimate));
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
@@ -609,6 +693,7 @@ impl Scheduler {
             self.history.record(served, now);
         }
         self.account_stop(&r.req, now, Some(served));
+        self.limits.on_stop(&r.req);
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         if off_estimate && self.cons.is_some() {
@@ -733,6 +818,7 @@ impl Scheduler {
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
+        self.limits.check_counts(self.running.values().map(|r| &r.req))?;
         if self.waiting_keys_static()
             && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
         {
@@ -753,6 +839,11 @@ impl Scheduler {
             return self.schedule_dynamic(now, explain);
         }
         match &self.cons {
+            // Conservative without standing reservations (quotas or array limits in force,
+            // which reservations do not model): planned afresh.
+            None if self.policy.backfill == Backfill::Conservative => {
+                self.schedule_conservative_afresh(now, explain, self.queue.values())
+            }
             None => self.schedule_in_order(now, explain, self.queue.values(), true),
             Some(c) => {
                 // Standing reservations hold unless a running job overran its estimate (its GPUs
@@ -779,11 +870,23 @@ impl Scheduler {
         let mut plan = Plan::default();
         let mut cap = self.what_if();
         let mut order = order.into_iter();
+        // Quotas: a job whose owner (or array) is at a limit is skipped and blocks no one.
+        let limited = self.limits.active();
+        let mut used = PassUse::new();
         let head = loop {
             let Some(req) = order.next() else { return plan };
+            if limited {
+                if let Some(r) = self.limits.check(req, &used) {
+                    if explain {
+                        plan.waiting.push((req.id, r));
+                    }
+                    continue;
+                }
+            }
             match cap.place_for(req.demand()) {
                 Some(a) => {
                     cap.take(&a);
+                    self.limits.take(req, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
                 None => break *req,
@@ -794,7 +897,10 @@ impl Scheduler {
         }
         if self.policy.backfill == Backfill::None {
             if explain {
-                plan.waiting.extend(order.map(|r| (r.id, Reason::Priority { behind: head.id })));
+                for r in order {
+                    let why = if limited { self.limits.check(r, &used) } else { None };
+                    plan.waiting.push((r.id, why.unwrap_or(Reason::Priority { behind: head.id })));
+                }
             }
             return plan;
         }
@@ -842,10 +948,18 @@ impl Scheduler {
         };
         let head_key = (self.waiting[&head.id], head.id);
         if !explain && indexed && !cap.is_detailed() {
-            self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan);
+            self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
         for req in order {
+            if limited {
+                if let Some(r) = self.limits.check(req, &used) {
+                    if explain {
+                        plan.waiting.push((req.id, r));
+                    }
+                    continue;
+                }
+            }
             if !cap.fits_for(req.demand()) {
                 if explain {
                     plan.waiting.push((req.id, blocked(&cap, req)));
@@ -853,7 +967,10 @@ impl Scheduler {
                 continue;
             }
             match easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
-                Some(a) => plan.starts.push(Start { job: req.id, alloc: a }),
+                Some(a) => {
+                    self.limits.take(req, &mut used);
+                    plan.starts.push(Start { job: req.id, alloc: a })
+                }
                 None if explain => plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow })),
                 None => {}
             }
@@ -874,6 +991,7 @@ impl Scheduler {
         cap: &mut Capacity,
         shadow_cap: &mut Capacity,
         plan: &mut Plan,
+        used: &mut PassUse,
     ) {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
@@ -881,31 +999,33 @@ impl Scheduler {
         let extra = |sc: &Capacity| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
-        let may = |g: u32, c: u32, cap: &Capacity, sc: &Capacity| {
-            cap.fits(g) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+        let fits = |g: u32, nodes: u32, cap: &Capacity| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
+        let may = |g: u32, nodes: u32, c: u32, cap: &Capacity, sc: &Capacity| {
+            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
-        for (&(g, c), set) in &self.buckets {
-            if !may(g, c, cap, shadow_cap) {
+        for (&(g, nodes, c), set) in &self.buckets {
+            if !may(g, nodes, c, cap, shadow_cap) {
                 continue;
             }
             let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
                 heap.push(std::cmp::Reverse((k, iters.len())));
-                iters.push((g, c, it));
+                iters.push((g, nodes, c, it));
             }
         }
         let pooled = cap.placement() == Placement::Pooled;
+        let limited = self.limits.active();
         while let Some(std::cmp::Reverse(((key, est), b))) = heap.pop() {
-            let (g, c, _) = iters[b];
-            if !may(g, c, cap, shadow_cap) {
+            let (g, nodes, c, _) = iters[b];
+            if !may(g, nodes, c, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            if let Some(&k) = iters[b].2.next() {
+            if let Some(&k) = iters[b].3.next() {
                 heap.push(std::cmp::Reverse((k, b)));
             }
-            if !cap.fits(g) {
+            if !fits(g, nodes, cap) {
                 continue;
             }
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
@@ -914,7 +1034,11 @@ impl Scheduler {
                 continue;
             }
             let req = &self.queue[&key];
+            if limited && self.limits.check(req, used).is_some() {
+                continue;
+            }
             if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, cap, shadow_cap) {
+                self.limits.take(req, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
@@ -973,8 +1097,20 @@ impl Scheduler {
             c.profile.give_from(t.max(now + 1), &self.running[&id].alloc);
         }
         let mut now_cap = self.what_if();
+        let limited = self.limits.active();
+        let mut used = PassUse::new();
         for req in order {
             let key = (self.waiting[&req.id], req.id);
+            // A job whose owner is at a limit gets no reservation: it is planned again once
+            // the limit lets it (each pass plans afresh while quotas are in force).
+            if limited {
+                if let Some(r) = self.limits.check(req, &used) {
+                    if explain {
+                        plan.waiting.push((req.id, r));
+                    }
+                    continue;
+                }
+            }
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
             // to `explain`, so skip them when not asked. (Not on a detailed cluster: there a
             // fractional job may still start on a shared GPU, and GPU-less jobs need CPUs, so
@@ -986,6 +1122,7 @@ impl Scheduler {
             if t == now {
                 let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
+                self.limits.take(req, &mut used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
                 plan.waiting.push((req.id, Reason::Reservation { start: t }));

@@ -31,6 +31,7 @@ pub fn reason_kind(r: Option<&Reason>) -> u8 {
         Some(Reason::NodeFit { .. }) => 4,
         Some(Reason::Outranked { .. }) => 5,
         None => 6,
+        Some(Reason::Quota { .. }) => 7,
     }
 }
 
@@ -161,6 +162,15 @@ pub fn waiting_text(
             "outranked under {}: pods ahead of it by the policy hold the {need} {res} it needs; it starts when they end or fall behind it",
             cx.policy
         )),
+        // ordo kube sets no quotas; an array's or owner's limit would read so.
+        Reason::Quota { scope, holds, limit, need, .. } => {
+            let whose = match scope {
+                ordo_core::QuotaScope::User => "its user's",
+                ordo_core::QuotaScope::Group => "its group's",
+                ordo_core::QuotaScope::Array => "its array's",
+            };
+            tail(format!("{need} more would pass {whose} quota ({holds} of {limit} held)"))
+        }
     }
 }
 

@@ -66,6 +66,7 @@ fn throughput(dir: &Path) {
                                 on_node_failure: None,
                                 no_preempt: None,
                                 umask: None,
+                                after: vec![],
                             },
                         )
                         .expect("submit");
@@ -129,6 +130,7 @@ fn latency(dir: &Path, samples: usize) {
                     on_node_failure: None,
                     no_preempt: None,
                     umask: None,
+                    after: vec![],
                 },
             )
             .expect("submit");

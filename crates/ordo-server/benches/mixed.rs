@@ -130,6 +130,7 @@ fn main() {
         on_node_failure: None,
         no_preempt: None,
         umask: None,
+        after: vec![],
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

@@ -57,6 +57,21 @@ pub struct SubmitRequest {
     /// output files get `0666 & !umask`. Absent: 077 (output readable by its owner only).
     #[serde(default)]
     pub umask: Option<u32>,
+    /// Jobs it waits for (`ordo submit --after-ok 12,13 --after-any 14`): it joins the queue
+    /// only once every one has ended the way it asks. A dependency that can never be met gets
+    /// it cancelled (`DependencyNeverSatisfied`).
+    #[serde(default)]
+    pub after: Vec<AfterDep>,
+}
+
+/// One dependency of a job on another (Slurm's `--dependency=afterok:ID`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AfterDep {
+    /// `after_ok`: the job must complete with exit code 0; `after_any`: end in any way;
+    /// `after_not_ok`: end unsuccessfully (failed, timeout, cancelled, node failure).
+    pub kind: ordo_core::DepKind,
+    /// The job waited for.
+    pub job: JobNo,
 }
 
 /// Answer to a submission, sent only once the job is durable.
@@ -203,6 +218,9 @@ pub struct JobInfo {
     pub umask: Option<u32>,
     /// For a pending job in a queue listing or explain: why it waits.
     pub wait: Option<WaitInfo>,
+    /// The jobs it waits for (as submitted; see [`SubmitRequest::after`]).
+    #[serde(default)]
+    pub after: Vec<AfterDep>,
     /// What its GPUs really did (busy %, memory), when its node's agent reports GPU activity.
     #[serde(default)]
     pub activity: Option<JobActivity>,

@@ -60,6 +60,7 @@ struct RawConfig {
     allow_plain_http: Option<bool>,
     header_timeout: Option<String>,
     max_connections: Option<usize>,
+    quotas: Option<ordo_core::QuotaConfig>,
     metrics_public: Option<bool>,
     idle_threshold: Option<f64>,
     idle_after: Option<String>,
@@ -112,6 +113,9 @@ pub struct ServerConfig {
     pub header_timeout_ms: u64,
     /// Most client connections open at once.
     pub max_connections: usize,
+    /// Per-user and per-group limits and shares (the `[quotas]` table; docs/SERVER.md,
+    /// "Quotas and shares"). GPU fractions are of the GPUs of the nodes that are up.
+    pub quotas: ordo_core::QuotaConfig,
     /// Serve `/metrics` without a token (for a Prometheus that cannot send one).
     pub metrics_public: bool,
     /// A running job whose GPUs stay under this busy % ...
@@ -145,6 +149,7 @@ impl Default for ServerConfig {
             allow_plain_http: false,
             header_timeout_ms: 10_000,
             max_connections: 4096,
+            quotas: ordo_core::QuotaConfig::default(),
             metrics_public: false,
             idle_threshold_pct: 5.0,
             idle_after_ms: 30 * 60_000,
@@ -257,6 +262,10 @@ impl ServerConfig {
                 why: format!("`{v}` is not a positive size such as 512M, 16G"),
             })?;
             c.max_job_mem_mib = Some(m);
+        }
+        if let Some(q) = raw.quotas {
+            q.check().map_err(|why| ConfigError::Field { where_: w.clone(), field: "quotas", why })?;
+            c.quotas = q;
         }
         c.validate(&w)?;
         Ok(c)

@@ -78,6 +78,7 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("jobs", "restarts", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "executed_ms", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "umask", "INTEGER"),
+        ("jobs", "after", "TEXT"),
         ("tokens", "expires", "INTEGER"),
         ("tokens", "revoked", "INTEGER"),
         ("nodes", "cpus", "INTEGER"),
@@ -109,7 +110,7 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms, umask";
+     no_preempt, restarts, executed_ms, umask, after";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -145,6 +146,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         executed_ms: r.get(24)?,
         umask: r.get(25)?,
         wait: None,
+        after: r.get::<_, Option<String>>(26)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
         activity: None,
     })
 }

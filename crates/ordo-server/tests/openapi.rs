@@ -111,6 +111,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         executed_ms: 0,
         umask: None,
         wait: None,
+        after: vec![],
         activity: None,
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));

@@ -52,6 +52,7 @@ fn run(c: &mut Criterion, group: &str, w: &Workload, policies: &[&str], placemen
             policy: p.parse::<PolicySpec>().unwrap(),
             check_invariants: false,
             deadline: None,
+            quotas: None,
             give_up_above_mean_jct_s: None,
         };
         g.bench_with_input(BenchmarkId::from_parameter(p), w, |b, w| b.iter(|| simulate(w, &cfg).unwrap()));

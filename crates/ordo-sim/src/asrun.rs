@@ -196,11 +196,11 @@ pub fn as_run(
     // Metrics read the policy only for its name and what it knows (both replaced below).
     let fifo: PolicySpec = "fifo".parse().expect("built-in policy name");
     let cfg = SimConfig::new(cluster.clone(), placement, fifo);
-    let mut metrics = Metrics::compute(w, &records, &integ, cluster, &cfg, false, 0);
+    let mut metrics = Metrics::compute(w, &records, &integ, &cfg, false, 0, 0);
     metrics.policy = AS_RUN.into();
     metrics.estimates = AS_RUN.into();
     metrics.sched_passes = 0;
-    Ok(SimOutput { records, rejected: vec![], metrics })
+    Ok(SimOutput { records, rejected: vec![], never_satisfied: vec![], metrics })
 }
 
 /// Allocated against busy GPU-time over the span the headline utilisation uses (the arrival
@@ -259,6 +259,8 @@ mod tests {
             priority: None,
             gpu_milli: None,
             queue: None,
+            after: vec![],
+            failed: false,
         }
     }
 

@@ -3,11 +3,12 @@
 //! the scheduler for a plan once and commits it. The policy never runs its own loop.
 
 use crate::metrics::{IdleCause, Metrics, RunIntegrals};
+use ordo_core::deps::{DepState, Dependencies, Released};
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 
 /// What to simulate: the cluster, the placement model and the policy.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct SimConfig {
     /// Give up with [`SimError::Deadline`] once this wall-clock instant has passed (checked
     /// every 256 passes). It can only stop a run, never change its result; `None`: no limit.
     pub deadline: Option<std::time::Instant>,
+    /// Quotas and shares by user and group name (`--quotas FILE`), resolved against the
+    /// workload's names and the cluster's GPUs; `None`: none.
+    pub quotas: Option<ordo_core::QuotaConfig>,
     /// Give up with [`SimError::Beaten`] as soon as the run's mean job completion time is
     /// certain to exceed this many seconds (a lower bound from the jobs finished, running and
     /// waiting so far; checked about 64 times per run). Like `deadline` it can only stop a run,
@@ -42,6 +46,7 @@ impl SimConfig {
             preemption_overhead: 0,
             check_invariants: false,
             deadline: None,
+            quotas: None,
             give_up_above_mean_jct_s: None,
         }
     }
@@ -117,6 +122,10 @@ pub struct SimOutput {
     pub records: Vec<JobRecord>,
     /// Jobs that could never run on this cluster (reported, never silently dropped).
     pub rejected: Vec<Rejected>,
+    /// Jobs not run because a dependency of theirs can never be met (Slurm's
+    /// `DependencyNeverSatisfied`): one they wait on ended the wrong way or was itself never
+    /// run, or they wait on each other in a cycle.
+    pub never_satisfied: Vec<Rejected>,
     /// The run's metrics.
     pub metrics: Metrics,
 }
@@ -195,12 +204,17 @@ struct Live {
 /// its run time, unless it is rejected on arrival (then the mean leaves it out), so the future
 /// jobs counted are those that lower the mean most: the shortest ones, while they are below the
 /// mean so far. `future` is every job's (run time, position in arrival order), shortest first;
-/// `total_milli` the cluster's GPUs in thousandths.
+/// `total_milli` the cluster's GPUs in thousandths. A job that arrived but still waits on its
+/// dependencies (`deps`) may yet never run (a dependency that fails), so it counts like a future
+/// job: at least `t + runtime` less its submit time, only if that lowers the mean; one that
+/// will never run (`ended` without a record) counts nothing.
 #[allow(clippy::too_many_arguments)]
 fn mean_jct_lower_bound(
     w: &Workload,
     records: &[Option<JobRecord>],
     live: &[Live],
+    deps: &Dependencies,
+    ended: &[Option<bool>],
     arrived: &[u32],
     future: &[(Time, u32)],
     total_milli: u64,
@@ -210,6 +224,8 @@ fn mean_jct_lower_bound(
     let (mut done_sum, mut n) = (0i128, 0u64);
     let (mut each_sum, mut submit_sum) = (0i128, 0i128);
     work.clear();
+    // Arrived jobs held back by dependencies: their least JCT (ms).
+    let mut held: Vec<i128> = Vec::new();
     for &i in arrived {
         let (job, l) = (&w.jobs[i as usize], &live[i as usize]);
         let (end, left) = match &records[i as usize] {
@@ -218,7 +234,12 @@ fn mean_jct_lower_bound(
                 n += 1;
                 continue;
             }
-            None if l.done => continue, // rejected: never runs, counts nothing
+            // Rejected, or never run because a dependency failed: counts nothing.
+            None if l.done || ended[i as usize].is_some() => continue,
+            None if deps.is_waiting(JobId(i)) => {
+                held.push(i128::from(t + job.runtime - job.submit));
+                continue;
+            }
             Some(r) if l.running => (r.end, r.end - t),
             Some(r) => (r.end.max(t + l.remaining), l.remaining),
             None => (t + job.runtime, job.runtime),
@@ -238,14 +259,23 @@ fn mean_jct_lower_bound(
     if n == 0 {
         return 0.0; // every later job may be rejected, and the mean of no job is 0
     }
-    for &(runtime, pos) in future {
-        if (pos as usize) < arrived.len() {
-            continue;
-        }
-        if i128::from(runtime) * i128::from(n) >= sum {
+    held.sort_unstable();
+    let mut held = held.into_iter().peekable();
+    let mut future =
+        future.iter().filter(|&&(_, pos)| pos as usize >= arrived.len()).map(|&(r, _)| i128::from(r)).peekable();
+    loop {
+        // The least of the optional jobs left, held and future (both sorted).
+        let x = match (held.peek(), future.peek()) {
+            (Some(&h), Some(&f)) if h <= f => held.next(),
+            (_, Some(_)) => future.next(),
+            (Some(_), None) => held.next(),
+            (None, None) => None,
+        };
+        let Some(x) = x else { break };
+        if x * i128::from(n) >= sum {
             break; // this and every longer job would raise the mean
         }
-        sum += i128::from(runtime);
+        sum += x;
         n += 1;
     }
     sum as f64 / 1000.0 / n as f64
@@ -258,6 +288,15 @@ fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimErr
 /// Replays `w` under `cfg`. Deterministic: the same inputs give the same output.
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone());
+    if let Some(q) = &cfg.quotas {
+        let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
+        sched.set_quotas(q.resolve(cfg.cluster.total_gpus(), |u| index(&w.users, u), |g| index(&w.groups, g)));
+    }
+    // Jobs waiting on others join the queue once their dependencies are met; `ended` says how
+    // each job ended (`Some(true)`: successfully) once it has, or was never run.
+    let mut deps = Dependencies::default();
+    let mut ended: Vec<Option<bool>> = vec![None; w.jobs.len()];
+    let mut never_satisfied: Vec<Rejected> = Vec::new();
     // Every restart loses the overhead; a run protected for twice that always does some work.
     sched.set_min_run(2 * cfg.preemption_overhead);
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
@@ -347,7 +386,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         integ.advance(prev_t, t, busy, total_milli, running, waiting, min_waiting, cause);
         prev_t = t;
         let mut happened = false;
-        // Ends at `t`, then arrivals at `t` (in submit order), then wake-ups at `t`.
+        // Ends at `t`, then arrivals at `t` (in submit order), then wake-ups at `t`. Jobs that
+        // join the queue now (arrivals, and jobs whose last dependency an end just met) are
+        // submitted after every event of the instant, in that order.
+        let mut to_submit: Vec<JobId> = Vec::new();
         let mut arrivals_done = false;
         loop {
             let (id, kind, epoch) = match heap.peek() {
@@ -385,37 +427,80 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                             seg.end = t;
                         }
                     }
+                    ended[id.idx()] = Some(!job.failed);
+                    let released = deps.ended(id, !job.failed);
+                    let mut out =
+                        Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied };
+                    out.apply(w, &records, released);
                 }
                 None => {
                     happened = true;
                     events += 1;
-                    let req = JobReq {
-                        id,
-                        submit: job.submit,
-                        gpus: job.gpus,
-                        estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
-                        user: job.user,
-                        group: job.group,
-                        priority: job.priority.unwrap_or(0),
-                        gpu_milli: job.gpu_milli,
-                        cpus: job.cpus.unwrap_or(0),
-                        mem_mib: job.mem_mib.unwrap_or(0),
-                    };
-                    match sched.submit(req, t) {
-                        Ok(()) => {
-                            add_size(&mut waiting_sizes, milli_of(job));
-                            *waiting_demands.entry(demand_key(job)).or_default() += 1;
+                    if job.after.is_empty() {
+                        to_submit.push(id);
+                        continue;
+                    }
+                    match deps.add(id, &job.after, |j| ended[j.idx()]) {
+                        DepState::Met => to_submit.push(id),
+                        DepState::Waiting { .. } => {}
+                        DepState::Never { on, ok } => {
+                            let released = Released { never: vec![(id, on, ok)], ..Released::default() };
+                            let mut out =
+                                Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied };
+                            out.apply(w, &records, released);
+                            let released = deps.ended(id, false);
+                            out.apply(w, &records, released);
                         }
-                        Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
-                            live[id.idx()].done = true;
-                            rejected.push(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
-                        }
-                        Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
                     }
                 }
                 Some(Kind::Wake) => {
                     wakes.remove(&t);
                     happened |= !latest_wake_only || wake_due == Some(t);
+                }
+            }
+        }
+        let mut next = 0;
+        while let Some(&id) = to_submit.get(next) {
+            next += 1;
+            let job = &w.jobs[id.idx()];
+            let req = JobReq {
+                id,
+                submit: job.submit,
+                gpus: job.gpus,
+                estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
+                user: job.user,
+                group: job.group,
+                priority: job.priority.unwrap_or(0),
+                gpu_milli: job.gpu_milli,
+                cpus: job.cpus.unwrap_or(0),
+                mem_mib: job.mem_mib.unwrap_or(0),
+                nodes: 0,
+                array: 0,
+            };
+            // A job larger than its user's or group's GPU quota could never start.
+            let submitted = match over_quota(sched.quotas(), w, job) {
+                Some(why) => Err(Rejected { job: id, gpus: job.gpus, why }),
+                None => match sched.submit(req, t) {
+                    Ok(()) => Ok(()),
+                    Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
+                        Err(Rejected { job: id, gpus: job.gpus, why: e.to_string() })
+                    }
+                    Err(e) => return Err(SimError::Inconsistent { time: t, what: e.to_string() }),
+                },
+            };
+            match submitted {
+                Ok(()) => {
+                    add_size(&mut waiting_sizes, milli_of(job));
+                    *waiting_demands.entry(demand_key(job)).or_default() += 1;
+                }
+                Err(r) => {
+                    live[id.idx()].done = true;
+                    rejected.push(r);
+                    // Never run: its dependents see it as ended unsuccessfully.
+                    ended[id.idx()] = Some(false);
+                    let released = deps.ended(id, false);
+                    Outcomes { ended: &mut ended, to_submit: &mut to_submit, never: &mut never_satisfied }
+                        .apply(w, &records, released);
                 }
             }
         }
@@ -443,6 +528,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 w,
                 &records,
                 &live,
+                &deps,
+                &ended,
                 &arrivals[..next_arrival],
                 &future,
                 total_milli,
@@ -520,10 +607,9 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             IdleCause::Fragmentation // nothing idle: the cause counts nothing
         } else {
             let cap = sched.capacity();
-            let fits = waiting_demands
-                .keys()
-                .take_while(|k| k.0 <= idle)
-                .any(|&(_, gpus, milli, cpus, mem_mib)| cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib }));
+            let fits = waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib)| {
+                cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0 })
+            });
             if fits {
                 IdleCause::HeadOfLine
             } else {
@@ -536,6 +622,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 w,
                 &records,
                 &live,
+                &deps,
+                &ended,
                 &arrivals[..next_arrival],
                 &future,
                 total_milli,
@@ -543,6 +631,20 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 &mut bound_work,
             );
             highest_bound = highest_bound.max(lb);
+        }
+    }
+    // Jobs still waiting on dependencies when every other job has ended wait on each other.
+    for (i, j) in w.jobs.iter().enumerate() {
+        if deps.is_waiting(JobId(i as u32)) {
+            let on: Vec<String> = deps.unmet(JobId(i as u32)).iter().map(|d| name_of(&w.jobs[d.job.idx()])).collect();
+            never_satisfied.push(Rejected {
+                job: JobId(i as u32),
+                gpus: j.gpus,
+                why: format!(
+                    "dependency never satisfied: it waits on jobs that wait on it in turn ({})",
+                    on.join(", ")
+                ),
+            });
         }
     }
     if sched.waiting_len() > 0 || sched.running_len() > 0 {
@@ -557,14 +659,69 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;
-    let metrics = Metrics::compute(w, &records, &integ, &cfg.cluster, cfg, oracle, rejected.len());
+    let metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
     if cfg.check_invariants && highest_bound > metrics.mean_jct_s * (1.0 + 1e-9) + 1e-9 {
         return Err(SimError::Inconsistent {
             time: prev_t,
             what: format!("mean JCT lower bound {highest_bound} s above the run's mean JCT {} s", metrics.mean_jct_s),
         });
     }
-    Ok(SimOutput { records, rejected, metrics })
+    never_satisfied.sort_by_key(|r| r.job);
+    Ok(SimOutput { records, rejected, never_satisfied, metrics })
+}
+
+/// Why a job can never start under the quotas (more GPUs than its user's or group's limit).
+fn over_quota(q: &ordo_core::Quotas, w: &Workload, job: &ordo_core::Job) -> Option<String> {
+    let name = |names: &[String], i: u32| names.get(i as usize).cloned().unwrap_or_else(|| i.to_string());
+    let gpus = job.gpus as u64;
+    if let Some(l) = q.user_limit(job.user).filter(|&l| gpus > l) {
+        return Some(format!("needs {gpus} GPUs, more than user {}'s quota of {l}", name(&w.users, job.user)));
+    }
+    if let Some(l) = q.group_limit(job.group).filter(|&l| gpus > l) {
+        return Some(format!("needs {gpus} GPUs, more than group {}'s quota of {l}", name(&w.groups, job.group)));
+    }
+    None
+}
+
+/// A job's name for messages (its id in the trace, else its index).
+fn name_of(j: &ordo_core::Job) -> String {
+    if j.name.is_empty() {
+        j.id.to_string()
+    } else {
+        j.name.clone()
+    }
+}
+
+/// Where the effects of a dependency's end go: how jobs ended, jobs to submit now, jobs never
+/// run.
+struct Outcomes<'a> {
+    ended: &'a mut [Option<bool>],
+    to_submit: &'a mut Vec<JobId>,
+    never: &'a mut Vec<Rejected>,
+}
+
+impl Outcomes<'_> {
+    /// Applies what an end released: jobs whose dependencies are met join the queue now; jobs
+    /// that can never run are recorded with why (and count as ended unsuccessfully).
+    fn apply(&mut self, w: &Workload, records: &[Option<JobRecord>], r: Released) {
+        self.to_submit.extend(r.ready);
+        for (j, d, ok) in r.never {
+            self.ended[j.idx()] = Some(false);
+            let other = &w.jobs[d.job.idx()];
+            let how = match (ok, records[d.job.idx()].is_some()) {
+                (true, _) => "completed",
+                (false, true) => "ended unsuccessfully",
+                (false, false) => "was never run",
+            };
+            let why = format!(
+                "dependency never satisfied: {} wanted job {} to {}, it {how}",
+                d.kind,
+                name_of(other),
+                d.kind.wants()
+            );
+            self.never.push(Rejected { job: j, gpus: w.jobs[j.idx()].gpus, why });
+        }
+    }
 }
 
 /// Sweeps intervals `(start, end, job, ..)` (ends before starts at equal times) and returns the
@@ -705,9 +862,39 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
             return Err(format!("job {} did {useful} ms of work, its run time is {}", r.job, j.runtime));
         }
     }
-    for rej in &out.rejected {
+    for rej in out.rejected.iter().chain(&out.never_satisfied) {
         if std::mem::replace(&mut seen[rej.job.idx()], true) {
-            return Err(format!("job {} both ran and was rejected", rej.job));
+            return Err(format!("job {} ran, or was rejected or never satisfied, twice", rej.job));
+        }
+    }
+    // Dependencies: a job runs only after every job it waits on ended the way it wants (a job
+    // never run counts as ended unsuccessfully, before anything that waits on it); a job never
+    // run waits on one that ended the wrong way, or on one never run itself (a chain or cycle).
+    let mut end_of: HashMap<JobId, (Time, bool)> =
+        out.records.iter().map(|r| (r.job, (r.end, !w.jobs[r.job.idx()].failed))).collect();
+    let never_run: BTreeSet<JobId> = out.rejected.iter().chain(&out.never_satisfied).map(|r| r.job).collect();
+    end_of.extend(never_run.iter().map(|&j| (j, (Time::MIN, false))));
+    for r in &out.records {
+        for d in &w.jobs[r.job.idx()].after {
+            match end_of.get(&d.job) {
+                Some(&(end, ok)) if end <= r.start && d.kind.met_by(ok) => {}
+                Some(&(end, ok)) => {
+                    return Err(format!(
+                        "job {} started at {} but its {} dependency on job {} ended at {end} (successfully: {ok})",
+                        r.job, r.start, d.kind, d.job
+                    ))
+                }
+                None => return Err(format!("job {} ran but job {} it waits on ({}) never ran", r.job, d.job, d.kind)),
+            }
+        }
+    }
+    let never: BTreeSet<JobId> = out.never_satisfied.iter().map(|r| r.job).collect();
+    for n in &out.never_satisfied {
+        let deps = &w.jobs[n.job.idx()].after;
+        let broken =
+            deps.iter().any(|d| never.contains(&d.job) || end_of.get(&d.job).is_none_or(|&(_, ok)| !d.kind.met_by(ok)));
+        if !broken {
+            return Err(format!("job {} was reported never satisfied, but its dependencies were all met", n.job));
         }
     }
     if let Some(i) = seen.iter().position(|s| !s) {

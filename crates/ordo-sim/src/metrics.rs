@@ -2,7 +2,7 @@
 
 use crate::engine::{JobRecord, SimConfig};
 use ordo_core::time::{to_secs_f64, SECOND};
-use ordo_core::{ClusterSpec, Order, Time, Workload};
+use ordo_core::{Order, Time, Workload};
 use serde::{Deserialize, Serialize};
 
 /// Why GPUs sat idle during an interval (docs/METRICS.md, "Idle capacity by cause").
@@ -170,6 +170,9 @@ pub struct Metrics {
     pub jobs: usize,
     /// Jobs that could never fit the cluster (not run, reported).
     pub rejected_jobs: usize,
+    /// Jobs not run because a dependency could never be met (reported).
+    #[serde(default)]
+    pub never_satisfied_jobs: usize,
     /// Mean job completion time (end - submit), seconds.
     pub mean_jct_s: f64,
     /// Median JCT, seconds.
@@ -299,17 +302,18 @@ impl Metrics {
         self.estimates == "oracle"
     }
 
-    /// Computes the metrics of a finished run; `oracle` when the policy read true run times
-    /// because no job has an estimate.
+    /// Computes the metrics of a finished run on `cfg.cluster`; `oracle` when the policy read
+    /// true run times because no job has an estimate.
     pub fn compute(
         w: &Workload,
         records: &[JobRecord],
         integ: &RunIntegrals,
-        cluster: &ClusterSpec,
         cfg: &SimConfig,
         oracle: bool,
         rejected: usize,
+        never_satisfied: usize,
     ) -> Metrics {
+        let cluster = &cfg.cluster;
         let gpus = cluster.total_gpus();
         let ran = |r: &JobRecord| &w.jobs[r.job.idx()];
         let mut jct: Vec<f64> = records.iter().map(|r| to_secs_f64(r.end - r.submit)).collect();
@@ -355,6 +359,7 @@ impl Metrics {
             gpus,
             jobs: records.len(),
             rejected_jobs: rejected,
+            never_satisfied_jobs: never_satisfied,
             mean_jct_s: mean_jct,
             p50_jct_s: percentile(&jct, 50.0),
             p95_jct_s: percentile(&jct, 95.0),

@@ -59,6 +59,8 @@ mod tests {
                 priority: None,
                 gpu_milli: None,
                 queue: None,
+                after: vec![],
+                failed: false,
             });
         }
         w

@@ -620,6 +620,8 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             priority: None,
             gpu_milli: None,
             queue: None,
+            after: vec![],
+            failed: false,
         });
     }
     w.renumber();

@@ -30,6 +30,7 @@ fn fair_converges_to_equal_shares_on_two_user_backlog() {
             priority: None,
             gpu_milli: None,
             queue: None,
+            ..Job::default()
         });
     }
     w.renumber();

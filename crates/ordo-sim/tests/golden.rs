@@ -4,7 +4,8 @@
 //! [,placement][,preemptions]` the expected first start, completion (seconds) and the named
 //! columns of every job. Optional checks of the run's metrics: `# idle: HOL,FRAG,EMPTY` (idle
 //! GPU-seconds by cause: head-of-line, fragmentation, empty queue), `# estimates: LABEL` and
-//! `# jobs_without_estimate: N`.
+//! `# jobs_without_estimate: N`. Quotas: `# quotas: LINE` lines make up a quota file's TOML
+//! (docs/SERVER.md); `# never: ID ID ...` lists the jobs whose dependencies can never be met.
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
@@ -22,8 +23,12 @@ fn run_case(path: &Path) -> Result<(), String> {
     let (mut csv, mut expect) = (String::new(), Vec::new());
     let mut in_expect = false;
     let mut cols: Vec<String> = Vec::new();
+    let mut quotas = String::new();
     for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# expect:") {
+        if let Some(rest) = line.strip_prefix("# quotas: ") {
+            quotas.push_str(rest);
+            quotas.push('\n');
+        } else if let Some(rest) = line.strip_prefix("# expect:") {
             in_expect = true;
             cols = rest.trim().split(',').map(str::to_string).collect();
         } else if let Some(rest) = line.strip_prefix("# ") {
@@ -53,7 +58,15 @@ fn run_case(path: &Path) -> Result<(), String> {
     if let Some(o) = meta.get("overhead") {
         cfg.preemption_overhead = o.parse::<i64>().map_err(|e| e.to_string())? * 1000;
     }
+    if !quotas.is_empty() {
+        cfg.quotas = Some(ordo_trace::parse_quotas(&quotas, "golden quotas").map_err(|e| e.to_string())?);
+    }
     let out = simulate(&w, &cfg).map_err(|e| e.to_string())?;
+    let never: Vec<&str> = out.never_satisfied.iter().map(|r| w.jobs[r.job.idx()].name.as_str()).collect();
+    let want_never: Vec<&str> = meta.get("never").map(|v| v.split_whitespace().collect()).unwrap_or_default();
+    if never != want_never {
+        return Err(format!("never satisfied: expected {want_never:?}, got {never:?} ({:?})", out.never_satisfied));
+    }
     validate(&w, &cluster, &out, cfg.preemption_overhead)?;
     let m = &out.metrics;
     if let Some(want) = meta.get("idle") {

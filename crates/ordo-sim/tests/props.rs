@@ -73,6 +73,7 @@ fn workload(raw: &[(i64, u32, i64, u32)], with_estimates: bool) -> Workload {
             priority: Some((i % 4) as i64),
             gpu_milli: None,
             queue: None,
+            ..Job::default()
         });
     }
     w.renumber();
@@ -94,7 +95,7 @@ proptest! {
         let w = workload(&raw, with_estimates);
         let policy: PolicySpec = POLICIES[pol].parse().unwrap();
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, give_up_above_mean_jct_s: None };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None };
         let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
         validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
         // Only jobs larger than the whole cluster are rejected.
@@ -117,7 +118,7 @@ proptest! {
     fn strict_fifo_starts_in_arrival_order(c in cluster(), raw in jobs(), consolidated in any::<bool>()) {
         let w = workload(&raw, false);
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false, deadline: None, give_up_above_mean_jct_s: None };
+        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None };
         let out = simulate(&w, &cfg).unwrap();
         let mut recs = out.records.clone();
         recs.sort_by_key(|r| r.job);
@@ -131,7 +132,7 @@ proptest! {
     #[test]
     fn pooled_sgf_never_idles_while_a_job_fits(c in cluster(), raw in jobs()) {
         let w = workload(&raw, false);
-        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false, deadline: None, give_up_above_mean_jct_s: None };
+        let cfg = SimConfig { preemption_overhead: 0, cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None };
         let out = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(out.metrics.idle_while_fit_gpu_hours, 0.0);
         prop_assert_eq!(out.metrics.idle_causes.head_of_line_gpu_hours, 0.0);
@@ -206,7 +207,7 @@ proptest! {
         let w = detailed_workload(&raw);
         let policy: PolicySpec = POLICIES[pol].parse().unwrap();
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, give_up_above_mean_jct_s: None };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None };
         let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
         validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
         let max_gpus = c.max_node_gpus();
@@ -268,6 +269,7 @@ fn regression_conservative_job_left_waiting() {
         policy: "sgf+conservative".parse().unwrap(),
         check_invariants: true,
         deadline: None,
+        quotas: None,
         give_up_above_mean_jct_s: None,
     };
     let out = simulate(&w, &cfg).unwrap();
@@ -292,4 +294,63 @@ fn regression_srtf_maxwait_runaway() {
     cfg.preemption_overhead = 6000;
     let out = simulate(&w, &cfg).unwrap();
     validate(&w, &c, &out, cfg.preemption_overhead).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// With random dependencies on earlier jobs (some of which fail) and a per-user GPU cap:
+    /// `validate` holds (no job starts before its dependencies ended as it asks, every job
+    /// runs, is rejected or is never satisfied exactly once), no user ever holds more GPUs than
+    /// the cap, and runs are deterministic.
+    #[test]
+    fn dependencies_and_quotas_hold(
+        c in cluster(),
+        raw in jobs(),
+        links in prop::collection::vec((0usize..40, 0usize..40, 0u8..3), 0..30),
+        failed in prop::collection::vec(any::<bool>(), 40),
+        cap in 1u64..10,
+        pol in 0usize..POLICIES.len(),
+        consolidated in any::<bool>(),
+    ) {
+        use ordo_core::{Dep, DepKind};
+        let mut w = workload(&raw, true);
+        let n = w.jobs.len();
+        for (i, j) in w.jobs.iter_mut().enumerate() {
+            j.failed = failed[i];
+        }
+        for &(a, b, k) in &links {
+            let (a, b) = (a % n, b % n);
+            if a < b {
+                let kind = [DepKind::AfterOk, DepKind::AfterAny, DepKind::AfterNotOk][k as usize];
+                w.jobs[b].after.push(Dep { kind, job: JobId(a as u32) });
+            }
+        }
+        let mut q = ordo_core::QuotaConfig::default();
+        q.default_user.max_running_gpus = Some(ordo_core::GpuLimit::Count(cap));
+        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+        let cfg = SimConfig { quotas: Some(q), check_invariants: true, ..SimConfig::new(c.clone(), placement, policy) };
+        let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        validate(&w, &c, &out, 0).map_err(TestCaseError::fail)?;
+        // Per user: GPUs held over time never exceed the cap (ends before starts at a tie).
+        let mut ev: Vec<(i64, i64, u32)> = Vec::new();
+        for r in &out.records {
+            let user = w.jobs[r.job.idx()].user;
+            for s in &r.segments {
+                ev.push((s.start, r.gpus as i64, user));
+                ev.push((s.end, -(r.gpus as i64), user));
+            }
+        }
+        ev.sort_by_key(|&(t, d, _)| (t, d));
+        let mut held: std::collections::HashMap<u32, i64> = Default::default();
+        for (t, d, u) in ev {
+            let h = held.entry(u).or_default();
+            *h += d;
+            prop_assert!(*h <= cap as i64, "user {} holds {} GPUs at {} (cap {})", u, h, t, cap);
+        }
+        let again = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(&out.records, &again.records);
+        prop_assert_eq!(&out.never_satisfied.len(), &again.never_satisfied.len());
+    }
 }

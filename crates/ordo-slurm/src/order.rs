@@ -455,6 +455,7 @@ fn plan_partition(
             ),
             Reason::Reservation { start } => (format!("reserved to start at {}", start / 1000), *start),
             Reason::Outranked { need } => (format!("outranked (needs {need} GPUs held by jobs ahead)"), Time::MIN),
+            Reason::Quota { holds, limit, .. } => (format!("at a quota ({holds} of {limit} held)"), Time::MIN),
         };
         waiting.push((i, text, at));
     }

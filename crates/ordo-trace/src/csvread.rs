@@ -27,6 +27,10 @@ pub(crate) const EXPECT_PRIORITY: &str = "a whole number (negative allowed) or a
 pub(crate) const EXPECT_COUNT: &str = "a whole number >= 0";
 pub(crate) const EXPECT_MILLI: &str = "GPU thousandths 1..=1000 (below 1000 only with exactly 1 GPU), or 0 with 0 GPUs";
 const EXPECT_END: &str = "a time in seconds >= the start (scheduled) time";
+pub(crate) const EXPECT_AFTER: &str =
+    "dependencies `afterok:ID[:ID...]`, `afterany:...` or `afternotok:...`, separated by commas, or an empty cell";
+pub(crate) const EXPECT_STATE: &str =
+    "how the job ended: completed, failed, timeout, cancelled, node_fail, out_of_memory, or an empty cell (completed)";
 pub(crate) const EXPECT_TRES: &str = "Slurm TRES `name=count,...` (e.g. `cpu=4,mem=16G,gres/gpu=2`)";
 
 /// Where each known column sits in a row.
@@ -282,7 +286,53 @@ fn parse_row<'r>(
         Some(c) => optional(field(c), parse_int).map_err(|()| bad(c, EXPECT_PRIORITY))?,
         None => None,
     };
-    Ok(Row { name, submit, gpus, gpu_milli, cpus, mem_mib, runtime, estimate, priority, user, group, queue, censored })
+    let after = match layout.col(Role::After) {
+        Some(c) => parse_after(field(c)).ok_or_else(|| bad(c, EXPECT_AFTER))?,
+        None => Vec::new(),
+    };
+    let failed = match layout.col(Role::State) {
+        // Slurm has many more states (PENDING, REQUEUED, ...): only its unsuccessful ends count.
+        Some(c) if format == Format::Sacct => parse_failed(field(c)).unwrap_or(false),
+        Some(c) => parse_failed(field(c)).ok_or_else(|| bad(c, EXPECT_STATE))?,
+        None => false,
+    };
+    Ok(Row {
+        name,
+        submit,
+        gpus,
+        gpu_milli,
+        cpus,
+        mem_mib,
+        runtime,
+        estimate,
+        priority,
+        user,
+        group,
+        queue,
+        censored,
+        after,
+        failed,
+    })
+}
+
+/// A dependency list (`afterok:a:b,afterany:c`), names as written; `None` if malformed.
+pub(crate) fn parse_after(raw: &[u8]) -> Option<Vec<(ordo_core::DepKind, String)>> {
+    ordo_core::deps::parse_dep_list(std::str::from_utf8(raw).ok()?).ok()
+}
+
+/// Whether a job's end state is unsuccessful: `completed` (or empty) is success; Slurm's
+/// `FAILED`, `TIMEOUT`, `CANCELLED` (also `CANCELLED by 1000`), `NODE_FAIL`, `OUT_OF_MEMORY`,
+/// `PREEMPTED`, `BOOT_FAIL`, `DEADLINE` are not (any case). `None` for anything else.
+pub(crate) fn parse_failed(raw: &[u8]) -> Option<bool> {
+    let s = std::str::from_utf8(raw).ok()?.trim().to_ascii_lowercase();
+    let word = s.split_whitespace().next().unwrap_or("");
+    match word {
+        "" | "completed" => Some(false),
+        "failed" | "timeout" | "cancelled" | "node_fail" | "out_of_memory" | "preempted" | "boot_fail" | "deadline" => {
+            Some(true)
+        }
+        _ => None,
+    }
 }
 
 /// Resources named in a Slurm TRES string.

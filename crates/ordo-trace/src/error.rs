@@ -229,3 +229,33 @@ pub enum ClusterError {
         file: String,
     },
 }
+
+/// Why a quota file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum QuotaError {
+    /// The file could not be opened or read.
+    #[error("{file}: cannot read: {err}")]
+    Io {
+        /// Path of the file.
+        file: String,
+        /// The underlying IO error.
+        err: std::io::Error,
+    },
+    /// Not TOML, or a field unknown or of the wrong type (the parser's message, with line
+    /// and column).
+    #[error("{file}: {why}")]
+    Toml {
+        /// Path of the file.
+        file: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A value the schema lets through but that makes no sense (the message names the field).
+    #[error("{file}: {why}")]
+    Invalid {
+        /// Path of the file.
+        file: String,
+        /// What is wrong.
+        why: String,
+    },
+}

@@ -13,7 +13,7 @@ pub enum Format {
     #[default]
     Auto,
     /// ordo's own CSV: a header naming `job_id,submit_time,num_gpu,duration` (required) and
-    /// `user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue` (optional), in any order.
+    /// `user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue,after,state` (optional), in any order.
     /// Times are seconds (fractions allowed); an empty optional cell means "absent"; a missing
     /// user or group is `"default"`.
     Generic,
@@ -231,6 +231,10 @@ pub(crate) enum Role {
     Queue,
     AllocTres,
     ReqTres,
+    /// Dependencies on other jobs of the trace (Slurm's `afterok:ID[:ID]...` list).
+    After,
+    /// How the job ended (`completed`, `failed`, ...): what dependencies on it see.
+    State,
     /// Known but not used.
     Ignore,
 }
@@ -264,6 +268,8 @@ const GENERIC: &[Column] = &[
     opt("mem_mib", Role::MemMib),
     opt("gpu_milli", Role::GpuMilli),
     opt("queue", Role::Queue),
+    opt("after", Role::After),
+    opt("state", Role::State),
 ];
 
 const PHILLY: &[Column] = &[
@@ -354,7 +360,7 @@ const SACCT: &[Column] = &[
     opt("Timelimit", Role::Estimate),
     opt("AllocTRES", Role::AllocTres),
     opt("ReqTRES", Role::ReqTres),
-    opt("State", Role::Ignore),
+    opt("State", Role::State),
     opt("Priority", Role::Priority),
 ];
 

@@ -53,15 +53,17 @@ mod error;
 mod format;
 mod lines;
 mod ordodb;
+mod quotas;
 mod sink;
 pub mod stats;
 mod timefmt;
 mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
-pub use error::{ClusterError, TraceError};
+pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
+pub use quotas::{load_quotas, parse_quotas};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
 pub use write::{write_generic, write_jsonl, write_swf};
 

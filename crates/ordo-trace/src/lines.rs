@@ -149,6 +149,8 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
                 group,
                 queue,
                 censored: false,
+                after: Vec::new(),
+                failed: false,
             }))
         })();
         sink.maybe_row(line, row, repaired, SWF_REPAIR_PROCS, Sink::unknown_size)
@@ -385,6 +387,8 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
                 group,
                 queue,
                 censored: false,
+                after: Vec::new(),
+                failed: get("JobState").and_then(|st| crate::csvread::parse_failed(st.as_bytes())).unwrap_or(false),
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
@@ -392,7 +396,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
 }
 
 /// The keys of a JSON Lines job: the `generic` columns.
-const JSONL_KEYS: [&str; 12] = crate::write::GENERIC_COLUMNS;
+const JSONL_KEYS: [&str; 14] = crate::write::GENERIC_COLUMNS;
 
 /// Reads ordo's JSON Lines: one object per non-blank line, keys as the `generic` columns.
 pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
@@ -415,7 +419,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         };
         // Each value as the text a CSV cell would hold: strings as is, numbers as written,
         // null as empty; objects, arrays and booleans are kept as JSON text (and then rejected).
-        let mut cells: [Option<String>; 12] = Default::default();
+        let mut cells: [Option<String>; 14] = Default::default();
         let mut unknown = Vec::new();
         for (k, v) in &obj {
             match JSONL_KEYS.iter().position(|n| n == k) {
@@ -473,24 +477,29 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
                     _ => return Err(bad(10, EXPECT_MILLI)),
                 },
             };
-            Ok((name.to_string(), submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli))
+            let after = crate::csvread::parse_after(cell(12)).ok_or_else(|| bad(12, crate::csvread::EXPECT_AFTER))?;
+            let failed = crate::csvread::parse_failed(cell(13)).ok_or_else(|| bad(13, crate::csvread::EXPECT_STATE))?;
+            Ok((name.to_string(), submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed))
         })();
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
-        let row = row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli)| Row {
-            name: name.into(),
-            submit,
-            gpus,
-            gpu_milli,
-            cpus,
-            mem_mib,
-            runtime: Some(runtime),
-            estimate,
-            priority,
-            user: text(4).unwrap_or(DEFAULT_NAME),
-            group: text(5).unwrap_or(DEFAULT_NAME),
-            queue: text(11),
-            censored: false,
-        });
+        let row =
+            row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed)| Row {
+                name: name.into(),
+                submit,
+                gpus,
+                gpu_milli,
+                cpus,
+                mem_mib,
+                runtime: Some(runtime),
+                estimate,
+                priority,
+                user: text(4).unwrap_or(DEFAULT_NAME),
+                group: text(5).unwrap_or(DEFAULT_NAME),
+                queue: text(11),
+                censored: false,
+                after,
+                failed,
+            });
         sink.row(line, row)
     })
 }

@@ -74,6 +74,8 @@ struct JobRow {
     end: Option<i64>,
     node: Option<String>,
     executed_ms: i64,
+    /// Its dependencies as the server stores them (JSON `[{"kind": "after_ok", "job": 3}]`).
+    after: Option<String>,
 }
 
 /// Loads an `ordo server` database (read-only; a running server's is fine) as a trace.
@@ -153,11 +155,17 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
     };
     let mut sink = Sink::new(&file, Format::OrdoDb, opts)?;
     let mut runs_of: HashMap<String, Vec<(Time, Time, Option<u32>)>> = HashMap::new();
+    // Databases of servers without dependencies have no `after` column.
+    let has_after = conn
+        .query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'after'", [], |r| r.get::<_, i64>(0))
+        .map_err(sql)?
+        > 0;
     let mut st = conn
-        .prepare(
-            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms
+        .prepare(&format!(
+            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms, {}
              FROM jobs ORDER BY submit, id",
-        )
+            if has_after { "after" } else { "NULL" }
+        ))
         .map_err(sql)?;
     let rows = st
         .query_map([], |r| {
@@ -175,6 +183,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 end: r.get(10)?,
                 node: r.get(11)?,
                 executed_ms: r.get(12)?,
+                after: r.get(13)?,
             })
         })
         .map_err(sql)?;
@@ -264,6 +273,21 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 runtime = Some(0);
             }
         }
+        // Dependencies name the jobs waited for by id, as this trace names its jobs.
+        let after: Vec<(ordo_core::DepKind, String)> = match j.after.as_deref().filter(|a| !a.is_empty()) {
+            None => vec![],
+            Some(a) => {
+                #[derive(serde::Deserialize)]
+                struct Dep {
+                    kind: ordo_core::DepKind,
+                    job: u64,
+                }
+                let deps: Vec<Dep> = serde_json::from_str(a)
+                    .map_err(|_| bad("after", "a JSON list of dependencies ({kind, job})", a.to_string()))?;
+                deps.into_iter().map(|d| (d.kind, d.job.to_string())).collect()
+            }
+        };
+        let failed = matches!(j.state.as_str(), "failed" | "cancelled" | "timeout");
         let name = j.id.to_string();
         if runtime.is_some() && !censored {
             runs_of.insert(name.clone(), runs);
@@ -285,6 +309,8 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 group: &j.user,
                 queue: None,
                 censored,
+                after,
+                failed,
             }),
         )?;
     }

@@ -26,6 +26,10 @@ pub(crate) struct Row<'a> {
     pub queue: Option<&'a str>,
     /// The job ran before the trace began or after it ended (its run time is unknown).
     pub censored: bool,
+    /// Dependencies on other jobs, by their names in the trace.
+    pub after: Vec<(ordo_core::DepKind, String)>,
+    /// It ended unsuccessfully.
+    pub failed: bool,
 }
 
 /// Submit-time bounds in the trace's time scale.
@@ -67,6 +71,8 @@ pub(crate) struct Sink<'o> {
     steps: usize,
     min_submit: Option<Time>,
     pub max_procs: Option<u64>,
+    /// Kept jobs' dependencies, by the names of the jobs they wait on (resolved at the end).
+    after: Vec<(u32, Vec<(ordo_core::DepKind, String)>)>,
 }
 
 impl<'o> Sink<'o> {
@@ -136,6 +142,7 @@ impl<'o> Sink<'o> {
             steps: 0,
             min_submit: None,
             max_procs: None,
+            after: Vec::new(),
         })
     }
 
@@ -239,13 +246,22 @@ impl<'o> Sink<'o> {
             priority: row.priority,
             gpu_milli: row.gpu_milli,
             queue: row.queue.map(str::to_string),
+            after: vec![],
+            failed: row.failed,
         });
+        if !row.after.is_empty() {
+            self.after.push((id, row.after));
+        }
         Ok(())
     }
 
     /// Applies deferred windows, rebases, numbers, trims to `max_jobs` and scales.
     pub fn finish(self) -> LoadedTrace {
         let mut w = self.workload;
+        let mut repaired = self.repaired;
+        // Names to ids while ids are still row positions; dependencies on jobs the window
+        // below drops are dropped by `renumber` and counted there.
+        resolve_after(&mut w, self.after, &mut repaired);
         let mut outside = self.outside;
         let mut dropped_max_jobs = 0;
         if let (Some((from, to)), Some(origin)) = (self.deferred_days, self.min_submit) {
@@ -261,11 +277,25 @@ impl<'o> Sink<'o> {
                 j.submit -= base;
             }
         }
+        let deps_before: usize = w.jobs.iter().map(|j| j.after.len()).sum();
         w.renumber();
+        let lost = deps_before - w.jobs.iter().map(|j| j.after.len()).sum::<usize>();
+        if lost > 0 {
+            *repaired.entry(DEP_OUTSIDE).or_insert(0) += lost;
+        }
         if let Some(max) = self.opts.max_jobs {
             if w.jobs.len() > max {
                 dropped_max_jobs = w.jobs.len() - max;
                 w.jobs.truncate(max);
+                let mut lost = 0;
+                for j in &mut w.jobs {
+                    let before = j.after.len();
+                    j.after.retain(|d| d.job.idx() < max);
+                    lost += before - j.after.len();
+                }
+                if lost > 0 {
+                    *repaired.entry(DEP_OUTSIDE).or_insert(0) += lost;
+                }
             }
         }
         if let Some(x) = self.opts.scale_load {
@@ -292,12 +322,50 @@ impl<'o> Sink<'o> {
             dropped_max_jobs,
             skipped_bad: self.skipped_bad,
             bad_reasons: self.bad_reasons,
-            repaired: self.repaired.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            repaired: repaired.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
             skipped_steps: self.steps,
             max_procs: self.max_procs,
             time_base: base,
             server: None,
         }
+    }
+}
+
+/// The repair counted for a dependency on a job that was not loaded (filtered out, outside
+/// the window, run time 0, or not in the trace): it is dropped, as if met.
+const DEP_OUTSIDE: &str = "dependency on a job not loaded (dropped: taken as met)";
+
+/// Turns dependencies by name into job ids (before renumbering, which carries them along).
+/// A name that several kept jobs share means the first of them.
+fn resolve_after(
+    w: &mut Workload,
+    after: Vec<(u32, Vec<(ordo_core::DepKind, String)>)>,
+    repaired: &mut BTreeMap<&'static str, usize>,
+) {
+    if after.is_empty() {
+        return;
+    }
+    let mut by_name: HashMap<&str, JobId> = HashMap::new();
+    for j in &w.jobs {
+        by_name.entry(j.name.as_str()).or_insert(j.id);
+    }
+    let mut resolved = Vec::with_capacity(after.len());
+    let mut lost = 0;
+    for (id, deps) in after {
+        let mut v = Vec::with_capacity(deps.len());
+        for (kind, name) in deps {
+            match by_name.get(name.as_str()) {
+                Some(&job) => v.push(ordo_core::Dep { kind, job }),
+                _ => lost += 1,
+            }
+        }
+        resolved.push((id, v));
+    }
+    for (id, v) in resolved {
+        w.jobs[id as usize].after = v;
+    }
+    if lost > 0 {
+        *repaired.entry(DEP_OUTSIDE).or_insert(0) += lost;
     }
 }
 

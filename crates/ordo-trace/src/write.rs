@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 /// The columns [`write_generic`] writes, in order.
-pub const GENERIC_COLUMNS: [&str; 12] = [
+pub const GENERIC_COLUMNS: [&str; 14] = [
     "job_id",
     "submit_time",
     "num_gpu",
@@ -21,6 +21,8 @@ pub const GENERIC_COLUMNS: [&str; 12] = [
     "mem_mib",
     "gpu_milli",
     "queue",
+    "after",
+    "state",
 ];
 
 fn name_of(names: &[String], i: u32) -> &str {
@@ -28,10 +30,11 @@ fn name_of(names: &[String], i: u32) -> &str {
 }
 
 /// Every job as generic cells, in [`GENERIC_COLUMNS`] order.
-fn cells(w: &Workload) -> impl Iterator<Item = [String; 12]> + '_ {
-    w.jobs.iter().map(|j| {
+fn cells(w: &Workload) -> impl Iterator<Item = [String; 14]> + '_ {
+    let name = |j: &ordo_core::Job| if j.name.is_empty() { j.id.to_string() } else { j.name.clone() };
+    w.jobs.iter().map(move |j| {
         [
-            if j.name.is_empty() { j.id.to_string() } else { j.name.clone() },
+            name(j),
             secs_text(j.submit),
             j.gpus.to_string(),
             secs_text(j.runtime),
@@ -43,8 +46,24 @@ fn cells(w: &Workload) -> impl Iterator<Item = [String; 12]> + '_ {
             j.mem_mib.map(|m| m.to_string()).unwrap_or_default(),
             j.gpu_milli.map(|m| m.to_string()).unwrap_or_default(),
             j.queue.clone().unwrap_or_default(),
+            after_text(w, j, &name),
+            if j.failed { "failed".to_string() } else { String::new() },
         ]
     })
+}
+
+/// A job's dependencies as Slurm's list (`afterok:a:b,afterany:c`), naming jobs as `job_id`.
+fn after_text(w: &Workload, j: &ordo_core::Job, name: &impl Fn(&ordo_core::Job) -> String) -> String {
+    let mut parts: Vec<(ordo_core::DepKind, Vec<String>)> = Vec::new();
+    for d in &j.after {
+        let other = w.jobs.get(d.job.idx()).filter(|o| o.id == d.job).or_else(|| w.jobs.iter().find(|o| o.id == d.job));
+        let Some(other) = other else { continue };
+        match parts.iter_mut().find(|p| p.0 == d.kind) {
+            Some(p) => p.1.push(name(other)),
+            None => parts.push((d.kind, vec![name(other)])),
+        }
+    }
+    parts.iter().map(|(k, names)| format!("{k}:{}", names.join(":"))).collect::<Vec<_>>().join(",")
 }
 
 /// Writes `workload` as a `generic` trace: header [`GENERIC_COLUMNS`], one row per job in
@@ -72,7 +91,7 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
 /// times and numbers as JSON numbers, names as strings, absent values left out.
 pub fn write_jsonl<W: Write>(workload: &Workload, writer: W) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(writer);
-    let numeric = [false, true, true, true, false, false, true, true, true, true, true, false];
+    let numeric = [false, true, true, true, false, false, true, true, true, true, true, false, false, false];
     for row in cells(workload) {
         let mut first = true;
         out.write_all(b"{")?;

@@ -211,6 +211,8 @@ fn job(name: &str, submit: i64, gpus: u32, runtime: i64) -> Job {
         priority: None,
         gpu_milli: None,
         queue: None,
+        after: vec![],
+        failed: false,
     }
 }
 
@@ -300,4 +302,41 @@ fn ties_keep_file_row_order() {
     assert_eq!(names, ["9", "3", "5"]);
     assert_eq!(t.workload.users, ["default"]);
     assert_eq!(t.workload.groups, ["default"]);
+}
+
+#[test]
+fn dependencies_and_end_states_by_job_id() {
+    use ordo_core::{Dep, DepKind};
+    // Jobs in (submit, row) order: prep 0, train 1, eval 2, report 3. `gone` is in no row: that
+    // dependency is dropped and counted as a repair.
+    let text = "job_id,submit_time,num_gpu,duration,after,state\n\
+                prep,0,1,10,,\n\
+                train,0,8,100,afterok:prep,failed\n\
+                eval,5,1,10,afterok:train,COMPLETED\n\
+                report,5,0,1,afterany:train:eval?afternotok:gone,\n";
+    let t = load(text, Format::Generic).unwrap();
+    let j = &t.workload.jobs;
+    let d = |kind, job| Dep { kind, job: JobId(job) };
+    assert_eq!(j[1].after, vec![d(DepKind::AfterOk, 0)]);
+    assert_eq!(j[2].after, vec![d(DepKind::AfterOk, 1)]);
+    assert_eq!(j[3].after, vec![d(DepKind::AfterAny, 1), d(DepKind::AfterAny, 2)]);
+    assert!(j[1].failed && !j[0].failed && !j[2].failed);
+    assert_eq!(t.repaired, vec![("dependency on a job not loaded (dropped: taken as met)".to_string(), 1)]);
+    // Written out and read back: the same jobs, dependencies and states.
+    let mut out = Vec::new();
+    write_generic(&t.workload, &mut out).unwrap();
+    let back = load(std::str::from_utf8(&out).unwrap(), Format::Generic).unwrap();
+    assert_eq!(back.workload, t.workload);
+    // A window that drops `prep` drops the dependency on it (counted), and renumbers the rest.
+    let opts = LoadOptions { from_day: Some(1.0 / 86_400.0), ..LoadOptions::new(Format::Generic) };
+    let late = "job_id,submit_time,num_gpu,duration,after\na,0,1,10,\nb,1,1,10,afterok:a\nc,2,1,10,afterany:b\n";
+    let t = load_reader(late.as_bytes(), "t.csv", &opts).unwrap();
+    assert_eq!(t.workload.jobs[0].after, vec![]);
+    assert_eq!(t.workload.jobs[1].after, vec![d(DepKind::AfterAny, 0)]);
+    assert_eq!(t.repaired.len(), 1);
+    // Malformed cells name the line and the field.
+    let e = err("job_id,submit_time,num_gpu,duration,after\na,0,1,10,afterok\n", Format::Generic);
+    assert!(e.starts_with("t.csv:2: field `after`: expected dependencies `afterok:ID[:ID...]`"), "{e}");
+    let e = err("job_id,submit_time,num_gpu,duration,state\na,0,1,10,weird\n", Format::Generic);
+    assert!(e.starts_with("t.csv:2: field `state`: expected how the job ended"), "{e}");
 }

@@ -93,6 +93,11 @@ pub struct InputArgs {
     /// that read estimates degrade when estimates are wrong.
     #[arg(long)]
     estimate_noise: Option<EstimateNoise>,
+    /// Per-user and per-group GPU limits and shares: the `[quotas]` table of a TOML file (a
+    /// server's config file works as it is; docs/SERVER.md, "Quotas and shares"). Users and
+    /// groups are the trace's `user` and `group` columns.
+    #[arg(long)]
+    quotas: Option<PathBuf>,
 }
 
 pub(crate) fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
@@ -171,6 +176,8 @@ pub struct Input {
     pub placement: Placement,
     pub source: output::InputInfo,
     pub preemption_overhead: ordo_core::Time,
+    /// `--quotas FILE`, read and checked.
+    pub quotas: Option<ordo_core::QuotaConfig>,
     /// From an `ordo server`'s database: the schedule as it ran (its row) and its words.
     pub as_run: Option<(SimOutput, ordo_report::AsRun)>,
     /// The policy that server ran (simulated beside the others).
@@ -178,6 +185,8 @@ pub struct Input {
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
+    // Read first: a bad quota file fails before a large trace is loaded.
+    let quotas = a.quotas.as_deref().map(ordo_trace::load_quotas).transpose().context("--quotas")?;
     let cluster_arg = match &a.cluster {
         Some(c) => crate::trace_cmd::cluster_arg(c).context("--cluster")?,
         None => None,
@@ -284,6 +293,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         placement,
         source,
         preemption_overhead: a.preemption_overhead,
+        quotas,
         as_run,
         server_policy,
     })
@@ -361,6 +371,7 @@ fn estimates_note(w: &Workload) -> Option<String> {
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
+    c.quotas = input.quotas.clone();
     c
 }
 
@@ -412,7 +423,7 @@ pub fn run() -> Result<ExitCode> {
             }
             let input = load_input(&a.input)?;
             let outs = with_as_run(&input, run_all(&input, &policies_for(&input, &a.policies.0))?);
-            let mut report = output::Comparison::new(&input.source, &outs);
+            let mut report = output::Comparison::new(&input.source, &input.workload, &outs);
             report.as_run = input.as_run.as_ref().map(|(_, words)| words.clone());
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -430,7 +441,7 @@ pub fn run() -> Result<ExitCode> {
                 output::write_jobs_csv(path, &input.workload, &input.cluster, &out)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
-            let report = output::Comparison::new(&input.source, std::slice::from_ref(&out));
+            let report = output::Comparison::new(&input.source, &input.workload, std::slice::from_ref(&out));
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

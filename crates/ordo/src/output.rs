@@ -19,6 +19,9 @@ pub struct Comparison {
     pub results: Vec<Metrics>,
     /// Jobs that could never fit the cluster: (job name, GPUs).
     pub rejected: Vec<(String, u32)>,
+    /// Jobs not run because a dependency of theirs could never be met (the trace's `after`
+    /// column): (job, why). The same under every policy.
+    pub never_satisfied: Vec<(String, String)>,
     /// The baseline policy the headline compares against.
     pub baseline: String,
     /// The policy with the lowest mean JCT among those that can run with what the trace tells
@@ -50,7 +53,7 @@ pub fn count(n: usize, noun: &str) -> String {
 
 impl Comparison {
     /// Builds the comparison; the baseline is the first `fifo` run, or else the first run.
-    pub fn new(input: &InputInfo, outs: &[SimOutput]) -> Self {
+    pub fn new(input: &InputInfo, w: &Workload, outs: &[SimOutput]) -> Self {
         let results: Vec<Metrics> = outs.iter().map(|o| o.metrics.clone()).collect();
         let h = ordo_report::headline::headline(&results);
         let (b, x) = (&results[h.baseline], &results[h.best]);
@@ -58,6 +61,17 @@ impl Comparison {
             .iter()
             .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
             .map(|o| o.rejected.iter().map(|r| (format!("{}", r.job), r.gpus)).collect())
+            .unwrap_or_default();
+        let never_satisfied = outs
+            .iter()
+            .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
+            .map(|o| {
+                let name = |r: &ordo_sim::engine::Rejected| match w.jobs.get(r.job.idx()) {
+                    Some(j) if !j.name.is_empty() => j.name.clone(),
+                    _ => r.job.to_string(),
+                };
+                o.never_satisfied.iter().map(|r| (name(r), r.why.clone())).collect()
+            })
             .unwrap_or_default();
         Comparison {
             input: input.clone(),
@@ -70,6 +84,7 @@ impl Comparison {
             headline: h.text,
             results,
             rejected,
+            never_satisfied,
             as_run: None,
         }
     }
@@ -112,6 +127,13 @@ impl Comparison {
                 "warning: {} can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and {} not run",
                 count(self.rejected.len(), "job"),
                 if self.rejected.len() == 1 { "was" } else { "were" }
+            );
+        }
+        if let Some((job, why)) = self.never_satisfied.first() {
+            let _ = writeln!(
+                s,
+                "warning: {} not run: a dependency could never be met (e.g. job {job}: {why})",
+                count(self.never_satisfied.len(), "job"),
             );
         }
         let _ = writeln!(s);

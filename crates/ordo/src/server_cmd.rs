@@ -319,6 +319,17 @@ pub struct SubmitArgs {
     /// If its node goes down: `requeue` (default) or `fail`.
     #[arg(long)]
     on_node_failure: Option<String>,
+    /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
+    /// ends any other way this job is cancelled (DependencyNeverSatisfied).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    after_ok: Vec<u64>,
+    /// Start only after these jobs ended, however they ended.
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    after_any: Vec<u64>,
+    /// Start only after these jobs ended unsuccessfully (failed, timeout, cancelled, node
+    /// failure); if one completes, this job is cancelled (DependencyNeverSatisfied).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
+    after_not_ok: Vec<u64>,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -672,6 +683,14 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 on_node_failure,
                 no_preempt: a.no_preempt.then_some(true),
                 umask: current_umask(),
+                after: [
+                    (ordo_core::DepKind::AfterOk, &a.after_ok),
+                    (ordo_core::DepKind::AfterAny, &a.after_any),
+                    (ordo_core::DepKind::AfterNotOk, &a.after_not_ok),
+                ]
+                .into_iter()
+                .flat_map(|(kind, ids)| ids.iter().map(move |&job| AfterDep { kind, job }))
+                .collect(),
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {

@@ -26,6 +26,7 @@ fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
         policy: "fifo".parse::<PolicySpec>().unwrap(),
         check_invariants: false,
         deadline: None,
+        quotas: None,
         give_up_above_mean_jct_s: None,
     };
     let out = simulate(w, &cfg).unwrap();

@@ -103,7 +103,10 @@ fn convert_to_generic_and_back_keeps_every_job() {
     let b = std::fs::read_to_string(&second).unwrap();
     assert_eq!(a.lines().count(), 7_255 + 1);
     assert!(a == b, "generic -> jsonl -> generic changed the file");
-    assert!(a.lines().any(|l| l.starts_with("openb-pod-0001,") && l.ends_with(",6,12288,460,LS")), "fields kept");
+    assert!(
+        a.lines().any(|l| l.starts_with("openb-pod-0001,") && l.ends_with(",6,12288,460,LS,,")),
+        "fields kept (after and state empty)"
+    );
 }
 
 #[test]

@@ -688,6 +688,7 @@ impl Core {
                 Reason::Reserved { .. } => "reserved",
                 Reason::Reservation { .. } => "reservation",
                 Reason::Outranked { .. } => "outranked",
+                Reason::Quota { .. } => "quota",
             };
             *s.pending_by_reason.entry(reason).or_default() += 1;
         }
@@ -700,6 +701,8 @@ impl Core {
         for j in self.pending.values() {
             if j.held_by.is_some() {
                 *s.pending_by_reason.entry("held").or_default() += 1;
+            } else if self.waits_on_deps(j.id) {
+                *s.pending_by_reason.entry("dependency").or_default() += 1;
             } else if self.held.contains(&j.id) {
                 *s.pending_by_reason.entry("unplaceable").or_default() += 1;
             }

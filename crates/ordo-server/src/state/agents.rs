@@ -295,10 +295,11 @@ impl Core {
         self.blocked.clear();
         if self.hidden.remove(&id) {
             // A `--no-preempt` job the scheduler did not see: give its node back whole.
-            return self.rebuild(now);
+            self.rebuild(now)?;
+        } else {
+            self.sched.finish(jid(id), now).map_err(|e| internal("finish job", e))?;
         }
-        self.sched.finish(jid(id), now).map_err(|e| internal("finish job", e))?;
-        Ok(())
+        self.deps_ended(id, state == JobState::Completed, now)
     }
 
     /// An agent reports that a job's process ended.
@@ -408,7 +409,7 @@ impl Core {
         if !self.held.remove(&rep.job) {
             self.rebuild(now)?;
         }
-        Ok(())
+        self.deps_ended(rep.job, state == JobState::Completed, now)
     }
 
     /// Marks nodes silent for longer than the time-out as down and requeues (or fails) their jobs.

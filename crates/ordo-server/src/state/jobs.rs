@@ -47,10 +47,13 @@ impl Core {
                 *c = c.saturating_sub(1);
             }
             self.last_reason.remove(&id);
-            if !self.held.remove(&id) {
+            let waited = self.waits_on_deps(id);
+            self.deps.remove(jid(id));
+            if !self.held.remove(&id) && j.held_by.is_none() && !waited {
                 // The scheduler has no "withdraw": rebuild it without the job.
                 self.rebuild(now)?;
             }
+            self.deps_ended(id, false, now)?;
             Ok(JobState::Cancelled)
         } else {
             let j = self.active.get_mut(&id).expect("checked");

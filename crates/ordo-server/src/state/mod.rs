@@ -6,7 +6,9 @@ use crate::auth::{Principal, Role};
 use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
 use ordo_core::scheduler::{CommitError, JobReq};
-use ordo_core::{Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use ordo_core::{
+    Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
+};
 use rusqlite::{params, Connection};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -94,6 +96,8 @@ pub struct Core {
     /// Waiting jobs the policy chose to start but the server could not yet: their GPUs are
     /// still being freed by a preempted job, or the node lacks the CPUs or memory they ask.
     blocked: HashMap<JobNo, String>,
+    /// Pending jobs waiting on other jobs' ends (kept out of the scheduler until then).
+    deps: ordo_core::Dependencies,
     /// GPU activity: samples, per-job figures, series, allocated-but-idle (`activity.rs`).
     live: activity::Live,
 }
@@ -106,17 +110,30 @@ fn jid(id: JobNo) -> JobId {
 /// stored priority. This is the one place that turns a job into what `ordo-core` sees; with the
 /// nodes' CPUs and memory in the core's cluster (see `Core::cluster_spec`), the core places a
 /// job only on a node that has the GPUs, CPUs and memory it asks for.
-fn job_req(j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
+fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
     let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
     r.priority = j.priority;
     r.cpus = j.cpus.unwrap_or(0);
     r.mem_mib = j.mem_mib.unwrap_or(0);
     // Policies that share between users (fair, priority, rr, qssf) compare user indices only
-    // for equality; a stable hash of the name serves as one (the server has no groups: a
-    // user is their own group).
+    // for equality; a stable hash of the name serves as one. A user's group is the one of the
+    // `[quotas]` groups that lists them, else they are their own group.
     r.user = user_index(&j.user);
-    r.group = r.user;
+    r.group = group_index(q, &j.user);
     r
+}
+
+/// The core's group index of a user: their `[quotas]` group's, else their own user index.
+fn group_index(q: &QuotaConfig, user: &str) -> u32 {
+    match q.group_of(user) {
+        Some(g) => group_name_index(g),
+        None => user_index(user),
+    }
+}
+
+/// The core's index of a `[quotas]` group name (apart from user names).
+fn group_name_index(group: &str) -> u32 {
+    user_index(&format!("group:{group}"))
 }
 
 /// FNV-1a of a user name: the same index for the same name across restarts.
@@ -184,6 +201,7 @@ fn reason_key(r: &Reason) -> (u8, u32) {
         Reason::Priority { behind } => (1, behind.0),
         Reason::Reserved { for_job, .. } => (2, for_job.0),
         Reason::Reservation { .. } => (3, 0),
+        Reason::Quota { scope, .. } => (5, *scope as u32),
         _ => (4, 0),
     }
 }
@@ -228,8 +246,10 @@ pub fn fmt_rel(ms: i64) -> String {
 mod activity;
 pub use activity::group_of;
 mod agents;
+mod deps;
 mod jobs;
 mod pass;
+mod quotas;
 mod submit;
 mod views;
 
@@ -272,6 +292,7 @@ impl Core {
             writes: 0,
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
+            deps: ordo_core::Dependencies::default(),
             live: activity::Live::default(),
         };
         core.load(now)?;
@@ -330,6 +351,7 @@ impl Core {
         if !stray.is_empty() {
             self.requeue_jobs(&stray, now, "scheduler", "its node is not up")?;
         }
+        self.load_deps(now)?;
         self.rebuild(now)
     }
 
@@ -386,6 +408,11 @@ impl Core {
         self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
         let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
         sched.set_min_run(self.cfg.min_run_ms);
+        if !self.cfg.quotas.is_empty() {
+            let total = phys_gpus.iter().map(|&g| g as u64).sum();
+            let q = &self.cfg.quotas;
+            sched.set_quotas(q.resolve(total, |u| Some(user_index(u)), |g| Some(group_name_index(g))));
+        }
         let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
         let mut used: Vec<Vec<bool>> = phys_gpus.iter().map(|&g| vec![false; g as usize]).collect();
         let mut conflicts = Vec::new();
@@ -399,7 +426,9 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
-                if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_err() {
+                if j.gpus > max_up
+                    || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_err()
+                {
                     continue;
                 }
                 // Placed by all it asks (GPUs, CPUs, memory), as the core would place it.
@@ -440,7 +469,7 @@ impl Core {
                 // attained service and the `min_run` protection count from the right time.
                 let s = j.start.unwrap_or(now).min(now);
                 let t0 = s - j.executed_ms;
-                let before = sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
+                let before = sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
                     && (j.executed_ms == 0
                         || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
                 if before {
@@ -450,7 +479,7 @@ impl Core {
                 }
             } else {
                 let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
-                match sched.submit(job_req(j, j.id, j.submit, left), now) {
+                match sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, left), now) {
                     Ok(()) => sched.start(jid(j.id), &alloc, now),
                     Err(_) => Err(CommitError::NotWaiting(jid(j.id))),
                 }
@@ -480,9 +509,12 @@ impl Core {
         self.hidden = hidden;
         let mut pend: Vec<&JobInfo> = self.pending.values().filter(|j| !replayed.contains(&j.id)).collect();
         pend.sort_by_key(|j| (j.submit, j.id));
-        // Jobs held by a user stay out of the scheduler (they neither start nor block others).
-        for j in pend.into_iter().filter(|j| j.held_by.is_none()) {
-            if j.gpus > max_up || sched.submit(job_req(j, j.id, j.submit, j.time_limit_ms), now).is_err() {
+        // Jobs held by a user, or waiting on other jobs, stay out of the scheduler (they neither
+        // start nor block others).
+        for j in pend.into_iter().filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id))) {
+            if j.gpus > max_up
+                || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
+            {
                 self.held.insert(j.id);
             }
         }
@@ -552,6 +584,8 @@ impl Core {
             moves.push((id, state, reason, ran));
         }
         tx.commit().ctx("commit requeue")?;
+        let ended: Vec<JobNo> =
+            moves.iter().filter(|(_, state, ..)| *state != JobState::Pending).map(|(id, ..)| *id).collect();
         // GPUs, CPUs or memory were freed: blocked jobs are looked at again in the next pass.
         self.blocked.clear();
         for (id, state, reason, ran) in moves {
@@ -562,7 +596,7 @@ impl Core {
                 let _ = self.sched.finish(jid(id), now);
                 if preempted {
                     // The policy changed to a non-preemptive one meanwhile: resubmit.
-                    let _ = self.sched.submit(job_req(&j, id, j.submit, j.time_limit_ms), now);
+                    let _ = self.sched.submit(job_req(&self.cfg.quotas, &j, id, j.submit, j.time_limit_ms), now);
                 }
             }
             j.state = state;
@@ -578,6 +612,9 @@ impl Core {
                 j.end = Some(now);
                 j.end_reason = Some(reason);
             }
+        }
+        for id in ended {
+            self.deps_ended(id, false, now)?;
         }
         Ok(())
     }

@@ -17,8 +17,7 @@ impl Core {
         let checked: Vec<Result<(Principal, JobInfo), ApiError>> = items
             .into_iter()
             .map(|(who, req)| {
-                let n = extra.get(&who.user).copied().unwrap_or(0);
-                let r = self.check_submission(&who, req, now, n);
+                let r = self.check_submission(&who, req, now, &extra);
                 if r.is_ok() {
                     *extra.entry(who.user.clone()).or_default() += 1;
                 }
@@ -31,9 +30,13 @@ impl Core {
             let mut ids = Vec::new();
             for (who, j) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
+                let after = match j.after.is_empty() {
+                    true => None,
+                    false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
+                };
                 tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13)",
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14)",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -49,7 +52,8 @@ impl Core {
                         if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
                         now,
                         j.no_preempt as i64,
-                        j.umask
+                        j.umask,
+                        after
                     ])
                 })
                 .ctx("insert job")?;
@@ -64,7 +68,7 @@ impl Core {
                     "submit",
                     Some(id),
                     &policy,
-                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt}),
+                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after}),
                 )?;
                 ids.push(id);
             }
@@ -88,7 +92,15 @@ impl Core {
                 let (who, mut info) = r?;
                 let id = ids.next().expect("one id per valid submission");
                 info.id = id;
-                if info.gpus > max_up || self.sched.submit(job_req(&info, id, now, info.time_limit_ms), now).is_err() {
+                // Checked at submission: a dependency cannot have become unmeetable since.
+                let waits = matches!(self.add_deps(id, &info.after), Ok(ordo_core::DepState::Waiting { .. }));
+                if !waits
+                    && (info.gpus > max_up
+                        || self
+                            .sched
+                            .submit(job_req(&self.cfg.quotas, &info, id, now, info.time_limit_ms), now)
+                            .is_err())
+                {
                     self.held.insert(id);
                 }
                 *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
@@ -103,7 +115,7 @@ impl Core {
         who: &Principal,
         req: SubmitRequest,
         now: i64,
-        queued: usize,
+        queued: &HashMap<String, usize>,
     ) -> Result<JobInfo, ApiError> {
         if who.role == Role::Agent {
             return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
@@ -174,13 +186,9 @@ impl Core {
             _ => {}
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
-        let mine = self.pending_per_user.get(&who.user).copied().unwrap_or(0) + queued;
-        if mine >= self.cfg.max_pending_per_user {
-            return Err(ApiError::Conflict(format!(
-                "user {} already has {mine} pending jobs (limit {})",
-                who.user, self.cfg.max_pending_per_user
-            )));
-        }
+        self.check_pending_limits(&who.user, queued)?;
+        self.check_gpu_quota(&who.user, req.gpus)?;
+        self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
         Ok(JobInfo {
             id: 0,
@@ -210,6 +218,7 @@ impl Core {
             executed_ms: 0,
             umask: req.umask,
             wait: None,
+            after: req.after,
             activity: None,
         })
     }

@@ -50,6 +50,8 @@ impl Core {
             let j = &self.pending[&id];
             let text = if let Some(by) = &j.held_by {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
+            } else if let Some(t) = self.deps_text(id) {
+                t
             } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && node_holds(n, j)) {
                 let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
                 format!(
@@ -97,6 +99,9 @@ impl Core {
                 None,
             ),
             Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
+            Reason::Quota { scope, holds, limit, need, .. } => {
+                (self.quota_text(&self.pending[&id], *scope, *holds, *limit, *need), None)
+            }
             Reason::Outranked { need } => (
                 format!(
                     "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} on one node); it starts when they end or fall behind it",

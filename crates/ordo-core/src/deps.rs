@@ -1,0 +1,325 @@
+//! Job dependencies (`afterok`, `afterany`, `afternotok`, as Slurm's `--dependency`): when a
+//! job waiting on others may join the queue, and when it never can (`DependencyNeverSatisfied`).
+
+use crate::model::JobId;
+use crate::scheduler::HashMap;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// What a dependency waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DepKind {
+    /// The other job must end successfully (exit 0); if it ends any other way, never.
+    AfterOk,
+    /// The other job must end, however it ends.
+    AfterAny,
+    /// The other job must end unsuccessfully (failed, timed out, cancelled, node failure); if
+    /// it succeeds, never.
+    AfterNotOk,
+}
+
+impl DepKind {
+    /// Slurm's name: `afterok`, `afterany`, `afternotok`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DepKind::AfterOk => "afterok",
+            DepKind::AfterAny => "afterany",
+            DepKind::AfterNotOk => "afternotok",
+        }
+    }
+
+    /// Whether a job that ended so (`ok`: successfully) meets this dependency.
+    pub fn met_by(self, ok: bool) -> bool {
+        match self {
+            DepKind::AfterOk => ok,
+            DepKind::AfterAny => true,
+            DepKind::AfterNotOk => !ok,
+        }
+    }
+
+    /// What the other job must do, for people: `complete successfully`, `end`, `fail`.
+    pub fn wants(self) -> &'static str {
+        match self {
+            DepKind::AfterOk => "complete successfully",
+            DepKind::AfterAny => "end",
+            DepKind::AfterNotOk => "end unsuccessfully",
+        }
+    }
+}
+
+impl fmt::Display for DepKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DepKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "afterok" => Ok(DepKind::AfterOk),
+            "afterany" => Ok(DepKind::AfterAny),
+            "afternotok" => Ok(DepKind::AfterNotOk),
+            _ => Err(format!("`{s}` is not a dependency kind (afterok, afterany, afternotok)")),
+        }
+    }
+}
+
+/// One dependency of a job on another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Dep {
+    /// What it waits for.
+    pub kind: DepKind,
+    /// The job it waits on.
+    pub job: JobId,
+}
+
+/// Where a job's dependencies stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum DepState {
+    /// Every dependency is met: the job may join the queue.
+    Met,
+    /// It still waits: on `on` (the first unmet dependency) and `left` dependencies in all.
+    Waiting {
+        /// The first dependency not met yet.
+        on: Dep,
+        /// Dependencies not met yet.
+        left: u32,
+    },
+    /// A dependency can never be met (`on` ended the wrong way, or was itself never
+    /// satisfied): Slurm's `DependencyNeverSatisfied`.
+    Never {
+        /// The dependency that can never be met.
+        on: Dep,
+        /// How `on.job` ended: successfully or not.
+        ok: bool,
+    },
+}
+
+/// The state of `deps` given how the jobs that ended so far ended (`ended(job)`: `Some(true)`
+/// for success, `Some(false)` for any other end, `None` while it has not ended).
+pub fn dep_state(deps: &[Dep], ended: impl Fn(JobId) -> Option<bool>) -> DepState {
+    let mut first = None;
+    let mut left = 0;
+    for &d in deps {
+        match ended(d.job) {
+            Some(ok) if d.kind.met_by(ok) => {}
+            Some(ok) => return DepState::Never { on: d, ok },
+            None => {
+                first.get_or_insert(d);
+                left += 1;
+            }
+        }
+    }
+    match first {
+        None => DepState::Met,
+        Some(on) => DepState::Waiting { on, left },
+    }
+}
+
+/// What one end changed: jobs whose dependencies are now all met (they may join the queue),
+/// and jobs that can never run (each with the dependency that failed), in the order found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Released {
+    /// Jobs whose last dependency was just met.
+    pub ready: Vec<JobId>,
+    /// Jobs whose dependency can never be met now, with that dependency and how its job
+    /// ended. They count as ended unsuccessfully (as cancelled) for their own dependents,
+    /// which are in this list too when that makes them never satisfied.
+    pub never: Vec<(JobId, Dep, bool)>,
+}
+
+/// The jobs that wait on others, indexed by the jobs they wait on, so that an end finds its
+/// dependents at once. The simulator and the server keep one each.
+#[derive(Debug, Clone, Default)]
+pub struct Dependencies {
+    /// Waiting job -> its dependencies not met yet.
+    waiting: HashMap<JobId, Vec<Dep>>,
+    /// Job -> the waiting jobs that have a dependency on it.
+    dependents: HashMap<JobId, Vec<JobId>>,
+}
+
+impl Dependencies {
+    /// Records a job's dependencies, given how the jobs that ended so far ended (see
+    /// [`dep_state`]). Returns the job's state: only a `Waiting` job is kept (a `Met` one may
+    /// join the queue now, a `Never` one can never run).
+    pub fn add(&mut self, job: JobId, deps: &[Dep], ended: impl Fn(JobId) -> Option<bool>) -> DepState {
+        let state = dep_state(deps, &ended);
+        if let DepState::Waiting { .. } = state {
+            let mut left: Vec<Dep> = deps.iter().copied().filter(|d| ended(d.job).is_none()).collect();
+            left.sort_unstable();
+            left.dedup();
+            for d in &left {
+                let v = self.dependents.entry(d.job).or_default();
+                if v.last() != Some(&job) {
+                    v.push(job);
+                }
+            }
+            self.waiting.insert(job, left);
+        }
+        state
+    }
+
+    /// Forgets a waiting job (it was cancelled or removed some other way). Its dependents, if
+    /// any, are not told: call [`Dependencies::ended`] for that.
+    pub fn remove(&mut self, job: JobId) {
+        if let Some(deps) = self.waiting.remove(&job) {
+            for d in deps {
+                if let Some(v) = self.dependents.get_mut(&d.job) {
+                    v.retain(|&x| x != job);
+                    if v.is_empty() {
+                        self.dependents.remove(&d.job);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `job` waits on dependencies.
+    pub fn is_waiting(&self, job: JobId) -> bool {
+        self.waiting.contains_key(&job)
+    }
+
+    /// The dependencies of a waiting job that are not met yet.
+    pub fn unmet(&self, job: JobId) -> &[Dep] {
+        self.waiting.get(&job).map_or(&[], Vec::as_slice)
+    }
+
+    /// Jobs waiting on dependencies.
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Whether no job waits on dependencies.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// A job ended (`ok`: successfully). Its dependents whose dependencies are now all met are
+    /// released; those that can never be met are removed, and count as ended unsuccessfully
+    /// for their own dependents (transitively).
+    pub fn ended(&mut self, job: JobId, ok: bool) -> Released {
+        let mut out = Released::default();
+        let mut todo = vec![(job, ok)];
+        while let Some((j, ok)) = todo.pop() {
+            let Some(deps) = self.dependents.remove(&j) else { continue };
+            for w in deps {
+                let Some(left) = self.waiting.get_mut(&w) else { continue };
+                // Every dependency on `j` (a job may wait on one job in two ways).
+                if !left.iter().any(|d| d.job == j) {
+                    continue;
+                }
+                if let Some(d) = left.iter().find(|d| d.job == j && !d.kind.met_by(ok)).copied() {
+                    self.remove(w);
+                    out.never.push((w, d, ok));
+                    todo.push((w, false));
+                    continue;
+                }
+                left.retain(|d| d.job != j);
+                if left.is_empty() {
+                    self.waiting.remove(&w);
+                    out.ready.push(w);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Parses Slurm's dependency list: `afterok:12:13,afterany:14` (kinds `afterok`, `afterany`,
+/// `afternotok`, each with one or more job names separated by `:`; lists separated by `,` or
+/// `?`). Names are returned as written; the caller resolves them. An empty text is no dependency.
+pub fn parse_dep_list(s: &str) -> Result<Vec<(DepKind, String)>, String> {
+    let mut out = Vec::new();
+    for part in s.split([',', '?']).map(str::trim).filter(|p| !p.is_empty()) {
+        let mut it = part.split(':');
+        let kind: DepKind = it.next().unwrap_or_default().parse()?;
+        let mut any = false;
+        for name in it.map(str::trim) {
+            if name.is_empty() {
+                return Err(format!("`{part}`: an empty job id"));
+            }
+            out.push((kind, name.to_string()));
+            any = true;
+        }
+        if !any {
+            return Err(format!("`{part}`: expected {kind}:JOB[:JOB...]"));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(kind: DepKind, j: u32) -> Dep {
+        Dep { kind, job: JobId(j) }
+    }
+
+    #[test]
+    fn states_follow_how_jobs_ended() {
+        let deps = [d(DepKind::AfterOk, 1), d(DepKind::AfterAny, 2), d(DepKind::AfterNotOk, 3)];
+        assert_eq!(dep_state(&deps, |_| None), DepState::Waiting { on: deps[0], left: 3 });
+        let ends = |j: JobId| match j.0 {
+            1 => Some(true),
+            2 => Some(false),
+            3 => Some(false),
+            _ => None,
+        };
+        assert_eq!(dep_state(&deps, ends), DepState::Met);
+        assert_eq!(dep_state(&deps, |_| Some(true)), DepState::Never { on: deps[2], ok: true });
+        assert_eq!(dep_state(&[], |_| None), DepState::Met);
+    }
+
+    #[test]
+    fn ends_release_and_cascade() {
+        let mut g = Dependencies::default();
+        // 2 after 1 ok, 3 after 2 ok, 4 after 1 notok, 5 after 2 any.
+        assert!(matches!(g.add(JobId(2), &[d(DepKind::AfterOk, 1)], |_| None), DepState::Waiting { .. }));
+        g.add(JobId(3), &[d(DepKind::AfterOk, 2)], |_| None);
+        g.add(JobId(4), &[d(DepKind::AfterNotOk, 1)], |_| None);
+        g.add(JobId(5), &[d(DepKind::AfterAny, 2), d(DepKind::AfterAny, 2)], |_| None);
+        assert_eq!(g.len(), 4);
+        // 1 fails: 2 never (and so 3 never, 2 counting as not ok), 4 ready, 5 ready (any end).
+        let r = g.ended(JobId(1), false);
+        assert_eq!(r.ready, vec![JobId(4), JobId(5)]);
+        assert_eq!(r.never, vec![(JobId(2), d(DepKind::AfterOk, 1), false), (JobId(3), d(DepKind::AfterOk, 2), false)]);
+        assert!(g.is_empty());
+        // Already ended jobs count at once.
+        assert_eq!(g.add(JobId(9), &[d(DepKind::AfterOk, 1)], |_| Some(true)), DepState::Met);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn two_kinds_on_one_job_are_settled_by_its_one_end() {
+        let mut g = Dependencies::default();
+        g.add(JobId(3), &[d(DepKind::AfterOk, 1), d(DepKind::AfterAny, 1)], |_| None);
+        g.add(JobId(4), &[d(DepKind::AfterAny, 1), d(DepKind::AfterNotOk, 1)], |_| None);
+        let r = g.ended(JobId(1), true);
+        assert_eq!(r.ready, vec![JobId(3)]);
+        assert_eq!(r.never, vec![(JobId(4), d(DepKind::AfterNotOk, 1), true)]);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn parses_slurm_lists() {
+        let l = parse_dep_list("afterok:12:13,afterany:x?after_not_ok:7").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                (DepKind::AfterOk, "12".into()),
+                (DepKind::AfterOk, "13".into()),
+                (DepKind::AfterAny, "x".into()),
+                (DepKind::AfterNotOk, "7".into())
+            ]
+        );
+        assert!(parse_dep_list("after:1").is_err());
+        assert!(parse_dep_list("afterok").is_err());
+        assert!(parse_dep_list("afterok::1").is_err());
+        assert_eq!(parse_dep_list("").unwrap(), vec![]);
+    }
+}

@@ -1,0 +1,82 @@
+//! Quotas in the server: pending-job limits checked at submission, and what a job held back
+//! by a running-GPU limit (`Reason::Quota`) is told in `queue` and `explain`.
+
+use super::*;
+use ordo_core::QuotaScope;
+
+impl Core {
+    /// Refuses a submission past a pending-job limit: the server's `max_pending_per_user`, the
+    /// user's `[quotas]` `max_pending_jobs`, or their group's (all its members together).
+    /// `queued`: jobs accepted earlier in the same batch, by user.
+    pub(super) fn check_pending_limits(&self, user: &str, queued: &HashMap<String, usize>) -> Result<(), ApiError> {
+        let pending = |u: &str| {
+            self.pending_per_user.get(u).copied().unwrap_or(0) as u64 + queued.get(u).copied().unwrap_or(0) as u64
+        };
+        let mine = pending(user);
+        if mine >= self.cfg.max_pending_per_user as u64 {
+            return Err(ApiError::Conflict(format!(
+                "user {user} already has {mine} pending jobs (limit {})",
+                self.cfg.max_pending_per_user
+            )));
+        }
+        let q = &self.cfg.quotas;
+        if let Some(m) = q.max_pending(user).filter(|&m| mine >= m) {
+            return Err(ApiError::Conflict(format!(
+                "quota: user {user} already has {mine} pending jobs, their limit is {m} (quotas max_pending_jobs)"
+            )));
+        }
+        if let Some(g) = q.group_of(user) {
+            if let Some(m) = q.group_max_pending(g) {
+                let members = &q.groups[g].members;
+                let held: u64 = members.iter().map(|u| pending(u)).sum();
+                if held >= m {
+                    return Err(ApiError::Conflict(format!(
+                        "quota: group {g} (of user {user}) already has {held} pending jobs, its limit is {m} (quotas max_pending_jobs)"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus` (as
+    /// resolved on the nodes that are up): it could never start.
+    pub(super) fn check_gpu_quota(&self, user: &str, gpus: u32) -> Result<(), ApiError> {
+        if !self.nodes.values().any(|n| n.up) {
+            return Ok(()); // shares of no GPUs say nothing yet
+        }
+        let q = self.sched.quotas();
+        let g = gpus as u64;
+        if let Some(l) = q.user_limit(user_index(user)).filter(|&l| g > l) {
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {g} GPUs, more than user {user}'s quota of {l} (max_running_gpus): it could never start"
+            )));
+        }
+        if let Some(l) = q.group_limit(group_index(&self.cfg.quotas, user)).filter(|&l| g > l) {
+            let group = self.cfg.quotas.group_of(user).unwrap_or(user);
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {g} GPUs, more than group {group}'s quota of {l} (max_running_gpus): it could never start"
+            )));
+        }
+        Ok(())
+    }
+
+    /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it.
+    pub(super) fn quota_text(&self, j: &JobInfo, scope: QuotaScope, holds: u64, limit: u64, need: u64) -> String {
+        let q = &self.cfg.quotas;
+        match scope {
+            QuotaScope::User => format!(
+                "quota: user {} holds {holds} of their {limit} GPUs (max_running_gpus); this job needs {need} more, it starts when their running jobs free them",
+                j.user
+            ),
+            QuotaScope::Group => format!(
+                "quota: group {} (of user {}) holds {holds} of its {limit} GPUs (max_running_gpus); this job needs {need} more, it starts when the group's running jobs free them",
+                q.group_of(&j.user).unwrap_or("?"),
+                j.user
+            ),
+            QuotaScope::Array => format!(
+                "array limit: {holds} of at most {limit} elements of its array run; it starts when one of them ends"
+            ),
+        }
+    }
+}
