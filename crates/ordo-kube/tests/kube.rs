@@ -31,10 +31,14 @@ async fn fifo_keeps_strict_order_and_says_why_pods_wait() {
     let m = c.message("c").await.unwrap();
     assert!(m.starts_with(&format!("waiting behind {}/b under fifo", c.name)), "{m}");
     assert!(m.contains("position 2"), "{m}");
-    let ev = c.events("b").await;
-    assert!(ev.iter().any(|(t, r, m)| t == "Warning" && r == "FailedScheduling" && m.contains("needs 4")), "{ev:?}");
-    let ev = c.events("c").await;
-    assert!(ev.iter().any(|(t, r, m)| t == "Normal" && r == "Waiting" && m.contains("waiting behind")), "{ev:?}");
+    let failed =
+        |(t, r, m): &(String, String, String)| t == "Warning" && r == "FailedScheduling" && m.contains("needs 4");
+    let ev = c.events_once("b", 20, failed).await;
+    assert!(ev.iter().any(failed), "{ev:?}");
+    let waiting =
+        |(t, r, m): &(String, String, String)| t == "Normal" && r == "Waiting" && m.contains("waiting behind");
+    let ev = c.events_once("c", 20, waiting).await;
+    assert!(ev.iter().any(waiting), "{ev:?}");
     assert_eq!(bound(&c.state().await), ["a"]);
     c.force_delete("d").await;
     // a ends: b starts (alone: it takes the node), then c once b ends.
@@ -45,7 +49,9 @@ async fn fifo_keeps_strict_order_and_says_why_pods_wait() {
     c.assert_no_overcommit().await;
     c.set_phase("b", "Succeeded").await;
     c.wait_for("c bound", 20, |s| s["c"].0.is_some()).await;
-    assert!(c.events("a").await.iter().any(|(_, r, m)| r == "Scheduled" && m.contains(&c.node_name("n1"))));
+    let n1 = c.node_name("n1");
+    let scheduled = |(_, r, m): &(String, String, String)| r == "Scheduled" && m.contains(&n1);
+    assert!(c.events_once("a", 20, scheduled).await.iter().any(scheduled));
     s.stop().await;
     // The audit log has the decisions in the server's record shape.
     let log = ordo_kube::audit::read_log(&c.tmp.join("audit.jsonl")).unwrap();
@@ -100,12 +106,11 @@ async fn las_evicts_the_pod_with_the_most_service_for_a_new_one() {
     // new has no service: it outranks old, which is evicted; new is bound once old is gone.
     c.pod("new", 1, json!({})).await;
     c.wait_for("old evicted", 20, |s| s["old"].2).await;
-    let ev = c.events("old").await;
-    assert!(
-        ev.iter()
-            .any(|(_, r, m)| r == "Preempted" && m.contains("under las") && m.contains(&format!("{}/new", c.name))),
-        "{ev:?}"
-    );
+    let new = format!("{}/new", c.name);
+    let preempted =
+        |(_, r, m): &(String, String, String)| r == "Preempted" && m.contains("under las") && m.contains(&new);
+    let ev = c.events_once("old", 20, preempted).await;
+    assert!(ev.iter().any(preempted), "{ev:?}");
     assert!(c.state().await["new"].0.is_none(), "new bound before old left its GPUs");
     c.force_delete("old").await;
     c.wait_for("new bound", 20, |s| s.get("new").is_some_and(|p| p.0.is_some())).await;

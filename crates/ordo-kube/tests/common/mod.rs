@@ -236,6 +236,25 @@ impl Cluster {
             .collect()
     }
 
+    /// The pod's events once one of them satisfies `f`, or whatever there is after `secs`
+    /// seconds: the scheduler records events after it sets the pod's condition, so a single read
+    /// can come too early.
+    pub async fn events_once(
+        &self,
+        pod: &str,
+        secs: u64,
+        f: impl Fn(&(String, String, String)) -> bool,
+    ) -> Vec<(String, String, String)> {
+        let t0 = Instant::now();
+        loop {
+            let ev = self.events(pod).await;
+            if ev.iter().any(&f) || t0.elapsed() > Duration::from_secs(secs) {
+                return ev;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Checks that no node of the pool holds more GPUs, CPU or memory than it has, counting
     /// every pod bound there that has not ended.
     pub async fn assert_no_overcommit(&self) {
