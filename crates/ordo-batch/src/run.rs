@@ -328,8 +328,11 @@ impl Queues {
         gate: &Gate,
     ) -> Option<(usize, Timestamp)> {
         loop {
+            // The instant the window was seen open is the instant the request is taken: read
+            // the clock once, so that a request admitted inside the window is never recorded
+            // (a few microseconds later) outside it.
+            let now = gate.clock.now();
             if let Some(w) = gate.window {
-                let now = gate.clock.now();
                 if !w.is_open(now) {
                     if self.q.lock().map(|q| q.iter().all(|(_, d)| d.is_empty())).unwrap_or(true) {
                         return None;
@@ -360,7 +363,7 @@ impl Queues {
                     match limiter.try_acquire(&q[k].0, rate_tokens(r, assumed)) {
                         Ok(()) => {
                             q[k].1.pop_front();
-                            return Some((i, gate.clock.now()));
+                            return Some((i, now));
                         }
                         Err(w) => {
                             if let Some(l) = gate.ledger {
