@@ -173,38 +173,46 @@ fn evaluate(
     }))
 }
 
-/// The mean JCT (seconds) that a run of `spec` must beat to matter, from the configurations run
-/// to the end so far: the best feasible deployable one when `spec` preempts, the best feasible
-/// deployable non-preemptive one when it does not (it may be the `non_preemptive` pick), and
-/// for an oracle the lower of the best deployable and the best oracle (it is shown only when it
-/// beats the recommendation, and only the best one). `None`: run it to the end.
-fn race_limit(
-    spec: &PolicySpec,
-    no_estimates: bool,
-    evaluated: &[Evaluated],
-    baseline: &Evaluated,
-    opts: &TuneOptions,
-) -> Option<f64> {
-    if !opts.race || opts.objective != Objective::MeanJct {
-        return None;
-    }
-    let best = |pred: &dyn Fn(&Evaluated) -> bool| {
-        evaluated
-            .iter()
-            .filter(|e| pred(e) && opts.constraints.violations(e, baseline).is_empty())
-            .map(|e| e.mean_jct_s)
-            .min_by(f64::total_cmp)
-    };
-    if spec.needs_estimate() && no_estimates {
-        let (rec, oracle) = (best(&|e| !e.clairvoyant()), best(&|e| e.clairvoyant()));
-        match (rec, oracle) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+/// The mean JCTs (seconds) a run must beat to matter, from the configurations run to the end
+/// so far: the picks `ordo tune` names ([`crate::select::picks`]), by mean JCT.
+struct RaceLimits {
+    recommended: Option<f64>,
+    non_preemptive: Option<f64>,
+    best_oracle: Option<f64>,
+}
+
+impl RaceLimits {
+    /// `None` when racing is off (or the objective is not mean JCT).
+    fn of(evaluated: &[Evaluated], baseline: &Evaluated, opts: &TuneOptions) -> Option<RaceLimits> {
+        if !opts.race || opts.objective != Objective::MeanJct {
+            return None;
         }
-    } else if spec.order.preemptive() {
-        best(&|e| !e.clairvoyant())
-    } else {
-        best(&|e| !e.preemptive && !e.clairvoyant())
+        let feasible: Vec<&Evaluated> =
+            evaluated.iter().filter(|e| opts.constraints.violations(e, baseline).is_empty()).collect();
+        let p = crate::select::picks(&feasible, opts.objective);
+        let jct = |e: Option<&Evaluated>| e.map(|e| e.mean_jct_s);
+        Some(RaceLimits {
+            recommended: jct(p.recommended),
+            non_preemptive: jct(p.non_preemptive),
+            best_oracle: jct(p.best_oracle),
+        })
+    }
+
+    /// The limit of a run of `spec`: a preemptive one must beat the recommendation; a
+    /// non-preemptive one the non-preemptive pick (it may become it); an oracle the lower of the
+    /// recommendation and the best oracle (it is shown only when it beats the recommendation,
+    /// and only the best one). `None`: run it to the end.
+    fn limit(&self, spec: &PolicySpec, no_estimates: bool) -> Option<f64> {
+        if spec.needs_estimate() && no_estimates {
+            match (self.recommended, self.best_oracle) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        } else if spec.order.preemptive() {
+            self.recommended
+        } else {
+            self.non_preemptive
+        }
     }
 }
 
@@ -324,8 +332,9 @@ pub fn tune(
         // leave the other cores idle at the end of the round. Stable: ties keep their order.
         batch.sort_by(|a, b| space.cost(&b.0).total_cmp(&space.cost(&a.0)));
         // Limits come from earlier rounds only, so the search stays deterministic.
+        let race = RaceLimits::of(&evaluated, &baseline, opts);
         let limits: Vec<Option<f64>> =
-            batch.iter().map(|(_, spec)| race_limit(spec, no_estimates, &evaluated, &baseline, opts)).collect();
+            batch.iter().map(|(_, spec)| race.as_ref().and_then(|r| r.limit(spec, no_estimates))).collect();
         let results: Vec<Option<Result<Outcome, TuneError>>> = batch
             .par_iter()
             .zip(limits.par_iter())

@@ -299,6 +299,27 @@ pub struct Summary {
     pub dropped: Vec<Dropped>,
 }
 
+/// The three configurations `ordo tune` names, among feasible ones, best by the objective: the
+/// best deployable one (never an oracle), the best deployable non-preemptive one, and the best
+/// oracle (shown as a bound when it beats the first).
+pub(crate) struct Picks<'a> {
+    pub recommended: Option<&'a Evaluated>,
+    pub non_preemptive: Option<&'a Evaluated>,
+    pub best_oracle: Option<&'a Evaluated>,
+}
+
+/// [`Picks`] among `feasible`.
+pub(crate) fn picks<'a>(feasible: &[&'a Evaluated], objective: Objective) -> Picks<'a> {
+    let best = |pred: &dyn Fn(&Evaluated) -> bool| {
+        feasible.iter().copied().filter(|e| pred(e)).min_by(|a, b| objective.compare(a, b))
+    };
+    Picks {
+        recommended: best(&|e| !e.clairvoyant()),
+        non_preemptive: best(&|e| !e.preemptive && !e.clairvoyant()),
+        best_oracle: best(&|e| e.clairvoyant()),
+    }
+}
+
 /// Sorts, filters and summarises a search: feasibility, the front and the recommendation.
 pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective) -> Summary {
     let feasible: Vec<&Evaluated> =
@@ -318,15 +339,11 @@ pub fn summarize(r: &TuneResult, constraints: &Constraints, objective: Objective
             None => front.push(FrontRow { policy: m.clone(), same_values: 0 }),
         }
     }
-    let best = |pred: &dyn Fn(&Evaluated) -> bool| {
-        feasible.iter().copied().filter(|e| pred(e)).min_by(|a, b| objective.compare(a, b)).cloned()
-    };
-    let recommended = best(&|e| !e.clairvoyant());
-    let non_preemptive = best(&|e| !e.preemptive && !e.clairvoyant());
-    let bound = best(&|e| e.clairvoyant()).filter(|o| match &recommended {
-        Some(r) => objective.compare(o, r) == Ordering::Less,
-        None => true,
-    });
+    let p = picks(&feasible, objective);
+    let recommended = p.recommended.cloned();
+    let non_preemptive = p.non_preemptive.cloned();
+    let bound =
+        p.best_oracle.filter(|o| p.recommended.is_none_or(|r| objective.compare(o, r) == Ordering::Less)).cloned();
     let secs = r.elapsed.as_secs_f64();
     Summary {
         objective,
