@@ -86,7 +86,8 @@ build() {
     nice -n 10 "$GO" build -p 2 -tags providerless -ldflags "$ld" -o "$BIN.tmp" ./cmd/kube-apiserver
   )
   mv "$BIN.tmp" "$BIN"
-  rm -rf "$W"
+  # The binary is what is cached; the Go build cache (gigabytes) is not needed once it exists.
+  rm -rf "$W"; [ -n "${K8S_DEV_GOCACHE:-}" ] || rm -rf "$CACHE/gocache"
 }
 
 launch() {
