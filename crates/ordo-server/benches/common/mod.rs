@@ -6,13 +6,15 @@ use ordo_server::ServerConfig;
 use std::path::Path;
 
 /// Starts a server on `dir/ordo.db` on a free loopback port (heartbeat 1 s, nodes never time
-/// out); returns its URL once it accepts connections.
+/// out, no practical cap on a user's pending jobs: the mixed load's queue passes the default
+/// 100,000 within 20 s); returns its URL once it accepts connections.
 pub fn start_server(dir: &Path) -> String {
     let cfg = ServerConfig {
         db: dir.join("ordo.db"),
         listen: "127.0.0.1:0".parse().expect("addr"),
         heartbeat_ms: 1_000,
         node_timeout_ms: 600_000,
+        max_pending_per_user: 10_000_000,
         ..ServerConfig::default()
     };
     let (tx, rx) = std::sync::mpsc::channel();
