@@ -521,11 +521,10 @@ fn what_changed(asked: JobRef, j: &JobInfo) -> String {
 
 /// An array in `ordo queue`: `123[0-999%50]` with its elements' states, then why its next
 /// element waits.
-fn array_lines(q: &QueueResponse, id: JobNo) -> String {
-    let elems: Vec<&JobInfo> = q.jobs.iter().filter(|j| j.array.is_some_and(|a| a.id == id)).collect();
+fn array_lines(q: &QueueResponse, id: JobNo, elems: &[&JobInfo]) -> String {
     let spec = q.arrays.iter().find(|a| a.id == id).map(|a| a.spec.clone()).unwrap_or_else(|| "?".into());
     let mut counts: std::collections::BTreeMap<JobState, usize> = std::collections::BTreeMap::new();
-    for j in &elems {
+    for j in elems {
         *counts.entry(j.state).or_default() += 1;
     }
     let states: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {}", s.as_str())).collect();
@@ -786,13 +785,19 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!("policy: {}", clean(&q.policy));
             println!("{:>6}  {:<10} {:<10} {:<16} {:>4}  details", "job", "state", "user", "name", "gpus");
-            let mut shown = std::collections::BTreeSet::new();
+            // Each array's elements, in listing order.
+            let mut arrays: std::collections::HashMap<JobNo, Vec<&JobInfo>> = std::collections::HashMap::new();
+            for j in &q.jobs {
+                if let Some(a) = j.array {
+                    arrays.entry(a.id).or_default().push(j);
+                }
+            }
             for j in &q.jobs {
                 match j.array {
                     Some(a) if !expand => {
                         // One line per array, where its first listed element is.
-                        if shown.insert(a.id) {
-                            println!("{}", array_lines(&q, a.id));
+                        if let Some(elems) = arrays.remove(&a.id) {
+                            println!("{}", array_lines(&q, a.id, &elems));
                         }
                     }
                     _ => {
