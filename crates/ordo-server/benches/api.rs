@@ -67,6 +67,7 @@ fn throughput(dir: &Path) {
                                 no_preempt: None,
                                 umask: None,
                                 after: vec![],
+                                array: None,
                             },
                         )
                         .expect("submit");
@@ -131,6 +132,7 @@ fn latency(dir: &Path, samples: usize) {
                     no_preempt: None,
                     umask: None,
                     after: vec![],
+                    array: None,
                 },
             )
             .expect("submit");

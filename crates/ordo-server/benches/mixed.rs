@@ -131,6 +131,7 @@ fn main() {
         no_preempt: None,
         umask: None,
         after: vec![],
+        array: None,
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

@@ -596,22 +596,31 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
     let cwd = cwd.unwrap_or(fallback);
     let devices: Vec<String> = a.gpu_ids.iter().map(|i| i.to_string()).collect();
     let who = user.clone().unwrap_or_else(crate::runas::current_user);
-    let env = job_env(
-        std::env::vars(),
-        &cfg.pass_env,
-        &who,
-        &[
-            ("CUDA_VISIBLE_DEVICES", devices.join(",")),
-            // CUDA numbers GPUs fastest first unless told otherwise; NVML (and so the activity
-            // samples, and `--gpus auto`) numbers them by PCI bus: make both agree.
-            ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".into()),
-            ("ORDO_JOB_ID", a.job.to_string()),
-            ("ORDO_NODE", cfg.name.clone()),
-            ("ORDO_GPUS", a.gpu_ids.len().to_string()),
-            ("ORDO_RESTARTS", a.restarts.to_string()),
-            ("ORDO_CPUS", cpu_list_text(&cores)),
-        ],
-    );
+    // An array's element learns its array and index (Slurm's SLURM_ARRAY_JOB_ID and
+    // SLURM_ARRAY_TASK_ID).
+    let array_vars: Vec<(&str, String)> = a
+        .array
+        .map(|m| {
+            let mut v = vec![("ORDO_ARRAY_JOB_ID", m.id.to_string()), ("ORDO_ARRAY_INDEX", m.index.to_string())];
+            if let Some(n) = a.array_count {
+                v.push(("ORDO_ARRAY_TASK_COUNT", n.to_string()));
+            }
+            v
+        })
+        .unwrap_or_default();
+    let mut job_vars = vec![
+        ("CUDA_VISIBLE_DEVICES", devices.join(",")),
+        // CUDA numbers GPUs fastest first unless told otherwise; NVML (and so the activity
+        // samples, and `--gpus auto`) numbers them by PCI bus: make both agree.
+        ("CUDA_DEVICE_ORDER", "PCI_BUS_ID".into()),
+        ("ORDO_JOB_ID", a.job.to_string()),
+        ("ORDO_NODE", cfg.name.clone()),
+        ("ORDO_GPUS", a.gpu_ids.len().to_string()),
+        ("ORDO_RESTARTS", a.restarts.to_string()),
+        ("ORDO_CPUS", cpu_list_text(&cores)),
+    ];
+    job_vars.extend(array_vars);
+    let env = job_env(std::env::vars(), &cfg.pass_env, &who, &job_vars);
     let started_at = now_ms();
     let mode = 0o666 & !umask;
     let files = output_file(&dir.join(format!("job-{}.out", a.job)), mode, user.as_ref())

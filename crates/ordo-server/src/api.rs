@@ -62,6 +62,33 @@ pub struct SubmitRequest {
     /// it cancelled (`DependencyNeverSatisfied`).
     #[serde(default)]
     pub after: Vec<AfterDep>,
+    /// A job array (`ordo submit --array 0-999%50`): one element per index, each a job of
+    /// its own, all stored in one transaction; `%N` runs at most N at once. Syntax: `A-B`,
+    /// `A-B:STEP`, comma lists (`1,3,5-7`), at most 100,000 elements, indices up to 9,999,999.
+    #[serde(default)]
+    pub array: Option<String>,
+}
+
+/// A job's place in an array: the array's id (its first element's job id) and its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayMember {
+    /// The array's id: its first element's job id (`ORDO_ARRAY_JOB_ID`).
+    pub id: JobNo,
+    /// This element's index (`ORDO_ARRAY_INDEX`).
+    pub index: u32,
+}
+
+/// A job array in a queue listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArraySummary {
+    /// Its id (its first element's job id).
+    pub id: JobNo,
+    /// Its spec, as stored (`0-999%50`).
+    pub spec: String,
+    /// How many elements it has.
+    pub elements: u32,
+    /// The most elements running at once, when limited.
+    pub max_running: Option<u32>,
 }
 
 /// One dependency of a job on another (Slurm's `--dependency=afterok:ID`).
@@ -77,8 +104,12 @@ pub struct AfterDep {
 /// Answer to a submission, sent only once the job is durable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmitResponse {
-    /// The new job's id.
+    /// The new job's id (for an array, its first element's, which is the array's id; the
+    /// elements have the ids `id` to `id + elements - 1`, in index order).
     pub id: JobNo,
+    /// For an array: how many elements it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements: Option<u32>,
 }
 
 /// A job's life: `pending -> starting -> running -> completed | failed | cancelled | timeout`.
@@ -224,6 +255,9 @@ pub struct JobInfo {
     /// What its GPUs really did (busy %, memory), when its node's agent reports GPU activity.
     #[serde(default)]
     pub activity: Option<JobActivity>,
+    /// Its array and index, when it is an element of a job array.
+    #[serde(default)]
+    pub array: Option<ArrayMember>,
 }
 
 /// `GET /v1/jobs`: the queue in the order the policy will run it (running jobs first).
@@ -233,6 +267,9 @@ pub struct QueueResponse {
     pub policy: String,
     /// Running and starting jobs, then pending jobs in policy order.
     pub jobs: Vec<JobInfo>,
+    /// The arrays the listed jobs belong to.
+    #[serde(default)]
+    pub arrays: Vec<ArraySummary>,
 }
 
 /// `GET /v1/nodes` element.
@@ -405,6 +442,13 @@ pub struct Assignment {
     /// The submitter's umask (the job runs under it; its output files get `0666 & !umask`).
     #[serde(default)]
     pub umask: Option<u32>,
+    /// Its array and index, for an element of a job array (`ORDO_ARRAY_JOB_ID`,
+    /// `ORDO_ARRAY_INDEX`).
+    #[serde(default)]
+    pub array: Option<ArrayMember>,
+    /// How many elements its array has (`ORDO_ARRAY_TASK_COUNT`).
+    #[serde(default)]
+    pub array_count: Option<u32>,
 }
 
 /// Answer to a poll.

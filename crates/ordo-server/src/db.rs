@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS jobs(
   cancel_requested INTEGER NOT NULL DEFAULT 0, held_by TEXT, no_preempt INTEGER NOT NULL DEFAULT 0,
   restarts INTEGER NOT NULL DEFAULT 0, executed_ms INTEGER NOT NULL DEFAULT 0, umask INTEGER);
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS arrays(
+  id INTEGER PRIMARY KEY, user TEXT NOT NULL, spec TEXT NOT NULL, elements INTEGER NOT NULL, max_running INTEGER,
+  submit INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS audit(
   id INTEGER PRIMARY KEY, time INTEGER NOT NULL, actor TEXT NOT NULL, kind TEXT NOT NULL, job INTEGER,
   policy TEXT NOT NULL, detail TEXT NOT NULL);
@@ -79,6 +82,8 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("jobs", "executed_ms", "INTEGER NOT NULL DEFAULT 0"),
         ("jobs", "umask", "INTEGER"),
         ("jobs", "after", "TEXT"),
+        ("jobs", "array_id", "INTEGER"),
+        ("jobs", "array_index", "INTEGER"),
         ("tokens", "expires", "INTEGER"),
         ("tokens", "revoked", "INTEGER"),
         ("nodes", "cpus", "INTEGER"),
@@ -96,6 +101,10 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
                 .ctx(&format!("add column {table}.{col}"))?;
         }
     }
+    conn.execute_batch(
+        "CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_id, array_index) WHERE array_id IS NOT NULL",
+    )
+    .ctx("create index jobs_array")?;
     Ok(conn)
 }
 
@@ -110,7 +119,7 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms, umask, after";
+     no_preempt, restarts, executed_ms, umask, after, array_id, array_index";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -148,6 +157,10 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         wait: None,
         after: r.get::<_, Option<String>>(26)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
         activity: None,
+        array: match (r.get::<_, Option<i64>>(27)?, r.get::<_, Option<i64>>(28)?) {
+            (Some(id), Some(index)) => Some(crate::api::ArrayMember { id: id as JobNo, index: index as u32 }),
+            _ => None,
+        },
     })
 }
 

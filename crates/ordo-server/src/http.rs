@@ -2,6 +2,7 @@
 //! error mapping, the long poll for agents, and the scheduling loop.
 
 use crate::api::*;
+use crate::array::JobRef;
 use crate::auth::{self, Principal, Role};
 use crate::config::ServerConfig;
 use crate::gate::Gate;
@@ -251,10 +252,20 @@ async fn submit(
     body: Bytes,
 ) -> Result<(StatusCode, Json<SubmitResponse>), ApiError> {
     let req: SubmitRequest = parse_body(&body)?;
+    // An array's elements are counted for the answer (the state checks the spec again).
+    let elements = match &req.array {
+        Some(spec) => Some(
+            crate::array::parse_array(spec)
+                .map_err(|e| ApiError::BadRequest(format!("field `array`: {e}")))?
+                .indices
+                .len() as u32,
+        ),
+        None => None,
+    };
     let (tx, rx) = tokio::sync::oneshot::channel();
     s.submits.send((who, req, tx)).map_err(|_| ApiError::Conflict("the server is shutting down".into()))?;
     let id = rx.await.map_err(|_| ApiError::Conflict("the server is shutting down".into()))??;
-    Ok((StatusCode::CREATED, Json(SubmitResponse { id })))
+    Ok((StatusCode::CREATED, Json(SubmitResponse { id, elements })))
 }
 
 async fn queue(State(s): State<AppState>, _: Auth) -> R<QueueResponse> {
@@ -262,43 +273,49 @@ async fn queue(State(s): State<AppState>, _: Auth) -> R<QueueResponse> {
 }
 
 async fn job(State(s): State<AppState>, _: Auth, Path(id): Path<String>) -> R<JobInfo> {
-    let id = parse_id(&id)?;
-    Ok(Json(s.core().job(id, now_ms())?))
+    let r = parse_ref(&id)?;
+    Ok(Json(s.core().job_ref(r, now_ms())?))
 }
 
-fn parse_id(s: &str) -> Result<JobNo, ApiError> {
-    s.parse().map_err(|_| ApiError::BadRequest(format!("`{s}` is not a job id (a whole number)")))
+/// A job as a path names it: `123`, or `123_7` for element 7 of array 123.
+fn parse_ref(s: &str) -> Result<JobRef, ApiError> {
+    JobRef::parse(s).map_err(ApiError::BadRequest)
 }
 
 #[derive(Debug, serde::Serialize, Deserialize)]
 struct CancelResponse {
     id: JobNo,
     state: JobState,
+    /// How many jobs were cancelled (an array's elements that had not ended).
+    cancelled: usize,
 }
 
 async fn cancel(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<CancelResponse> {
-    let id = parse_id(&id)?;
-    let state = s.change(|c| c.cancel(&who, id, now_ms())).await?;
+    let r = parse_ref(&id)?;
+    let (state, cancelled) = s.change(|c| c.cancel_ref(&who, r, now_ms())).await?;
     wake(&s);
-    Ok(Json(CancelResponse { id, state }))
+    let id = match r {
+        JobRef::Job(id) | JobRef::Element(id, _) => id,
+    };
+    Ok(Json(CancelResponse { id, state, cancelled }))
 }
 
 async fn hold(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<JobInfo> {
-    let id = parse_id(&id)?;
-    let j = s.change(|c| c.hold(&who, id, now_ms())).await?;
+    let r = parse_ref(&id)?;
+    let j = s.change(|c| c.hold_ref(&who, r, now_ms())).await?;
     Ok(Json(j))
 }
 
 async fn release(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>) -> R<JobInfo> {
-    let id = parse_id(&id)?;
-    let j = s.change(|c| c.release(&who, id, now_ms())).await?;
+    let r = parse_ref(&id)?;
+    let j = s.change(|c| c.release_ref(&who, r, now_ms())).await?;
     Ok(Json(j))
 }
 
 async fn set_priority(State(s): State<AppState>, Auth(who): Auth, Path(id): Path<String>, body: Bytes) -> R<JobInfo> {
-    let id = parse_id(&id)?;
+    let r = parse_ref(&id)?;
     let b: PriorityBody = parse_body(&body)?;
-    let j = s.change(|c| c.set_priority(&who, id, b.priority, now_ms())).await?;
+    let j = s.change(|c| c.set_priority_ref(&who, r, b.priority, now_ms())).await?;
     Ok(Json(j))
 }
 

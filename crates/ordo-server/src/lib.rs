@@ -5,6 +5,7 @@ pub mod activity;
 pub mod activity_api;
 pub mod agent;
 pub mod api;
+pub mod array;
 pub mod auth;
 pub mod client;
 pub mod config;

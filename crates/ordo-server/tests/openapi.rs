@@ -112,6 +112,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         umask: None,
         wait: None,
         after: vec![],
+        array: None,
         activity: None,
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
@@ -159,6 +160,8 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         cpus: None,
         mem_mib: None,
         umask: None,
+        array: None,
+        array_count: None,
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
     let act = JobActivity {

@@ -7,6 +7,7 @@ use ordo_core::policy::parse_duration;
 use ordo_server::activity::ActivitySource;
 use ordo_server::agent::{AgentConfig, GpuSpec};
 use ordo_server::api::*;
+use ordo_server::array::JobRef;
 use ordo_server::auth::Role;
 use ordo_server::client::Client;
 use ordo_server::state::fmt_mib;
@@ -31,15 +32,20 @@ pub enum ServerCmd {
     AgentExec(ExecCli),
     /// Submit a job; prints its id.
     Submit(SubmitArgs),
-    /// The queue, in the order the policy will run it, with each job's reason.
-    Queue(ConnArgs),
-    /// Cancel a job (your own; admins any).
+    /// The queue, in the order the policy will run it, with each job's reason (a job array on
+    /// one line, `123[0-999%50]`, with its elements' states; `--expand` lists each element).
+    Queue(QueueArgs),
+    /// Cancel a job (your own; admins any); `123` an array's id: every element not ended,
+    /// `123_7` one element.
     Cancel(JobArgs),
-    /// Hold a pending job (your own; admins any): it stays queued but never starts until released.
+    /// Hold a pending job (your own; admins any): it stays queued but never starts until
+    /// released. An array's id holds its pending elements, `123_7` one element.
     Hold(JobArgs),
-    /// Release a held job (your own; admins any; an admin's hold on your job only admins).
+    /// Release a held job (your own; admins any; an admin's hold on your job only admins). An
+    /// array's id releases its held elements, `123_7` one element.
     Release(JobArgs),
-    /// Change a job's priority: owners may lower their own job's, only admins may raise it.
+    /// Change a job's priority: owners may lower their own job's, only admins may raise it. An
+    /// array's id changes every element not ended, `123_7` one element.
     Priority(PriorityArgs),
     /// The nodes and their GPUs.
     Nodes(ConnArgs),
@@ -330,25 +336,54 @@ pub struct SubmitArgs {
     /// failure); if one completes, this job is cancelled (DependencyNeverSatisfied).
     #[arg(long, value_delimiter = ',', value_name = "ID,...")]
     after_not_ok: Vec<u64>,
+    /// A job array: one job per index, in one request and one transaction, like Slurm's
+    /// `--array`: `0-999`, `0-999:10` (every 10th), `1,3,5-7`, with `%N` to run at most N at
+    /// once (`0-999%50`); at most 100,000 elements, indices up to 9,999,999. Each element
+    /// gets ORDO_ARRAY_JOB_ID (the array's id: its first element's job id), ORDO_ARRAY_INDEX
+    /// and ORDO_ARRAY_TASK_COUNT. `ordo queue` shows it as `ID[SPEC]`; cancel, hold, release and
+    /// priority take the array's id (all its elements) or `ID_INDEX` (one element).
+    #[arg(long, value_name = "SPEC", value_parser = parse_array_arg)]
+    array: Option<String>,
     /// The program and its arguments, after `--`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// Checks an `--array` spec here, for an early error (the server checks it again).
+fn parse_array_arg(s: &str) -> std::result::Result<String, String> {
+    ordo_server::array::parse_array(s).map(|_| s.to_string())
+}
+
+/// A job id, or `ARRAY_INDEX` (`123_7`) for one element of an array.
+fn parse_job_ref(s: &str) -> std::result::Result<JobRef, String> {
+    JobRef::parse(s)
+}
+
+#[derive(Args, Debug)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// List every element of a job array on its own line (`123_7`), not one line per array.
+    #[arg(long)]
+    expand: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct JobArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// Job id.
-    job: u64,
+    /// Job id; for a job array, its id (all its elements) or ID_INDEX (one element, `123_7`).
+    #[arg(value_parser = parse_job_ref)]
+    job: JobRef,
 }
 
 #[derive(Args, Debug)]
 pub struct PriorityArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// Job id.
-    job: u64,
+    /// Job id; for a job array, its id (all its elements) or ID_INDEX (one element, `123_7`).
+    #[arg(value_parser = parse_job_ref)]
+    job: JobRef,
     /// The new priority (a whole number; higher runs first where the policy reads it).
     #[arg(allow_negative_numbers = true)]
     priority: i64,
@@ -383,9 +418,9 @@ pub enum PolicyCmd {
 pub struct AuditArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// Only records about this job.
-    #[arg(long)]
-    job: Option<u64>,
+    /// Only records about this job (`123_7`: element 7 of array 123).
+    #[arg(long, value_parser = parse_job_ref)]
+    job: Option<JobRef>,
     /// Only records since: a duration ago (`1h`) or a Unix time in ms.
     #[arg(long)]
     since: Option<String>,
@@ -467,6 +502,49 @@ pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// A job's id as users name it: `125`, or `123_2` for element 2 of array 123.
+fn job_id_text(j: &JobInfo) -> String {
+    match j.array {
+        Some(a) => format!("{}_{}", a.id, a.index),
+        None => j.id.to_string(),
+    }
+}
+
+/// What a hold, release or priority change was applied to: a job, an element, or (the array's
+/// id given) every element of an array concerned.
+fn what_changed(asked: JobRef, j: &JobInfo) -> String {
+    match (asked, j.array) {
+        (JobRef::Job(id), Some(a)) if a.id == id => format!("array {id} (its elements)"),
+        _ => format!("job {}", job_id_text(j)),
+    }
+}
+
+/// An array in `ordo queue`: `123[0-999%50]` with its elements' states, then why its next
+/// element waits.
+fn array_lines(q: &QueueResponse, id: JobNo, elems: &[&JobInfo]) -> String {
+    let spec = q.arrays.iter().find(|a| a.id == id).map(|a| a.spec.clone()).unwrap_or_else(|| "?".into());
+    let mut counts: std::collections::BTreeMap<JobState, usize> = std::collections::BTreeMap::new();
+    for j in elems {
+        *counts.entry(j.state).or_default() += 1;
+    }
+    let states: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {}", s.as_str())).collect();
+    let first = elems[0];
+    let mut l = format!(
+        "{:>6}  {:<10} {:<10} {:<16} {:>4}  {}",
+        format!("{id}[{}]", clean(&spec)),
+        "array",
+        clean(&first.user),
+        truncate(&clean(&first.name), 16),
+        first.gpus,
+        states.join(", ")
+    );
+    if let Some(next) = elems.iter().find(|j| j.wait.is_some()) {
+        let w = next.wait.as_ref().map(|w| clean(&w.text).into_owned()).unwrap_or_default();
+        l = format!("{l}\n        why ({}, next to start): {w}", job_id_text(next));
+    }
+    l
+}
+
 fn job_line(j: &JobInfo) -> String {
     let when = match j.state {
         JobState::Pending => format!("submitted {}", fmt_time(j.submit)),
@@ -482,7 +560,7 @@ fn job_line(j: &JobInfo) -> String {
     };
     format!(
         "{:>6}  {:<10} {:<10} {:<16} {:>4}  {when}",
-        j.id,
+        job_id_text(j),
         j.state.as_str(),
         clean(&j.user),
         truncate(&clean(&j.name), 16),
@@ -691,6 +769,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 .into_iter()
                 .flat_map(|(kind, ids)| ids.iter().map(move |&job| AfterDep { kind, job }))
                 .collect(),
+                array: a.array,
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {
@@ -699,19 +778,36 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 println!("{}", r.id);
             }
         }
-        ServerCmd::Queue(conn) => {
+        ServerCmd::Queue(QueueArgs { conn, expand }) => {
             let q: QueueResponse = conn.client()?.get("/v1/jobs")?;
             if conn.json {
                 return print_json(&q).map(|_| ExitCode::SUCCESS);
             }
             println!("policy: {}", clean(&q.policy));
             println!("{:>6}  {:<10} {:<10} {:<16} {:>4}  details", "job", "state", "user", "name", "gpus");
+            // Each array's elements, in listing order.
+            let mut arrays: std::collections::HashMap<JobNo, Vec<&JobInfo>> = std::collections::HashMap::new();
             for j in &q.jobs {
-                let mut l = job_line(j);
-                if let Some(w) = &j.wait {
-                    l = format!("{l}\n        why: {}", clean(&w.text));
+                if let Some(a) = j.array {
+                    arrays.entry(a.id).or_default().push(j);
                 }
-                println!("{l}");
+            }
+            for j in &q.jobs {
+                match j.array {
+                    Some(a) if !expand => {
+                        // One line per array, where its first listed element is.
+                        if let Some(elems) = arrays.remove(&a.id) {
+                            println!("{}", array_lines(&q, a.id, &elems));
+                        }
+                    }
+                    _ => {
+                        let mut l = job_line(j);
+                        if let Some(w) = &j.wait {
+                            l = format!("{l}\n        why: {}", clean(&w.text));
+                        }
+                        println!("{l}");
+                    }
+                }
             }
         }
         ServerCmd::Cancel(a) => {
@@ -721,7 +817,10 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 print_json(&r)?;
             } else {
                 let state = r["state"].as_str().unwrap_or("?");
-                if state == "cancelled" {
+                let n = r["cancelled"].as_u64().unwrap_or(1);
+                if n > 1 {
+                    println!("array {}: {n} elements cancelled (running ones are being killed by their agents)", a.job);
+                } else if state == "cancelled" {
                     println!("job {} cancelled", a.job);
                 } else {
                     println!("job {} is {state}; its agent has been told to kill it", a.job);
@@ -733,7 +832,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.conn.json {
                 print_json(&j)?;
             } else {
-                println!("job {} held by {}", j.id, clean(j.held_by.as_deref().unwrap_or("?")));
+                println!("{} held by {}", what_changed(a.job, &j), clean(j.held_by.as_deref().unwrap_or("?")));
             }
         }
         ServerCmd::Release(a) => {
@@ -741,7 +840,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.conn.json {
                 print_json(&j)?;
             } else {
-                println!("job {} released; it is {}", j.id, j.state.as_str());
+                println!("{} released; it is {}", what_changed(a.job, &j), j.state.as_str());
             }
         }
         ServerCmd::Priority(a) => {
@@ -752,7 +851,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if a.conn.json {
                 print_json(&j)?;
             } else {
-                println!("job {} priority {}", j.id, j.priority);
+                println!("{} priority {}", what_changed(a.job, &j), j.priority);
             }
         }
         ServerCmd::Nodes(conn) => {
@@ -812,7 +911,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!(
                 "job {} ({}, user {}, {} GPUs, priority {}): {}",
-                j.id,
+                job_id_text(&j),
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
@@ -856,6 +955,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             if j.no_preempt {
                 println!("never preempted (--no-preempt)");
+            }
+            if let Some(m) = j.array {
+                println!(
+                    "element {} of job array {} (job id {}; `ordo queue` shows the array, `ordo cancel {}` cancels all of it)",
+                    m.index, m.id, j.id, m.id
+                );
             }
             if let Some(a) = &j.activity {
                 println!(
@@ -915,7 +1020,13 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
         }
         ServerCmd::Audit(a) => {
             let mut path = format!("/v1/audit?limit={}", a.limit);
-            if let Some(j) = a.job {
+            let job = match a.job {
+                None => None,
+                Some(JobRef::Job(id)) => Some(id),
+                // The element's own job id.
+                Some(r) => Some(a.conn.client()?.get::<JobInfo>(&format!("/v1/jobs/{r}"))?.id),
+            };
+            if let Some(j) = job {
                 path.push_str(&format!("&job={j}"));
             }
             if let Some(s) = &a.since {

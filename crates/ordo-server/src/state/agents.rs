@@ -262,6 +262,8 @@ impl Core {
                 cpus: j.cpus,
                 mem_mib: j.mem_mib,
                 umask: j.umask,
+                array: j.array,
+                array_count: j.array.and_then(|a| self.array_count(a.id)),
             })
             .collect();
         Ok(resp)

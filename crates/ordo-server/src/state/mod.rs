@@ -9,7 +9,7 @@ use ordo_core::scheduler::{CommitError, JobReq};
 use ordo_core::{
     Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
 };
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -100,6 +100,8 @@ pub struct Core {
     deps: ordo_core::Dependencies,
     /// GPU activity: samples, per-job figures, series, allocated-but-idle (`activity.rs`).
     live: activity::Live,
+    /// Job arrays with elements that have not ended, by id (`arrays.rs`).
+    arrays: HashMap<JobNo, arrays::ArrayMeta>,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -120,6 +122,8 @@ fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) 
     // `[quotas]` groups that lists them, else they are their own group.
     r.user = user_index(&j.user);
     r.group = group_index(q, &j.user);
+    // An array's limit on running elements (`%N`) is the core's, by the array's id.
+    r.array = j.array.map_or(0, |a| a.id as u32);
     r
 }
 
@@ -246,6 +250,7 @@ pub fn fmt_rel(ms: i64) -> String {
 mod activity;
 pub use activity::group_of;
 mod agents;
+mod arrays;
 mod deps;
 mod jobs;
 mod pass;
@@ -294,6 +299,7 @@ impl Core {
             blocked: HashMap::new(),
             deps: ordo_core::Dependencies::default(),
             live: activity::Live::default(),
+            arrays: HashMap::new(),
         };
         core.load(now)?;
         core.load_activity()?;
@@ -352,6 +358,7 @@ impl Core {
             self.requeue_jobs(&stray, now, "scheduler", "its node is not up")?;
         }
         self.load_deps(now)?;
+        self.load_arrays()?;
         self.rebuild(now)
     }
 
@@ -408,6 +415,7 @@ impl Core {
         self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
         let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
         sched.set_min_run(self.cfg.min_run_ms);
+        self.set_array_limits(&mut sched);
         if !self.cfg.quotas.is_empty() {
             let total = phys_gpus.iter().map(|&g| g as u64).sum();
             let q = &self.cfg.quotas;

@@ -7,31 +7,42 @@ use ordo_core::QuotaScope;
 impl Core {
     /// Refuses a submission past a pending-job limit: the server's `max_pending_per_user`, the
     /// user's `[quotas]` `max_pending_jobs`, or their group's (all its members together).
-    /// `queued`: jobs accepted earlier in the same batch, by user.
-    pub(super) fn check_pending_limits(&self, user: &str, queued: &HashMap<String, usize>) -> Result<(), ApiError> {
+    /// `queued`: jobs accepted earlier in the same batch, by user; `adding`: the jobs this
+    /// submission adds (an array's elements).
+    pub(super) fn check_pending_limits(
+        &self,
+        user: &str,
+        queued: &HashMap<String, usize>,
+        adding: usize,
+    ) -> Result<(), ApiError> {
+        let adding = adding as u64;
+        let more = |n: u64| if adding == 1 { String::new() } else { format!("; {n} more would pass it") };
         let pending = |u: &str| {
             self.pending_per_user.get(u).copied().unwrap_or(0) as u64 + queued.get(u).copied().unwrap_or(0) as u64
         };
         let mine = pending(user);
-        if mine >= self.cfg.max_pending_per_user as u64 {
+        if mine + adding > self.cfg.max_pending_per_user as u64 {
             return Err(ApiError::Conflict(format!(
-                "user {user} already has {mine} pending jobs (limit {})",
-                self.cfg.max_pending_per_user
+                "user {user} already has {mine} pending jobs (limit {}){}",
+                self.cfg.max_pending_per_user,
+                more(adding)
             )));
         }
         let q = &self.cfg.quotas;
-        if let Some(m) = q.max_pending(user).filter(|&m| mine >= m) {
+        if let Some(m) = q.max_pending(user).filter(|&m| mine + adding > m) {
             return Err(ApiError::Conflict(format!(
-                "quota: user {user} already has {mine} pending jobs, their limit is {m} (quotas max_pending_jobs)"
+                "quota: user {user} already has {mine} pending jobs, their limit is {m} (quotas max_pending_jobs){}",
+                more(adding)
             )));
         }
         if let Some(g) = q.group_of(user) {
             if let Some(m) = q.group_max_pending(g) {
                 let members = &q.groups[g].members;
                 let held: u64 = members.iter().map(|u| pending(u)).sum();
-                if held >= m {
+                if held + adding > m {
                     return Err(ApiError::Conflict(format!(
-                        "quota: group {g} (of user {user}) already has {held} pending jobs, its limit is {m} (quotas max_pending_jobs)"
+                        "quota: group {g} (of user {user}) already has {held} pending jobs, its limit is {m} (quotas max_pending_jobs){}",
+                        more(adding)
                     )));
                 }
             }

@@ -2,6 +2,11 @@
 //! one transaction.
 
 use super::*;
+use crate::array::{parse_array, ArraySpec};
+
+/// A submission that passed its checks: who, the job (for an array, what every element is
+/// made from) and the array's spec.
+type Checked = (Principal, JobInfo, Option<ArraySpec>);
 
 impl Core {
     /// Adds a job; returns once it is committed.
@@ -14,32 +19,42 @@ impl Core {
     /// alone, a failed commit refuses all.
     pub fn submit_batch(&mut self, items: Vec<(Principal, SubmitRequest)>, now: i64) -> Vec<Result<JobNo, ApiError>> {
         let mut extra: HashMap<String, usize> = HashMap::new();
-        let checked: Vec<Result<(Principal, JobInfo), ApiError>> = items
+        let checked: Vec<Result<Checked, ApiError>> = items
             .into_iter()
             .map(|(who, req)| {
                 let r = self.check_submission(&who, req, now, &extra);
-                if r.is_ok() {
-                    *extra.entry(who.user.clone()).or_default() += 1;
+                if let Ok((_, a)) = &r {
+                    *extra.entry(who.user.clone()).or_default() += a.as_ref().map_or(1, |a| a.indices.len());
                 }
-                r.map(|j| (who, j))
+                r.map(|(j, a)| (who, j, a))
             })
             .collect();
         let policy = self.policy.to_string();
-        let committed = (|| -> Result<Vec<JobNo>, ApiError> {
+        // Per valid submission, the ids of its jobs (an array's elements in index order).
+        let committed = (|| -> Result<Vec<Vec<JobNo>>, ApiError> {
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             let mut ids = Vec::new();
-            for (who, j) in checked.iter().flatten() {
+            for (who, j, array) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
                 let after = match j.after.is_empty() {
                     true => None,
                     false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
                 };
-                tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
+                let mut detail = json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
+                // A plain job is one element without an array; an array's elements are
+                // inserted in index order, the first one's id naming the array.
+                let indices: &[u32] = array.as_ref().map_or(&[0], |a| &a.indices);
+                let mut first: Option<JobNo> = None;
+                let mut made = Vec::with_capacity(indices.len());
+                for &index in indices {
+                    let member = array.as_ref().map(|_| (first, index));
+                    let mut st = tx
+                        .prepare_cached(
+                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16)",
+                        )
+                        .ctx("insert job")?;
+                    st.execute(params![
                         who.user,
                         j.name,
                         command,
@@ -53,24 +68,41 @@ impl Core {
                         now,
                         j.no_preempt as i64,
                         j.umask,
-                        after
+                        after,
+                        member.and_then(|(f, _)| f).map(|f| f as i64),
+                        member.map(|(_, i)| i)
                     ])
-                })
-                .ctx("insert job")?;
-                let id = tx.last_insert_rowid() as JobNo;
-                if id > u32::MAX as u64 {
-                    return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
+                    .ctx("insert job")?;
+                    let id = tx.last_insert_rowid() as JobNo;
+                    if id > u32::MAX as u64 {
+                        return Err(ApiError::Conflict(
+                            "job ids exhausted (more than 2^32 jobs in this database)".into(),
+                        ));
+                    }
+                    if let Some(a) = array {
+                        let aid = *first.get_or_insert(id);
+                        if aid == id {
+                            // The first element: its id is the array's.
+                            tx.execute("UPDATE jobs SET array_id=?1 WHERE id=?1", params![id as i64])
+                                .ctx("insert array")?;
+                            tx.execute(
+                                "INSERT INTO arrays(id, user, spec, elements, max_running, submit) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                params![id as i64, who.user, a.canonical(), a.indices.len() as i64, a.max_running, now],
+                            )
+                            .ctx("insert array")?;
+                            detail["array_spec"] = json!(a.canonical());
+                            detail["elements"] = json!(a.indices.len());
+                        } else if let Some(d) = detail.as_object_mut() {
+                            d.remove("array_spec");
+                            d.remove("elements");
+                        }
+                        detail["array"] = json!(aid);
+                        detail["index"] = json!(index);
+                    }
+                    audit(&tx, now, &who.user, "submit", Some(id), &policy, &detail)?;
+                    made.push(id);
                 }
-                audit(
-                    &tx,
-                    now,
-                    &who.user,
-                    "submit",
-                    Some(id),
-                    &policy,
-                    &json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after}),
-                )?;
-                ids.push(id);
+                ids.push(made);
             }
             tx.commit().ctx("commit submissions")?;
             Ok(ids)
@@ -89,22 +121,34 @@ impl Core {
         checked
             .into_iter()
             .map(|r| {
-                let (who, mut info) = r?;
-                let id = ids.next().expect("one id per valid submission");
-                info.id = id;
-                // Checked at submission: a dependency cannot have become unmeetable since.
-                let waits = matches!(self.add_deps(id, &info.after), Ok(ordo_core::DepState::Waiting { .. }));
-                if !waits
-                    && (info.gpus > max_up
-                        || self
-                            .sched
-                            .submit(job_req(&self.cfg.quotas, &info, id, now, info.time_limit_ms), now)
-                            .is_err())
-                {
-                    self.held.insert(id);
+                let (who, info, array) = r?;
+                let made = ids.next().expect("ids per valid submission");
+                let id = made[0];
+                let members: Vec<(JobNo, Option<ArrayMember>)> = match &array {
+                    None => vec![(id, None)],
+                    Some(a) => {
+                        self.add_array(id, a);
+                        made.iter().zip(&a.indices).map(|(&e, &index)| (e, Some(ArrayMember { id, index }))).collect()
+                    }
+                };
+                for (eid, member) in members {
+                    let mut info = info.clone();
+                    info.id = eid;
+                    info.array = member;
+                    // Checked at submission: a dependency cannot have become unmeetable since.
+                    let waits = matches!(self.add_deps(eid, &info.after), Ok(ordo_core::DepState::Waiting { .. }));
+                    if !waits
+                        && (info.gpus > max_up
+                            || self
+                                .sched
+                                .submit(job_req(&self.cfg.quotas, &info, eid, now, info.time_limit_ms), now)
+                                .is_err())
+                    {
+                        self.held.insert(eid);
+                    }
+                    *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
+                    self.pending.insert(eid, info);
                 }
-                *self.pending_per_user.entry(who.user.clone()).or_default() += 1;
-                self.pending.insert(id, info);
                 Ok(id)
             })
             .collect()
@@ -116,7 +160,7 @@ impl Core {
         req: SubmitRequest,
         now: i64,
         queued: &HashMap<String, usize>,
-    ) -> Result<JobInfo, ApiError> {
+    ) -> Result<(JobInfo, Option<ArraySpec>), ApiError> {
         if who.role == Role::Agent {
             return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
         }
@@ -186,11 +230,19 @@ impl Core {
             _ => {}
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
-        self.check_pending_limits(&who.user, queued)?;
+        let array = match &req.array {
+            None => None,
+            Some(spec) => {
+                bounded("array", spec, crate::array::MAX_ARRAY_SPEC_BYTES)?;
+                Some(parse_array(spec).map_err(|e| ApiError::BadRequest(format!("field `array`: {e}")))?)
+            }
+        };
+        let adding = array.as_ref().map_or(1, |a| a.indices.len());
+        self.check_pending_limits(&who.user, queued, adding)?;
         self.check_gpu_quota(&who.user, req.gpus)?;
         self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
-        Ok(JobInfo {
+        let job = JobInfo {
             id: 0,
             user: who.user.clone(),
             name,
@@ -220,7 +272,9 @@ impl Core {
             wait: None,
             after: req.after,
             activity: None,
-        })
+            array: None,
+        };
+        Ok((job, array))
     }
 
     /// Refuses CPUs or memory that no registered node offers (or more than the configured

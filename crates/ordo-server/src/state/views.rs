@@ -176,7 +176,8 @@ impl Core {
         // What the running jobs' GPUs really do (pending jobs have no figures).
         let n = self.active.len();
         let _ = self.attach_activity(&mut jobs[..n]);
-        QueueResponse { policy: self.policy.to_string(), jobs }
+        let arrays = self.array_summaries(&jobs);
+        QueueResponse { policy: self.policy.to_string(), jobs, arrays }
     }
 
     /// The waiting jobs in the order the policy runs them: those it starts now, then those it

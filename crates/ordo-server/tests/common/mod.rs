@@ -43,6 +43,7 @@ pub fn job(gpus: u32) -> SubmitRequest {
         no_preempt: None,
         umask: None,
         after: vec![],
+        array: None,
     }
 }
 
