@@ -118,3 +118,58 @@ fn cancelling_a_job_ends_its_dependents_and_a_restart_keeps_the_rest_waiting() {
     assert!(w.detail.is_some(), "any_b is in the scheduler's queue: {w:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_dependency_on_an_array_waits_for_every_element_and_one_on_an_element_for_that_one() {
+    let dir = tempdir("deps-array");
+    let t0 = 1_000_000;
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 8), t0).unwrap();
+    let u = user("alice");
+    let sweep = c.submit(&u, SubmitRequest { array: Some("0-2".into()), ..job(1) }, t0).unwrap();
+    let (e0, e1, e2) = (sweep, sweep + 1, sweep + 2);
+    let best = c.submit(&u, after(DepKind::AfterOk, &[sweep]), t0).unwrap();
+    let on_one = c.submit(&u, after(DepKind::AfterOk, &[e1]), t0).unwrap();
+    c.pass(t0).unwrap();
+    assert_eq!((st(&c, best, t0), st(&c, on_one, t0)), (JobState::Pending, JobState::Pending));
+    // As submitted (the array's id), but waiting on all three elements.
+    assert_eq!(c.job(best, t0).unwrap().after, vec![AfterDep { kind: DepKind::AfterOk, job: sweep }]);
+    let w = c.job(best, t0).unwrap().wait.unwrap();
+    assert!(
+        w.text.starts_with(&format!("waits for job {e0} to complete successfully (after_ok) (and 2 more: {e1}, {e2})")),
+        "{}",
+        w.text
+    );
+
+    let t1 = t0 + 10_000;
+    exit(&mut c, e0, 0, t1);
+    c.pass(t1).unwrap();
+    assert_eq!(st(&c, best, t1), JobState::Pending, "element 0 alone does not release the array's dependent");
+    exit(&mut c, e1, 0, t1);
+    c.pass(t1).unwrap();
+    assert_ne!(st(&c, on_one, t1), JobState::Pending, "a dependency on element 1 is met by it alone");
+    assert_eq!(st(&c, best, t1), JobState::Pending);
+    // A restart keeps the dependency on the element still running.
+    drop(c);
+    let t2 = t1 + 10_000;
+    let mut c = Core::open(cfg(&dir, "fifo"), t2).unwrap();
+    c.register(&agent("n1"), &reg("n1", 8), t2).unwrap();
+    c.pass(t2).unwrap();
+    assert_eq!(st(&c, best, t2), JobState::Pending, "after a restart: still waits for element 2");
+    let w = c.job(best, t2).unwrap().wait.unwrap();
+    assert!(w.text.starts_with(&format!("waits for job {e2} to complete")), "{}", w.text);
+
+    // One element failing makes an after_ok on the array unmeetable.
+    let sweep2 = c.submit(&u, SubmitRequest { array: Some("0-1".into()), ..job(1) }, t2).unwrap();
+    let best2 = c.submit(&u, after(DepKind::AfterOk, &[sweep2]), t2).unwrap();
+    c.pass(t2).unwrap();
+    let t3 = t2 + 10_000;
+    exit(&mut c, sweep2 + 1, 1, t3);
+    let j = c.job(best2, t3).unwrap();
+    assert_eq!(j.state, JobState::Cancelled, "{j:?}");
+    assert!(j.end_reason.as_deref().unwrap().starts_with("DependencyNeverSatisfied"), "{j:?}");
+    // ... and is refused at submission once known.
+    let e = c.submit(&u, after(DepKind::AfterOk, &[sweep2]), t3).unwrap_err();
+    assert!(matches!(&e, ApiError::Conflict(m) if m.contains("can never be met")), "{e:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

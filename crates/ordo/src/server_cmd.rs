@@ -326,16 +326,18 @@ pub struct SubmitArgs {
     #[arg(long)]
     on_node_failure: Option<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
-    /// ends any other way this job is cancelled (DependencyNeverSatisfied).
-    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
-    after_ok: Vec<u64>,
-    /// Start only after these jobs ended, however they ended.
-    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
-    after_any: Vec<u64>,
+    /// ends any other way this job is cancelled (DependencyNeverSatisfied). An array's id
+    /// stands for every element of the array (as in Slurm), `ID_INDEX` for one element.
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = parse_job_ref)]
+    after_ok: Vec<JobRef>,
+    /// Start only after these jobs ended, however they ended (an array: all its elements).
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = parse_job_ref)]
+    after_any: Vec<JobRef>,
     /// Start only after these jobs ended unsuccessfully (failed, timeout, cancelled, node
-    /// failure); if one completes, this job is cancelled (DependencyNeverSatisfied).
-    #[arg(long, value_delimiter = ',', value_name = "ID,...")]
-    after_not_ok: Vec<u64>,
+    /// failure); if one completes, this job is cancelled (DependencyNeverSatisfied). An
+    /// array: every element must end unsuccessfully.
+    #[arg(long, value_delimiter = ',', value_name = "ID,...", value_parser = parse_job_ref)]
+    after_not_ok: Vec<JobRef>,
     /// A job array: one job per index, in one request and one transaction, like Slurm's
     /// `--array`: `0-999`, `0-999:10` (every 10th), `1,3,5-7`, with `%N` to run at most N at
     /// once (`0-999%50`); at most 100,000 elements, indices up to 9,999,999. Each element
@@ -355,6 +357,22 @@ fn parse_array_arg(s: &str) -> std::result::Result<String, String> {
 }
 
 /// A job id, or `ARRAY_INDEX` (`123_7`) for one element of an array.
+/// `--after-*` as the API takes them: an element (`ID_INDEX`) as its own job id, asked of the
+/// server; a job or array id as given (the server expands an array's id to its elements).
+fn after_deps(conn: &ConnArgs, lists: &[(ordo_core::DepKind, &Vec<JobRef>)]) -> Result<Vec<AfterDep>> {
+    let mut out = Vec::new();
+    for (kind, refs) in lists {
+        for r in refs.iter() {
+            let job = match r {
+                JobRef::Job(id) => *id,
+                JobRef::Element(..) => conn.client()?.get::<JobInfo>(&format!("/v1/jobs/{r}"))?.id,
+            };
+            out.push(AfterDep { kind: *kind, job });
+        }
+    }
+    Ok(out)
+}
+
 fn parse_job_ref(s: &str) -> std::result::Result<JobRef, String> {
     JobRef::parse(s)
 }
@@ -761,14 +779,14 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 on_node_failure,
                 no_preempt: a.no_preempt.then_some(true),
                 umask: current_umask(),
-                after: [
-                    (ordo_core::DepKind::AfterOk, &a.after_ok),
-                    (ordo_core::DepKind::AfterAny, &a.after_any),
-                    (ordo_core::DepKind::AfterNotOk, &a.after_not_ok),
-                ]
-                .into_iter()
-                .flat_map(|(kind, ids)| ids.iter().map(move |&job| AfterDep { kind, job }))
-                .collect(),
+                after: after_deps(
+                    &a.conn,
+                    &[
+                        (ordo_core::DepKind::AfterOk, &a.after_ok),
+                        (ordo_core::DepKind::AfterAny, &a.after_any),
+                        (ordo_core::DepKind::AfterNotOk, &a.after_not_ok),
+                    ],
+                )?,
                 array: a.array,
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;

@@ -121,6 +121,17 @@ fn a_job_array_on_real_processes() {
     );
     let id = r["id"].as_u64().expect("id");
     assert_eq!(r["elements"], 6, "{r}");
+    // Dependencies: on the array's id (every element), and on one element (`ID_1`).
+    let dep = |name: &str, on: String| {
+        let sh = format!("echo \"{name} $(date +%s%N)\" >> {}", log.display());
+        cli_json(&url, &alice, &["submit", "--gpus", "1", "--time", "1m", "--after-ok", &on, "--", "sh", "-c", &sh])
+            ["id"]
+            .as_u64()
+            .expect("id")
+    };
+    let after_all = dep("after-all", id.to_string());
+    let after_one = dep("after-one", format!("{id}_1"));
+    assert_eq!(job_state(&url, &alice, after_one)["after"][0]["job"], id + 1);
     // `ordo queue` shows the array on one line; `--expand` each element.
     let q = ordo(&["queue", "--server", &url, "--token", &alice]);
     let text = String::from_utf8_lossy(&q.stdout);
@@ -139,6 +150,17 @@ fn a_job_array_on_real_processes() {
         let env = format!("env {i} {id} 6 {}", id + i as u64);
         assert!(text.lines().any(|l| l == env), "{env}: {text}");
     }
+    for d in [after_all, after_one] {
+        assert_eq!(wait_ended(&url, &alice, d, Duration::from_secs(60))["state"], "completed");
+    }
+    let text = std::fs::read_to_string(&log).expect("log");
+    let at = |prefix: &str| -> u128 {
+        let l = text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("{prefix}: {text}"));
+        l.rsplit(' ').next().and_then(|t| t.parse().ok()).expect("time")
+    };
+    let last_end = (0..6).map(|i| at(&format!("end {i} "))).max().expect("ends");
+    assert!(at("after-all ") >= last_end, "after-ok on the array ran before its last element ended: {text}");
+    assert!(at("after-one ") >= at("end 1 "), "after-ok on element 1 ran before it ended: {text}");
     let most = most_at_once(&text);
     assert!((1..=2).contains(&most), "{most} ran at once: {text}");
     // `explain ID_INDEX` names the element; the audit log has its submission.

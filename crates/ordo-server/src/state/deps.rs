@@ -26,8 +26,35 @@ impl Core {
         }
     }
 
+    /// The dependencies as the scheduler keeps them: one on an array's id (its first element's)
+    /// stands for one on every element of the array, as in Slurm (`--after-ok 123` on array 123
+    /// waits for all its elements to complete; `--after-not-ok`, for all to end unsuccessfully);
+    /// one on an element (`123_7`, sent as its own id) or on another job is kept. Sorted, each once.
+    pub(super) fn expand_after(&self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
+        let mut out = Vec::with_capacity(after.len());
+        for d in after {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 ORDER BY array_index")
+                .ctx("array elements")?;
+            let elements = st
+                .query_map([d.job as i64], |r| r.get::<_, i64>(0))
+                .ctx("array elements")?
+                .collect::<Result<Vec<_>, _>>()
+                .ctx("array elements")?;
+            if elements.is_empty() {
+                out.push(*d);
+            } else {
+                out.extend(elements.into_iter().map(|e| AfterDep { kind: d.kind, job: e as JobNo }));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
     /// Checks a submission's dependencies: known jobs, not too many, none already ended the
-    /// wrong way (409: the job could never run).
+    /// wrong way (409: the job could never run; for an array, any element that did).
     pub(super) fn check_after(&self, after: &[AfterDep]) -> Result<(), ApiError> {
         if after.len() > MAX_AFTER {
             return Err(ApiError::BadRequest(format!(
@@ -35,7 +62,7 @@ impl Core {
                 after.len()
             )));
         }
-        for d in after {
+        for d in &self.expand_after(after)? {
             if let Some(ok) = self.end_of(d.job)? {
                 if !d.kind.met_by(ok) {
                     return Err(ApiError::Conflict(format!(
@@ -50,10 +77,20 @@ impl Core {
         Ok(())
     }
 
-    /// Records a pending job's dependencies; returns whether it waits on them (then it stays
-    /// out of the scheduler), or the dependency that can never be met (its job and how it
-    /// ended).
+    /// Records a pending job's dependencies as submitted (an array's id standing for its
+    /// elements, [`Core::expand_after`]); returns whether it waits on them (then it stays out of
+    /// the scheduler), or the dependency that can never be met (its job and how it ended).
     pub(super) fn add_deps(&mut self, id: JobNo, after: &[AfterDep]) -> Result<DepState, ApiError> {
+        if after.is_empty() {
+            return Ok(DepState::Met);
+        }
+        let after = self.expand_after(after)?;
+        self.add_expanded_deps(id, &after)
+    }
+
+    /// [`Core::add_deps`] of dependencies already expanded (once for all elements of an array
+    /// submitted with them).
+    pub(super) fn add_expanded_deps(&mut self, id: JobNo, after: &[AfterDep]) -> Result<DepState, ApiError> {
         if after.is_empty() {
             return Ok(DepState::Met);
         }

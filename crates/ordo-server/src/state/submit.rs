@@ -131,12 +131,18 @@ impl Core {
                         made.iter().zip(&a.indices).map(|(&e, &index)| (e, Some(ArrayMember { id, index }))).collect()
                     }
                 };
+                // Read before the submission's commit too (check_after): an error here is the
+                // database's, after the jobs are durable; they then wait on what was submitted.
+                let after = self.expand_after(&info.after).unwrap_or_else(|e| {
+                    eprintln!("ordo server: job {id}: could not expand its dependencies on arrays: {e:?}");
+                    info.after.clone()
+                });
                 for (eid, member) in members {
                     let mut info = info.clone();
                     info.id = eid;
                     info.array = member;
                     // Checked at submission: a dependency cannot have become unmeetable since.
-                    let waits = matches!(self.add_deps(eid, &info.after), Ok(ordo_core::DepState::Waiting { .. }));
+                    let waits = matches!(self.add_expanded_deps(eid, &after), Ok(ordo_core::DepState::Waiting { .. }));
                     if !waits
                         && (info.gpus > max_up
                             || self
