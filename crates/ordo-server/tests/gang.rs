@@ -228,3 +228,75 @@ fn cancel_kills_every_rank() {
     assert_eq!(c.job(id, t0 + 8).unwrap().state, JobState::Cancelled);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn preemption_stops_every_rank_and_requeues_once_all_stopped() {
+    let dir = tempdir("gang-preempt");
+    let t0 = 1_000_000;
+    let mut conf = cfg(&dir, "las:thresholds=2s");
+    conf.min_run_ms = 500;
+    let mut c = Core::open(conf, t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 1), t0).unwrap();
+    c.register(&agent("n2"), &reg("n2", 1), t0).unwrap();
+    let (id, nodes) = running_gang(&mut c, gang(2, 2), t0);
+    // Past the threshold a new job outranks it.
+    let t1 = t0 + 5_000;
+    let short = c.submit(&user("bob"), job(1), t1).unwrap();
+    c.pass(t1).unwrap();
+    assert_eq!(c.job(id, t1).unwrap().state, JobState::Preempting);
+    for n in &nodes {
+        assert_eq!(poll(&mut c, n, &[(id, t0 + 1)], t1 + 1).kill, vec![id]);
+    }
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t1 + 2));
+    assert_eq!(c.job(id, t1 + 2).unwrap().state, JobState::Preempting, "one rank still runs");
+    c.pass(t1 + 2).unwrap();
+    assert_eq!(c.job(short, t1 + 2).unwrap().state, JobState::Pending, "not before every rank stopped");
+    end(&mut c, &nodes[1], id, Outcome::Killed, None, (t0 + 1, t1 + 3));
+    let j = c.job(id, t1 + 3).unwrap();
+    assert_eq!((j.state, j.restarts), (JobState::Pending, 1));
+    c.pass(t1 + 3).unwrap();
+    assert_eq!(c.job(short, t1 + 3).unwrap().state, JobState::Starting);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_process_of_an_earlier_run_is_killed_not_taken_for_the_new_one() {
+    let t0 = 1_000_000;
+    let dir = tempdir("gang-stale");
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 2), t0).unwrap();
+    c.register(&agent("n2"), &reg("n2", 2), t0).unwrap();
+    let (id, nodes) = running_gang(&mut c, gang(2, 4), t0);
+    // Rank 1 is refused by its agent: the job goes back to the queue once rank 0 stopped.
+    let rep = EndReport {
+        node: nodes[1].clone(),
+        job: id,
+        attempt: 1,
+        outcome: Outcome::Refused,
+        exit_code: None,
+        signal: None,
+        started_at: t0 + 1,
+        ended_at: t0 + 5,
+        message: Some("no".into()),
+    };
+    c.report(&agent(&nodes[1]), &rep, t0 + 5).unwrap();
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t0 + 6));
+    assert_eq!(c.job(id, t0 + 6).unwrap().state, JobState::Pending);
+    c.pass(t0 + 7).unwrap();
+    let j = c.job(id, t0 + 7).unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Starting, 2));
+    // n1's agent still lists its process of run 1 (its end report raced the poll): it is
+    // killed, not confirmed as run 2's rank, and run 2's rank starts once it is gone.
+    let old = |c: &mut Core, now| {
+        let running = vec![RunningJob { job: id, started_at: t0 + 1, attempt: 1 }];
+        c.poll(&agent(&nodes[0]), &PollRequest { node: nodes[0].clone(), running, wait_ms: 0 }, now).unwrap()
+    };
+    let r0 = j.ranks.iter().position(|r| r.node == nodes[0]).unwrap();
+    let p = old(&mut c, t0 + 8);
+    assert_eq!(p.kill, vec![id]);
+    assert!(p.start.is_empty());
+    assert!(!c.job(id, t0 + 8).unwrap().ranks[r0].started);
+    let p = poll(&mut c, &nodes[0], &[], t0 + 9);
+    assert_eq!(p.start.iter().map(|a| (a.job, a.attempt)).collect::<Vec<_>>(), vec![(id, 2)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

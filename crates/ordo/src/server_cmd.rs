@@ -309,9 +309,9 @@ pub struct SubmitArgs {
     #[arg(long, conflicts_with = "gpus_per_node")]
     gpus: Option<u32>,
     /// A multi-node (gang) job on exactly N nodes (at most 64), every rank started together:
-    /// `ordo submit --nodes 2 --gpus-per-node 8 -- torchrun --nnodes $ORDO_NNODES --node_rank
-    /// $ORDO_NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT train.py` (run it
-    /// through `sh -c '...'` so that the variables are those of each rank). Each rank gets
+    /// `ordo submit --nodes 2 --gpus-per-node 8 -- sh -c 'torchrun --nnodes $ORDO_NNODES
+    /// --node_rank $ORDO_NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT
+    /// train.py'` (through a shell, so that each rank reads its own values). Each rank gets
     /// ORDO_NODELIST, ORDO_NODE_RANK, ORDO_NNODES, MASTER_ADDR (rank 0's node, its `ordo agent
     /// --addr`), MASTER_PORT (29500 + job id % 1000), WORLD_SIZE (GPUs in all) and its
     /// CUDA_VISIBLE_DEVICES. One rank failing, or its node dying, stops every rank; cancel and
@@ -340,7 +340,8 @@ pub struct SubmitArgs {
     /// Static priority (default 0; `ordo priority` changes it later).
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i64>,
-    /// If its node goes down: `requeue` (default) or `fail`.
+    /// If its node goes down (for a --nodes job: any of its nodes, the other ranks are then
+    /// killed first): `requeue` (default) or `fail`.
     #[arg(long)]
     on_node_failure: Option<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
@@ -939,11 +940,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 return print_json(&j).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "job {} ({}, user {}, {} GPUs, priority {}): {}",
+                "job {} ({}, user {}, {} GPUs{}, priority {}): {}",
                 job_id_text(&j),
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
+                if j.nodes > 1 { format!(" on {} nodes", j.nodes) } else { String::new() },
                 j.priority,
                 j.state.as_str()
             );
@@ -963,6 +965,21 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                         ordo_server::db::ids_text(&j.gpu_ids),
                         fmt_time(j.start.unwrap_or(0))
                     );
+                    for (i, r) in j.ranks.iter().enumerate() {
+                        let how = match (r.started, r.ended) {
+                            (_, true) => "stopped",
+                            (true, false) => "running",
+                            (false, false) => "starting",
+                        };
+                        println!(
+                            "  rank {i}: {} GPUs [{}], {how}",
+                            clean(&r.node),
+                            ordo_server::db::ids_text(&r.gpu_ids)
+                        );
+                    }
+                    if let Some(s) = &j.gang_stop {
+                        println!("being stopped: {} (its other ranks are being killed)", clean(&s.reason));
+                    }
                     if j.state == JobState::Preempting {
                         println!("being preempted: its agent has been told to stop it; it then goes back to the queue");
                     }
