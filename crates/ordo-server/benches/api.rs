@@ -37,6 +37,7 @@ fn throughput(dir: &Path) {
             mem_mib: None,
             mem_limits: false,
             clock: None,
+            addr: None,
         },
     )
     .expect("register");
@@ -68,6 +69,7 @@ fn throughput(dir: &Path) {
                                 umask: None,
                                 after: vec![],
                                 array: None,
+                                nodes: None,
                             },
                         )
                         .expect("submit");
@@ -105,6 +107,7 @@ fn latency(dir: &Path, samples: usize) {
         ca_pem: None,
         activity: ordo_server::activity::ActivitySource::Off,
         activity_every_ms: 5_000,
+        addr: None,
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -133,6 +136,7 @@ fn latency(dir: &Path, samples: usize) {
                     umask: None,
                     after: vec![],
                     array: None,
+                    nodes: None,
                 },
             )
             .expect("submit");

@@ -48,6 +48,7 @@ fn agent(
         mem_mib: None,
         mem_limits: false,
         clock: Some(now_ms()),
+        addr: None,
     };
     c.post::<_, RegisterResponse>("/v1/agent/register", &reg).expect("register");
     // job -> (started at, attempt)
@@ -79,7 +80,7 @@ fn agent(
         };
         let req = PollRequest {
             node: node.clone(),
-            running: running.iter().map(|(j, (t, _))| RunningJob { job: *j, started_at: *t }).collect(),
+            running: running.iter().map(|(j, (t, _))| RunningJob { job: *j, started_at: *t, attempt: 0 }).collect(),
             wait_ms: wait,
         };
         let resp: PollResponse = c.post("/v1/agent/poll", &req).expect("poll");
@@ -132,6 +133,7 @@ fn main() {
         umask: None,
         after: vec![],
         array: None,
+        nodes: None,
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

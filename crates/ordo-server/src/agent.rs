@@ -93,6 +93,8 @@ pub struct AgentConfig {
     pub activity: ActivitySource,
     /// How often GPU activity is sampled and sent, ms.
     pub activity_every_ms: u64,
+    /// The address other nodes reach this one at (`--addr`; default: the node name).
+    pub addr: Option<String>,
 }
 
 /// The CPU cores this process may run on (`Cpus_allowed_list` of /proc/self/status, else
@@ -267,6 +269,7 @@ fn nvml_gpus() -> Result<Gpus, AgentError> {
 #[derive(Debug)]
 struct Running {
     started_at: i64,
+    attempt: u32,
     stdin: Option<ChildStdin>,
     /// Its GPUs on this node (activity samples are attributed by them).
     gpu_ids: Vec<u32>,
@@ -388,6 +391,7 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         mem_mib,
         mem_limits: node.cgroup.is_some(),
         clock: None,
+        addr: cfg.addr.clone(),
     };
     let mut timing = register(&short, &reg, &cfg, &gpus)?;
     if let Some(s) = sampler {
@@ -395,8 +399,10 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
     }
     let mut long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
     loop {
-        let running: Vec<RunningJob> =
-            lock(&table).iter().map(|(&job, r)| RunningJob { job, started_at: r.started_at }).collect();
+        let running: Vec<RunningJob> = lock(&table)
+            .iter()
+            .map(|(&job, r)| RunningJob { job, started_at: r.started_at, attempt: r.attempt })
+            .collect();
         let req = PollRequest { node: cfg.name.clone(), running, wait_ms: timing.heartbeat_ms };
         match long.post::<_, PollResponse>("/v1/agent/poll", &req) {
             Ok(resp) => {
@@ -620,6 +626,18 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
         ("ORDO_CPUS", cpu_list_text(&cores)),
     ];
     job_vars.extend(array_vars);
+    // A multi-node job's rank: what `torchrun --nnodes $ORDO_NNODES --node_rank $ORDO_NODE_RANK
+    // --master_addr $MASTER_ADDR --master_port $MASTER_PORT` needs.
+    if let Some(g) = &a.gang {
+        job_vars.extend([
+            ("ORDO_NODELIST", g.nodes.join(",")),
+            ("ORDO_NODE_RANK", g.rank.to_string()),
+            ("ORDO_NNODES", g.nodes.len().to_string()),
+            ("MASTER_ADDR", g.master_addr.clone()),
+            ("MASTER_PORT", g.master_port.to_string()),
+            ("WORLD_SIZE", g.world_size.to_string()),
+        ]);
+    }
     let env = job_env(std::env::vars(), &cfg.pass_env, &who, &job_vars);
     let started_at = now_ms();
     let mode = 0o666 & !umask;
@@ -656,7 +674,7 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             (None, None)
         }
     };
-    lock(table).insert(a.job, Running { started_at, stdin, gpu_ids: a.gpu_ids.clone() });
+    lock(table).insert(a.job, Running { started_at, attempt: a.attempt, stdin, gpu_ids: a.gpu_ids.clone() });
     let table = table.clone();
     let client = client.clone();
     let cores_table = node.cores.clone();

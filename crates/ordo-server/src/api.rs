@@ -67,6 +67,10 @@ pub struct SubmitRequest {
     /// `A-B:STEP`, comma lists (`1,3,5-7`), at most 100,000 elements, indices up to 9,999,999.
     #[serde(default)]
     pub array: Option<String>,
+    /// A multi-node (gang) job: its `gpus` split evenly over exactly this many nodes, every
+    /// rank started together (`ordo submit --nodes 2 --gpus-per-node 8`). Absent or 1: one node.
+    #[serde(default)]
+    pub nodes: Option<u32>,
 }
 
 /// A job's place in an array: the array's id (its first element's job id) and its index.
@@ -258,6 +262,84 @@ pub struct JobInfo {
     /// Its array and index, when it is an element of a job array.
     #[serde(default)]
     pub array: Option<ArrayMember>,
+    /// Nodes it runs on: 1, or a multi-node (gang) job's node count.
+    #[serde(default = "one")]
+    pub nodes: u32,
+    /// A multi-node job's ranks of its current or last run (rank 0 first); empty otherwise
+    /// (`node` and `gpu_ids` are then its one node's). For a gang, `node` and `gpu_ids` are
+    /// rank 0's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<Rank>,
+    /// A multi-node job being stopped (one rank failed, or a node died): how it will end once
+    /// every rank has stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_stop: Option<GangStop>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl JobInfo {
+    /// Its rank on `node` in its current or last run: 0 for a one-node job on that node.
+    pub fn rank_on(&self, node: &str) -> Option<usize> {
+        if self.ranks.is_empty() {
+            (self.node.as_deref() == Some(node)).then_some(0)
+        } else {
+            self.ranks.iter().position(|r| r.node == node)
+        }
+    }
+
+    /// The nodes of its current or last run (rank order).
+    pub fn run_nodes(&self) -> Vec<String> {
+        if self.ranks.is_empty() {
+            self.node.iter().cloned().collect()
+        } else {
+            self.ranks.iter().map(|r| r.node.clone()).collect()
+        }
+    }
+}
+
+/// One rank of a multi-node job: its node and GPUs there, and how far its process got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rank {
+    /// The node.
+    pub node: String,
+    /// GPU indices on that node.
+    pub gpu_ids: Vec<u32>,
+    /// Its agent confirmed the process started.
+    #[serde(default)]
+    pub started: bool,
+    /// Its process ended (or never will start: the job is being stopped, or its node died).
+    #[serde(default)]
+    pub ended: bool,
+}
+
+/// How a multi-node job ends once all its ranks have stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangStop {
+    /// `failed` or `timeout`; `pending`: requeued (or failed, per `on_node_failure`).
+    pub state: JobState,
+    /// Why, in words (which rank, which node).
+    pub reason: String,
+    /// The failing rank's exit code.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+}
+
+/// What one rank of a multi-node job learns when its agent starts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GangAssign {
+    /// This rank (`ORDO_NODE_RANK`).
+    pub rank: u32,
+    /// Every rank's node, rank order (`ORDO_NODELIST`).
+    pub nodes: Vec<String>,
+    /// Rank 0's node's address (`MASTER_ADDR`).
+    pub master_addr: String,
+    /// The rendezvous port on rank 0's node (`MASTER_PORT`).
+    pub master_port: u16,
+    /// GPUs of the whole job (`WORLD_SIZE`).
+    pub world_size: u32,
 }
 
 /// `GET /v1/jobs`: the queue in the order the policy will run it (running jobs first).
@@ -378,6 +460,10 @@ pub struct RegisterRequest {
     /// agent reports against its own clock.
     #[serde(default)]
     pub clock: Option<i64>,
+    /// The address other nodes reach this one at (`ordo agent --addr`): a multi-node job's
+    /// `MASTER_ADDR` when its rank 0 runs here. Absent: the node's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
 }
 
 /// Answer to a registration.
@@ -396,6 +482,10 @@ pub struct RunningJob {
     pub job: JobNo,
     /// When its process started.
     pub started_at: i64,
+    /// The run (`Assignment::attempt`) the process belongs to; 0: not said. A process of an
+    /// earlier run of a multi-node job (still being stopped) is then told apart from the new one.
+    #[serde(default)]
+    pub attempt: u32,
 }
 
 /// `POST /v1/agent/poll`: heartbeat, reconciliation and (long-poll) work request in one.
@@ -449,6 +539,9 @@ pub struct Assignment {
     /// How many elements its array has (`ORDO_ARRAY_TASK_COUNT`).
     #[serde(default)]
     pub array_count: Option<u32>,
+    /// A multi-node job's rank here and its peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang: Option<GangAssign>,
 }
 
 /// Answer to a poll.
@@ -558,6 +651,8 @@ pub struct ErrorBody {
 
 /// Most bytes of a job's name.
 pub const MAX_NAME_BYTES: usize = 200;
+/// The most nodes one multi-node job may ask for (`--nodes`).
+pub const MAX_GANG_NODES: u32 = 64;
 /// Most bytes of a job's working directory (Linux's `PATH_MAX`).
 pub const MAX_CWD_BYTES: usize = 4096;
 /// Most bytes of a GPU model name.

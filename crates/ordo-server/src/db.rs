@@ -89,6 +89,10 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("nodes", "cpus", "INTEGER"),
         ("nodes", "mem_mib", "INTEGER"),
         ("nodes", "mem_limits", "INTEGER NOT NULL DEFAULT 0"),
+        ("nodes", "addr", "TEXT"),
+        ("jobs", "nodes", "INTEGER NOT NULL DEFAULT 1"),
+        ("jobs", "ranks", "TEXT"),
+        ("jobs", "gang_stop", "TEXT"),
     ] {
         let has: bool = conn
             .query_row(&format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"), [col], |r| {
@@ -119,7 +123,7 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms, umask, after, array_id, array_index";
+     no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -161,6 +165,9 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
             (Some(id), Some(index)) => Some(crate::api::ArrayMember { id: id as JobNo, index: index as u32 }),
             _ => None,
         },
+        nodes: r.get::<_, Option<u32>>(29)?.unwrap_or(1).max(1),
+        ranks: r.get::<_, Option<String>>(30)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
+        gang_stop: r.get::<_, Option<String>>(31)?.and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 

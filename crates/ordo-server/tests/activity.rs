@@ -64,7 +64,8 @@ fn setup(dir: &std::path::Path, t0: i64) -> (Core, u64, u64) {
     let busy = c.submit(&user("alice"), job(2, "busy"), t0).expect("submit");
     let nb = c.submit(&user("bob"), job(1, "notebook"), t0).expect("submit");
     c.pass(t0).expect("pass");
-    let running = vec![RunningJob { job: busy, started_at: t0 }, RunningJob { job: nb, started_at: t0 }];
+    let running =
+        vec![RunningJob { job: busy, started_at: t0, attempt: 0 }, RunningJob { job: nb, started_at: t0, attempt: 0 }];
     c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running, wait_ms: 0 }, t0).expect("poll");
     (c, busy, nb)
 }
@@ -178,7 +179,10 @@ fn job_figures_and_allocated_but_idle_by_hand() {
         &agent("n1"),
         &PollRequest {
             node: "n1".into(),
-            running: vec![RunningJob { job: busy, started_at: t0 }, RunningJob { job: nb, started_at: t0 }],
+            running: vec![
+                RunningJob { job: busy, started_at: t0, attempt: 0 },
+                RunningJob { job: nb, started_at: t0, attempt: 0 },
+            ],
             wait_ms: 0,
         },
         t + 61_000,

@@ -114,6 +114,9 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         after: vec![],
         array: None,
         activity: None,
+        nodes: 2,
+        ranks: vec![Rank { node: "n".into(), gpu_ids: vec![0], started: true, ended: false }],
+        gang_stop: Some(GangStop { state: JobState::Failed, reason: "r".into(), exit_code: Some(1) }),
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
     let node = NodeInfo {
@@ -143,6 +146,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         mem_mib: None,
         mem_limits: false,
         clock: None,
+        addr: Some("127.0.0.1".into()),
     };
     assert_eq!(keys(serde_json::to_value(&reg).expect("json")), schema_props("RegisterRequest", None));
     let sub: SubmitRequest = serde_json::from_str(r#"{"command": ["true"], "gpus": 1}"#).expect("minimal submission");
@@ -162,6 +166,13 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         umask: None,
         array: None,
         array_count: None,
+        gang: Some(GangAssign {
+            rank: 1,
+            nodes: vec!["a".into(), "b".into()],
+            master_addr: "a".into(),
+            master_port: 29501,
+            world_size: 2,
+        }),
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
     let act = JobActivity {

@@ -48,8 +48,11 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     assert_eq!(before.keys().copied().collect::<Vec<_>>(), ids[..3].to_vec(), "fifo starts 1, 2, 1 GPUs");
     assert_disjoint(&before);
     // n1's agent confirms its jobs.
-    let on_n1: Vec<RunningJob> =
-        before.iter().filter(|(_, (n, _))| n == "n1").map(|(&job, _)| RunningJob { job, started_at: t0 }).collect();
+    let on_n1: Vec<RunningJob> = before
+        .iter()
+        .filter(|(_, (n, _))| n == "n1")
+        .map(|(&job, _)| RunningJob { job, started_at: t0, attempt: 0 })
+        .collect();
     c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0 }, t0 + 1).expect("poll");
     let waiting = pending_order(&c, t0);
     drop(c);
@@ -171,7 +174,11 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
     c.pass(t0).expect("pass");
     c.poll(
         &agent("n1"),
-        &PollRequest { node: "n1".into(), running: vec![RunningJob { job: a, started_at: t0 }], wait_ms: 0 },
+        &PollRequest {
+            node: "n1".into(),
+            running: vec![RunningJob { job: a, started_at: t0, attempt: 0 }],
+            wait_ms: 0,
+        },
         t0,
     )
     .expect("poll");
@@ -294,7 +301,11 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     c.register(&agent("n1"), &reg("n1", 1), t0).expect("register");
     let long = c.submit(&user("alice"), job(1), t0).expect("submit");
     c.pass(t0).expect("pass");
-    let run = |job, t| PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t }], wait_ms: 0 };
+    let run = |job, t| PollRequest {
+        node: "n1".into(),
+        running: vec![RunningJob { job, started_at: t, attempt: 0 }],
+        wait_ms: 0,
+    };
     c.poll(&agent("n1"), &run(long, t0), t0).expect("poll");
     // Past the 2 GPU-s threshold, a new job (queue 0) outranks it.
     let t1 = t0 + 3_000;
@@ -404,7 +415,11 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
     let poll = |c: &mut Core, job, t| {
         c.poll(
             &agent("n1"),
-            &PollRequest { node: "n1".into(), running: vec![RunningJob { job, started_at: t0 }], wait_ms: 0 },
+            &PollRequest {
+                node: "n1".into(),
+                running: vec![RunningJob { job, started_at: t0, attempt: 0 }],
+                wait_ms: 0,
+            },
             t,
         )
         .expect("poll")

@@ -214,6 +214,10 @@ pub struct AgentArgs {
     /// How often GPU activity is sampled and sent (1s to 20s).
     #[arg(long, default_value = "5s")]
     activity_every: String,
+    /// The address other nodes reach this one at (a host name or IP): a multi-node job whose
+    /// rank 0 runs here gets it as MASTER_ADDR (default: the node name).
+    #[arg(long)]
+    addr: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -300,9 +304,23 @@ fn client_for(server: &str, token: Option<String>, ca: Option<&std::path::Path>,
 pub struct SubmitArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// GPUs (on one node).
-    #[arg(long, default_value_t = 1)]
-    gpus: u32,
+    /// GPUs in all (on one node; with --nodes, split evenly over the nodes). Default 1, or
+    /// --nodes times --gpus-per-node.
+    #[arg(long, conflicts_with = "gpus_per_node")]
+    gpus: Option<u32>,
+    /// A multi-node (gang) job on exactly N nodes (at most 64), every rank started together:
+    /// `ordo submit --nodes 2 --gpus-per-node 8 -- sh -c 'torchrun --nnodes $ORDO_NNODES
+    /// --node_rank $ORDO_NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT
+    /// train.py'` (through a shell, so that each rank reads its own values). Each rank gets
+    /// ORDO_NODELIST, ORDO_NODE_RANK, ORDO_NNODES, MASTER_ADDR (rank 0's node, its `ordo agent
+    /// --addr`), MASTER_PORT (29500 + job id % 1000), WORLD_SIZE (GPUs in all) and its
+    /// CUDA_VISIBLE_DEVICES. One rank failing, or its node dying, stops every rank; cancel and
+    /// preemption stop them all. Not with --cpus or --mem.
+    #[arg(long, value_name = "N")]
+    nodes: Option<u32>,
+    /// GPUs on each node of a --nodes job.
+    #[arg(long, value_name = "G", requires = "nodes")]
+    gpus_per_node: Option<u32>,
     /// CPU cores, reserved for the job alone on its node (it is pinned to them).
     #[arg(long)]
     cpus: Option<u32>,
@@ -322,7 +340,8 @@ pub struct SubmitArgs {
     /// Static priority (default 0; `ordo priority` changes it later).
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i64>,
-    /// If its node goes down: `requeue` (default) or `fail`.
+    /// If its node goes down (for a --nodes job: any of its nodes, the other ranks are then
+    /// killed first): `requeue` (default) or `fail`.
     #[arg(long)]
     on_node_failure: Option<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
@@ -567,12 +586,17 @@ fn job_line(j: &JobInfo) -> String {
     let when = match j.state {
         JobState::Pending => format!("submitted {}", fmt_time(j.submit)),
         JobState::Starting | JobState::Running | JobState::Preempting => {
-            format!(
-                "on {} GPUs [{}] since {}",
-                clean(j.node.as_deref().unwrap_or("?")),
-                ordo_server::db::ids_text(&j.gpu_ids),
-                fmt_time(j.start.unwrap_or(0))
-            )
+            let on = if j.ranks.is_empty() {
+                format!("{} GPUs [{}]", clean(j.node.as_deref().unwrap_or("?")), ordo_server::db::ids_text(&j.gpu_ids))
+            } else {
+                let ranks: Vec<String> = j
+                    .ranks
+                    .iter()
+                    .map(|r| format!("{} [{}]", clean(&r.node), ordo_server::db::ids_text(&r.gpu_ids)))
+                    .collect();
+                format!("{} nodes: {}", j.ranks.len(), ranks.join(", "))
+            };
+            format!("on {on} since {}", fmt_time(j.start.unwrap_or(0)))
         }
         _ => format!("ended {}", j.end.map(fmt_time).unwrap_or_default()),
     };
@@ -703,6 +727,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 },
                 activity,
                 activity_every_ms: activity_every as u64,
+                addr: a.addr,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -771,7 +796,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 name: a.name,
                 command: a.command,
                 cwd: std::env::current_dir().ok().map(|p| p.to_string_lossy().into_owned()),
-                gpus: a.gpus,
+                gpus: match (a.gpus, a.gpus_per_node) {
+                    (Some(g), _) => g,
+                    (None, Some(g)) => g.saturating_mul(a.nodes.unwrap_or(1)),
+                    (None, None) => a.nodes.unwrap_or(1),
+                },
+                nodes: a.nodes,
                 cpus: a.cpus,
                 mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
                 time_limit_ms,
@@ -928,11 +958,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 return print_json(&j).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "job {} ({}, user {}, {} GPUs, priority {}): {}",
+                "job {} ({}, user {}, {} GPUs{}, priority {}): {}",
                 job_id_text(&j),
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
+                if j.nodes > 1 { format!(" on {} nodes", j.nodes) } else { String::new() },
                 j.priority,
                 j.state.as_str()
             );
@@ -952,6 +983,21 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                         ordo_server::db::ids_text(&j.gpu_ids),
                         fmt_time(j.start.unwrap_or(0))
                     );
+                    for (i, r) in j.ranks.iter().enumerate() {
+                        let how = match (r.started, r.ended) {
+                            (_, true) => "stopped",
+                            (true, false) => "running",
+                            (false, false) => "starting",
+                        };
+                        println!(
+                            "  rank {i}: {} GPUs [{}], {how}",
+                            clean(&r.node),
+                            ordo_server::db::ids_text(&r.gpu_ids)
+                        );
+                    }
+                    if let Some(s) = &j.gang_stop {
+                        println!("being stopped: {} (its other ranks are being killed)", clean(&s.reason));
+                    }
                     if j.state == JobState::Preempting {
                         println!("being preempted: its agent has been told to stop it; it then goes back to the queue");
                     }

@@ -211,3 +211,134 @@ fn a_job_array_on_real_processes() {
     fails_with(&url, &alice, &["submit", "--array", "0-9%0", "--", "true"], "%0");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The rendezvous of a 2-node job: rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects
+/// (retrying until rank 0 listens) and both write what they got; each writes its variables.
+const RENDEZVOUS: &str = r#"
+import os, socket, sys, time
+e = os.environ
+out, rank = sys.argv[1], int(e["ORDO_NODE_RANK"])
+addr, port = e["MASTER_ADDR"], int(e["MASTER_PORT"])
+with open(f"{out}/env-{rank}", "w") as f:
+    for k in ["ORDO_NODELIST", "ORDO_NODE_RANK", "ORDO_NNODES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ORDO_NODE"]:
+        f.write(f"{k}={e.get(k, '')}\n")
+if rank == 0:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(1)
+    s.settimeout(30)
+    c, _ = s.accept()
+    msg = c.recv(100).decode()
+    c.sendall(("hello " + msg).encode())
+    c.close()
+    open(f"{out}/got-0", "w").write(msg)
+else:
+    for _ in range(300):
+        try:
+            c = socket.create_connection((addr, port), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        sys.exit(7)
+    c.sendall(b"rank 1")
+    open(f"{out}/got-1", "w").write(c.recv(100).decode())
+"#;
+
+fn env_of(path: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn alive(pid_file: &std::path::Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file).unwrap_or_default();
+    let pid = pid.trim();
+    !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
+    if !needs(std::process::Command::new("python3").arg("-V").output().is_ok(), "python3 for the rendezvous script") {
+        return;
+    }
+    let dir = tempdir("gang");
+    let (admin, alice) = tokens(&dir);
+    let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let mut agents: Vec<(String, harness::Proc)> = ["g1", "g2", "g3"]
+        .iter()
+        .map(|n| (n.to_string(), agent_with(&dir, &url, n, 2, &["--addr", "127.0.0.1"])))
+        .collect();
+    wait_for("three nodes", Duration::from_secs(20), || {
+        cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|n| n.len() == 3)
+    });
+
+    // Two ranks on two of the three nodes meet over TCP on loopback; the job completes.
+    let out = dir.join("rdv");
+    std::fs::create_dir_all(&out).expect("dir");
+    let script = dir.join("rdv.py");
+    std::fs::write(&script, RENDEZVOUS).expect("script");
+    let (o, s) = (out.to_string_lossy().into_owned(), script.to_string_lossy().into_owned());
+    let args = ["submit", "--nodes", "2", "--gpus-per-node", "2", "--time", "1m", "--", "python3", &s, &o];
+    let id = cli_json(&url, &alice, &args)["id"].as_u64().expect("id");
+    let j = wait_ended(&url, &alice, id, Duration::from_secs(60));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(std::fs::read_to_string(out.join("got-0")).unwrap_or_default(), "rank 1");
+    assert_eq!(std::fs::read_to_string(out.join("got-1")).unwrap_or_default(), "hello rank 1");
+    let ranks: Vec<String> =
+        j["ranks"].as_array().expect("ranks").iter().map(|r| r["node"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(ranks.len(), 2);
+    assert_ne!(ranks[0], ranks[1]);
+    for r in 0..2 {
+        let e = env_of(&out.join(format!("env-{r}")));
+        let want = [
+            ("ORDO_NODELIST", ranks.join(",")),
+            ("ORDO_NODE_RANK", r.to_string()),
+            ("ORDO_NNODES", "2".into()),
+            ("MASTER_ADDR", "127.0.0.1".into()),
+            ("MASTER_PORT", (29_500 + id % 1000).to_string()),
+            ("WORLD_SIZE", "4".into()),
+            ("CUDA_VISIBLE_DEVICES", "0,1".into()),
+            ("ORDO_NODE", ranks[r].clone()),
+        ];
+        for (k, v) in want {
+            assert_eq!(e.get(k), Some(&v), "rank {r}: {k} in {e:?}");
+        }
+    }
+    let audit = cli_json(&url, &admin, &["audit", "--job", &id.to_string()]);
+    let kinds: Vec<&str> = audit.as_array().expect("array").iter().filter_map(|r| r["kind"].as_str()).collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "rank_end").count(), 2, "{kinds:?}");
+
+    // kill -9 of one rank's agent mid-run: the other rank is killed, the job requeued and run
+    // again on the two nodes left, never two copies at once; cancel then kills both ranks.
+    let pids = dir.join("pids");
+    std::fs::create_dir_all(&pids).expect("dir");
+    let p = pids.to_string_lossy().into_owned();
+    let script = format!("echo $$ > {p}/pid-$ORDO_RESTARTS-$ORDO_NODE_RANK; exec sleep 60");
+    let args = ["submit", "--nodes", "2", "--gpus-per-node", "2", "--time", "5m", "--", "sh", "-c", &script];
+    let id = cli_json(&url, &alice, &args)["id"].as_u64().expect("id");
+    let pid = |run: u32, rank: u32| pids.join(format!("pid-{run}-{rank}"));
+    wait_for("both ranks running", Duration::from_secs(30), || alive(&pid(0, 0)) && alive(&pid(0, 1)));
+    let j = job_state(&url, &alice, id);
+    let victim = j["ranks"][0]["node"].as_str().expect("rank 0's node").to_string();
+    let at = agents.iter().position(|(n, _)| *n == victim).expect("agent");
+    let (_, mut dead) = agents.remove(at);
+    dead.0.kill().expect("kill -9 the agent");
+    let _ = dead.0.wait();
+    wait_for("the requeued job to run again", Duration::from_secs(60), || {
+        let j = job_state(&url, &alice, id);
+        j["restarts"] == 1 && j["state"] == "running"
+    });
+    wait_for("both new ranks", Duration::from_secs(30), || alive(&pid(1, 0)) && alive(&pid(1, 1)));
+    assert!(!alive(&pid(0, 0)) && !alive(&pid(0, 1)), "the first run's ranks are gone");
+    let j = job_state(&url, &alice, id);
+    assert!(j["ranks"].as_array().expect("ranks").iter().all(|r| r["node"] != victim.as_str()), "{j}");
+    let audit = cli_json(&url, &admin, &["audit", "--job", &id.to_string()]);
+    let requeue = audit.as_array().expect("array").iter().find(|r| r["kind"] == "requeue").cloned().unwrap_or_default();
+    assert!(requeue["detail"]["why"].as_str().unwrap_or("").contains("stopped sending heartbeats"), "{requeue}");
+    cli_json(&url, &alice, &["cancel", &id.to_string()]);
+    assert_eq!(wait_ended(&url, &alice, id, Duration::from_secs(30))["state"], "cancelled");
+    wait_for("both ranks killed", Duration::from_secs(10), || !alive(&pid(1, 0)) && !alive(&pid(1, 1)));
+    drop(agents);
+    let _ = std::fs::remove_dir_all(&dir);
+}

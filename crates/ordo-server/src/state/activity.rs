@@ -297,8 +297,10 @@ impl Core {
         self.live.clock = self.live.clock.max(now);
         // Which job holds each GPU of the node.
         let mut holder: HashMap<u32, JobNo> = HashMap::new();
-        for j in self.active.values().filter(|j| j.node.as_deref() == Some(rep.node.as_str())) {
-            for &g in &j.gpu_ids {
+        for j in self.active.values() {
+            // A multi-node job's GPUs here are its rank's on this node.
+            let Some((_, ids)) = placed(j).into_iter().find(|(n, _)| *n == rep.node.as_str()) else { continue };
+            for &g in ids {
                 holder.insert(g, j.id);
             }
         }

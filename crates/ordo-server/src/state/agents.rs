@@ -22,7 +22,7 @@ pub(super) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), 
 impl Core {
     /// Refuses a time an agent reports that the server's own clock makes impossible: before
     /// `earliest` (less the allowed clock skew) or after now (plus the skew).
-    fn plausible(&self, field: &str, t: i64, earliest: i64, now: i64) -> Result<(), ApiError> {
+    pub(super) fn plausible(&self, field: &str, t: i64, earliest: i64, now: i64) -> Result<(), ApiError> {
         let skew = self.cfg.max_clock_skew_ms;
         if t < earliest - skew || t > now + skew {
             let (d, how) = if t > now { (t - now, "after") } else { (now - t, "before") };
@@ -77,6 +77,12 @@ impl Core {
         if req.mem_mib == Some(0) {
             return Err(ApiError::BadRequest("field `mem_mib`: at least 1".into()));
         }
+        if let Some(a) = &req.addr {
+            bounded("addr", a, MAX_GPU_MODEL_BYTES)?;
+            if a.is_empty() || !a.chars().all(|c| c.is_ascii_alphanumeric() || ".:-_[]".contains(c)) {
+                return Err(ApiError::BadRequest(format!("field `addr`: `{a}` is not a host name or IP address")));
+            }
+        }
         let seq = match self.nodes.get(&req.node) {
             Some(n) => n.seq,
             None => self.nodes.values().map(|n| n.seq).max().unwrap_or(0) + 1,
@@ -91,14 +97,15 @@ impl Core {
                     && n.cpus == req.cpus
                     && n.mem_mib == req.mem_mib
                     && n.mem_limits == req.mem_limits
+                    && n.addr == req.addr
             })
             .is_none();
         if changed {
             let policy = self.policy.to_string();
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             tx.execute(
-                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9)",
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits, addr)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9, ?10)",
                 params![
                     req.node,
                     seq,
@@ -108,7 +115,8 @@ impl Core {
                     now,
                     req.cpus,
                     req.mem_mib.map(|m| m as i64),
-                    req.mem_limits as i64
+                    req.mem_limits as i64,
+                    req.addr
                 ],
             )
             .ctx("register node")?;
@@ -120,7 +128,7 @@ impl Core {
                 None,
                 &policy,
                 &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model,
-                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits}),
+                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits, "addr": req.addr}),
             )?;
             tx.commit().ctx("commit registration")?;
         }
@@ -136,6 +144,7 @@ impl Core {
                 cpus: req.cpus,
                 mem_mib: req.mem_mib,
                 mem_limits: req.mem_limits,
+                addr: req.addr.clone(),
             },
         );
         if changed {
@@ -163,9 +172,23 @@ impl Core {
                 )))
             }
         }
+        // Processes of an earlier run of a multi-node job, still being stopped: not this run's.
+        let stale: BTreeSet<JobNo> = req
+            .running
+            .iter()
+            .filter(|r| {
+                r.attempt != 0
+                    && self.active.get(&r.job).is_some_and(|j| !j.ranks.is_empty() && j.attempts != r.attempt)
+            })
+            .map(|r| r.job)
+            .collect();
         let has: HashMap<JobNo, i64> = req.running.iter().map(|r| (r.job, r.started_at)).collect();
-        let mine: Vec<JobNo> =
-            self.active.values().filter(|j| j.node.as_deref() == Some(req.node.as_str())).map(|j| j.id).collect();
+        let mine: Vec<JobNo> = self
+            .active
+            .values()
+            .filter(|j| j.ranks.is_empty() && j.node.as_deref() == Some(req.node.as_str()))
+            .map(|j| j.id)
+            .collect();
         let mut confirm = Vec::new();
         let mut lost = Vec::new();
         let mut never_started = Vec::new();
@@ -225,37 +248,49 @@ impl Core {
         for id in never_started {
             self.end_job(id, JobState::Cancelled, None, now, "cancelled before its process started".into(), &req.node)?;
         }
+        // Multi-node jobs' ranks on this node.
+        let fresh: HashMap<JobNo, i64> =
+            has.iter().filter(|(j, _)| !stale.contains(j)).map(|(&j, &t)| (j, t)).collect();
+        self.gang_poll(&req.node, &fresh, now)?;
         let mut resp = PollResponse::default();
         for r in &req.running {
             match self.active.get(&r.job) {
-                Some(j) if j.node.as_deref() == Some(req.node.as_str()) => {
+                Some(j) if j.ranks.is_empty() && j.node.as_deref() == Some(req.node.as_str()) => {
                     if j.cancel_requested || j.state == JobState::Preempting {
+                        resp.kill.push(r.job);
+                    }
+                }
+                Some(j) if !j.ranks.is_empty() && j.rank_on(&req.node).is_some() => {
+                    if gang::stopping(j) || stale.contains(&r.job) {
                         resp.kill.push(r.job);
                     }
                 }
                 _ => resp.kill.push(r.job),
             }
         }
-        let mut starts: Vec<&JobInfo> = self
+        let mut starts: Vec<(&JobInfo, usize)> = self
             .active
             .values()
-            .filter(|j| {
-                j.node.as_deref() == Some(req.node.as_str())
-                    && j.state == JobState::Starting
-                    && !j.cancel_requested
-                    && !has.contains_key(&j.id)
+            .filter_map(|j| {
+                let r = j.rank_on(&req.node)?;
+                let fresh = match j.ranks.get(r) {
+                    // A gang's rank starts while its job starts or runs (others confirmed).
+                    Some(x) => !x.started && !x.ended && !gang::stopping(j),
+                    None => j.state == JobState::Starting && !j.cancel_requested,
+                };
+                (fresh && !has.contains_key(&j.id)).then_some((j, r))
             })
             .collect();
-        starts.sort_by_key(|j| j.id);
+        starts.sort_by_key(|(j, _)| j.id);
         resp.start = starts
             .into_iter()
-            .map(|j| Assignment {
+            .map(|(j, r)| Assignment {
                 job: j.id,
                 user: j.user.clone(),
                 name: j.name.clone(),
                 command: j.command.clone(),
                 cwd: j.cwd.clone(),
-                gpu_ids: j.gpu_ids.clone(),
+                gpu_ids: j.ranks.get(r).map_or_else(|| j.gpu_ids.clone(), |x| x.gpu_ids.clone()),
                 time_limit_ms: j.time_limit_ms,
                 attempt: j.attempts,
                 restarts: j.restarts,
@@ -264,6 +299,7 @@ impl Core {
                 umask: j.umask,
                 array: j.array,
                 array_count: j.array.and_then(|a| self.array_count(a.id)),
+                gang: (!j.ranks.is_empty()).then(|| self.gang_assign(j, r)),
             })
             .collect();
         Ok(resp)
@@ -317,6 +353,11 @@ impl Core {
             )));
         }
         if let Some(j) = self.pending.get(&rep.job) {
+            if j.nodes > 1 {
+                // A multi-node job's run ends only once all its ranks have: a late report of a
+                // requeued run changes nothing (the job runs again).
+                return Ok(());
+            }
             // Requeued because its node fell silent, but this very run ended after all (the
             // report was held up): take its result rather than running the job again. Only
             // the node that ran it may say so.
@@ -334,6 +375,9 @@ impl Core {
         };
         if rep.attempt != 0 && rep.attempt != j.attempts {
             return Ok(());
+        }
+        if !j.ranks.is_empty() {
+            return self.gang_report(rep, now);
         }
         self.ran_on(j, &rep.node)?;
         self.plausible("started_at", rep.started_at, j.start.unwrap_or(now), now)?;
@@ -446,9 +490,29 @@ impl Core {
             if let Some(n) = self.nodes.get_mut(name) {
                 n.up = false;
             }
-            let jobs: Vec<JobNo> =
-                self.active.values().filter(|j| j.node.as_deref() == Some(name.as_str())).map(|j| j.id).collect();
+            let jobs: Vec<JobNo> = self
+                .active
+                .values()
+                .filter(|j| j.ranks.is_empty() && j.node.as_deref() == Some(name.as_str()))
+                .map(|j| j.id)
+                .collect();
             self.requeue_jobs(&jobs, now, "scheduler", &format!("node {name} stopped sending heartbeats"))?;
+            // A multi-node job with a rank there: that rank is gone; the others are killed and
+            // the job requeued (or failed, per `on_node_failure`) once they have stopped.
+            let gangs: Vec<(JobNo, usize)> = self
+                .active
+                .values()
+                .filter(|j| !j.ranks.is_empty())
+                .filter_map(|j| j.rank_on(name).filter(|&r| !j.ranks[r].ended).map(|r| (j.id, r)))
+                .collect();
+            for (id, r) in gangs {
+                let stop = GangStop {
+                    state: JobState::Pending,
+                    reason: format!("node {name} (rank {r}) stopped sending heartbeats"),
+                    exit_code: None,
+                };
+                self.gang_rank_ended(id, r, "its node stopped sending heartbeats", Some(stop), "scheduler", now)?;
+            }
         }
         self.rebuild(now)
     }

@@ -84,9 +84,8 @@ impl Core {
             } else {
                 let j = self.active.get_mut(&id).expect("checked");
                 j.cancel_requested = true;
-                if let Some(n) = j.node.clone() {
-                    self.to_wake.insert(n);
-                }
+                // Every node it runs on (a multi-node job's ranks) is told to kill it.
+                self.to_wake.extend(j.run_nodes());
                 states.push(j.state);
             }
         }

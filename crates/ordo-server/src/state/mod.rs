@@ -56,6 +56,8 @@ struct Node {
     cpus: Option<u32>,
     mem_mib: Option<u64>,
     mem_limits: bool,
+    /// The address other nodes reach it at (`ordo agent --addr`), when it gave one.
+    addr: Option<String>,
 }
 
 /// All the server's state; one lock guards it.
@@ -124,7 +126,37 @@ fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) 
     r.group = group_index(q, &j.user);
     // An array's limit on running elements (`%N`) is the core's, by the array's id.
     r.array = j.array.map_or(0, |a| a.id as u32);
+    // A multi-node job: its GPUs split evenly over exactly this many nodes (gang placement).
+    r.nodes = gang_nodes(j);
     r
+}
+
+/// The core's gang shape of a job: its node count for a multi-node job, 0 (any) otherwise.
+fn gang_nodes(j: &JobInfo) -> u32 {
+    if j.nodes > 1 {
+        j.nodes
+    } else {
+        0
+    }
+}
+
+/// GPUs a job needs on each of its nodes.
+fn per_node_gpus(j: &JobInfo) -> u32 {
+    j.gpus / j.nodes.max(1)
+}
+
+/// A job's GPUs on each of its nodes in its current run: `(node, GPU indices)`, rank order.
+fn placed(j: &JobInfo) -> Vec<(&str, &[u32])> {
+    if j.ranks.is_empty() {
+        j.node.as_deref().map(|n| (n, j.gpu_ids.as_slice())).into_iter().collect()
+    } else {
+        j.ranks.iter().map(|r| (r.node.as_str(), r.gpu_ids.as_slice())).collect()
+    }
+}
+
+/// The rendezvous port of a multi-node job (`MASTER_PORT`): 29500 + the job id modulo 1000.
+fn master_port(id: JobNo) -> u16 {
+    29_500 + (id % 1000) as u16
 }
 
 /// The core's group index of a user: their `[quotas]` group's, else their own user index.
@@ -178,15 +210,15 @@ fn node_holds_ask(n: &Node, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) 
 
 /// What placement must find for a job (the demand of its `job_req`).
 fn demand(j: &JobInfo) -> Demand {
-    Demand::new(j.gpus, None, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0))
+    Demand::new(j.gpus, None, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0)).on_nodes(gang_nodes(j))
 }
 
 /// A running job's allocation on `cap`: `j.gpus` GPUs on scheduler node `n`. On a detailed
 /// capacity (nodes that report CPUs or memory) it carries the detail `Scheduler::start` needs:
 /// the node's lowest free GPUs and the job's CPUs and memory there; count-only otherwise (and
 /// where the node lacks them, so that the start is refused and the job treated as a conflict).
-fn alloc_on(cap: &Capacity, n: u32, j: &JobInfo) -> Allocation {
-    let alloc = Allocation { parts: vec![(n, j.gpus)], detail: None };
+fn alloc_on(cap: &Capacity, parts: Vec<(u32, u32)>, j: &JobInfo) -> Allocation {
+    let alloc = Allocation { parts, detail: None };
     if cap.is_detailed() {
         cap.complete(&alloc, demand(j)).unwrap_or(alloc)
     } else {
@@ -252,6 +284,7 @@ pub use activity::group_of;
 mod agents;
 mod arrays;
 mod deps;
+mod gang;
 mod jobs;
 mod pass;
 mod quotas;
@@ -311,7 +344,7 @@ impl Core {
         let mut st = self
             .conn
             .prepare(
-                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits FROM nodes ORDER BY seq",
+                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits, addr FROM nodes ORDER BY seq",
             )
             .ctx("load nodes")?;
         let rows = st
@@ -328,6 +361,7 @@ impl Core {
                         cpus: r.get(6)?,
                         mem_mib: r.get::<_, Option<i64>>(7)?.map(|m| m as u64),
                         mem_limits: r.get::<_, i64>(8)? != 0,
+                        addr: r.get(9)?,
                     },
                 ))
             })
@@ -351,7 +385,9 @@ impl Core {
         let stray: Vec<JobNo> = self
             .active
             .values()
-            .filter(|j| !matches!(j.node.as_ref().and_then(|n| self.nodes.get(n)), Some(n) if n.up))
+            .filter(|j| {
+                j.ranks.is_empty() && !matches!(j.node.as_ref().and_then(|n| self.nodes.get(n)), Some(n) if n.up)
+            })
             .map(|j| j.id)
             .collect();
         if !stray.is_empty() {
@@ -359,12 +395,16 @@ impl Core {
         }
         self.load_deps(now)?;
         self.load_arrays()?;
-        self.rebuild(now)
+        self.rebuild(now)?;
+        self.gang_strays(now)
     }
 
     /// Whether a running job is kept out of the scheduler (see `Core::hidden`).
+    /// So is a multi-node job with a rank on a node that is down (it is being stopped): its
+    /// GPUs on the nodes that are up stay taken until its other ranks have stopped.
     fn hides(&self, j: &JobInfo) -> bool {
-        j.no_preempt && self.policy.order.preemptive()
+        (j.no_preempt && self.policy.order.preemptive())
+            || j.ranks.iter().any(|r| !self.nodes.get(&r.node).is_some_and(|n| n.up))
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
@@ -379,8 +419,11 @@ impl Core {
                 .map(|(name, n)| {
                     let (mut gpus, mut cpus, mut mem) = (0u32, 0u32, 0u64);
                     for j in self.active.values() {
-                        if self.hides(j) && j.node.as_deref() == Some(name.as_str()) {
-                            gpus += j.gpus;
+                        if !self.hides(j) {
+                            continue;
+                        }
+                        if let Some((_, g)) = placed(j).into_iter().find(|(n, _)| *n == name.as_str()) {
+                            gpus += g.len() as u32;
                             cpus += j.cpus.unwrap_or(0);
                             mem += j.mem_mib.unwrap_or(0);
                         }
@@ -434,7 +477,7 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
-                if j.gpus > max_up
+                if per_node_gpus(j) > max_up
                     || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_err()
                 {
                     continue;
@@ -453,25 +496,44 @@ impl Core {
         let mut act: Vec<&JobInfo> = self.active.values().collect();
         act.sort_by_key(|j| (j.start.unwrap_or(0), j.id));
         for j in act {
-            let Some(&n) = j.node.as_ref().and_then(|n| index.get(n)) else {
-                conflicts.push(j.id);
-                continue;
-            };
-            let ok = j.gpu_ids.len() == j.gpus as usize
-                && j.gpu_ids.iter().all(|&p| (p as usize) < used[n as usize].len() && !used[n as usize][p as usize]);
+            // Its nodes (one, or a multi-node job's ranks) with its GPUs on each.
+            let mut on: Vec<(u32, Vec<u32>)> = Vec::new();
+            let hide = self.hides(j);
+            for (node, ids) in placed(j) {
+                match index.get(node) {
+                    Some(&n) if !on.iter().any(|(m, _)| *m == n) => on.push((n, ids.to_vec())),
+                    // A gang's rank on a node that is down holds nothing there.
+                    None if hide && j.nodes > 1 => {}
+                    _ => {
+                        on.clear();
+                        break;
+                    }
+                }
+            }
+            let count: usize = on.iter().map(|(_, ids)| ids.len()).sum();
+            // (A gang with a rank on a node that is down holds only what its other ranks hold.)
+            let partial = hide && j.nodes > 1;
+            let ok = (partial || (!on.is_empty() && count == j.gpus as usize))
+                && on.iter().all(|(n, ids)| {
+                    let u = &used[*n as usize];
+                    let mut seen = BTreeSet::new();
+                    ids.iter().all(|&p| (p as usize) < u.len() && !u[p as usize] && seen.insert(p))
+                });
             if !ok {
                 conflicts.push(j.id);
                 continue;
             }
-            if self.hides(j) {
-                for &p in &j.gpu_ids {
-                    used[n as usize][p as usize] = true;
+            if hide {
+                for (n, ids) in &on {
+                    for &p in ids {
+                        used[*n as usize][p as usize] = true;
+                    }
                 }
                 hidden.insert(j.id);
                 continue;
             }
-            // Its GPUs on its node, with its CPUs and memory there where the capacity is detailed.
-            let alloc = alloc_on(sched.capacity(), n, j);
+            // Its GPUs on its nodes, with its CPUs and memory there where the capacity is detailed.
+            let alloc = alloc_on(sched.capacity(), on.iter().map(|(n, ids)| (*n, ids.len() as u32)).collect(), j);
             let committed = if preemptive {
                 // At its real start (and, when it ran before, after its earlier service), so
                 // attained service and the `min_run` protection count from the right time.
@@ -493,11 +555,14 @@ impl Core {
                 }
             }
             .map(|ids| {
-                let mut phys = j.gpu_ids.clone();
-                phys.sort_unstable();
-                for (s, p) in ids[0].1.iter().zip(phys) {
-                    pairs[n as usize][*s as usize] = Some(p);
-                    used[n as usize][p as usize] = true;
+                for (n, sids) in ids {
+                    let Some((_, phys)) = on.iter().find(|(m, _)| *m == n) else { continue };
+                    let mut phys = phys.clone();
+                    phys.sort_unstable();
+                    for (s, p) in sids.iter().zip(phys) {
+                        pairs[n as usize][*s as usize] = Some(p);
+                        used[n as usize][p as usize] = true;
+                    }
                 }
             })
             .is_ok();
@@ -520,7 +585,7 @@ impl Core {
         // Jobs held by a user, or waiting on other jobs, stay out of the scheduler (they neither
         // start nor block others).
         for j in pend.into_iter().filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id))) {
-            if j.gpus > max_up
+            if per_node_gpus(j) > max_up
                 || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
             {
                 self.held.insert(j.id);
@@ -568,7 +633,7 @@ impl Core {
             if state == JobState::Pending {
                 tx.execute(
                     "UPDATE jobs SET state='pending', gpu_ids=NULL, start=NULL, restarts=restarts+1,
-                     executed_ms=executed_ms+?2 WHERE id=?1",
+                     executed_ms=executed_ms+?2, ranks=NULL, gang_stop=NULL WHERE id=?1",
                     params![id as i64, ran],
                 )
                 .ctx("requeue job")?;
@@ -579,7 +644,7 @@ impl Core {
                     "requeue",
                     Some(id),
                     &policy,
-                    &json!({"why": why, "node": j.node, "ran_ms": ran, "restarts": j.restarts + 1}),
+                    &json!({"why": why, "node": j.node, "nodes": j.run_nodes(), "ran_ms": ran, "restarts": j.restarts + 1}),
                 )?;
             } else {
                 tx.execute(
@@ -611,6 +676,8 @@ impl Core {
             if state == JobState::Pending {
                 // `node` stays: the node of its last run, which alone may report that run's end.
                 j.gpu_ids.clear();
+                j.ranks.clear();
+                j.gang_stop = None;
                 j.start = None;
                 j.restarts += 1;
                 j.executed_ms += ran;

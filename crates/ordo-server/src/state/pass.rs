@@ -116,11 +116,22 @@ impl Core {
             let e = used.entry(name.clone()).or_default();
             e.0 += j.cpus.unwrap_or(0);
             e.1 += j.mem_mib.unwrap_or(0);
-            let (n, sids) = &ids[0];
-            let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
-            phys.sort_unstable();
+            // Each node's physical GPUs; a multi-node job gets one rank per node, rank 0 first.
+            let mut ranks: Vec<Rank> = ids
+                .iter()
+                .map(|(n, sids)| {
+                    let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
+                    phys.sort_unstable();
+                    Rank { node: self.sched_nodes[*n as usize].clone(), gpu_ids: phys, started: false, ended: false }
+                })
+                .collect();
+            let first = ranks.first().map(|r| (r.node.clone(), r.gpu_ids.clone()));
+            let Some((name, phys)) = first else { return Err(internal("commit a planned start", "no GPUs")) };
+            if j.nodes <= 1 {
+                ranks.clear();
+            }
             let backfill = head.is_some() && !in_order.contains(&s.job);
-            started.push((id, name, phys, backfill));
+            started.push((id, name, phys, backfill, ranks));
         }
         // Jobs chosen but not started get a `skip` record when their reason is new.
         let newly_blocked: Vec<(JobNo, String)> = blocked
@@ -135,6 +146,15 @@ impl Core {
         let changed_shown: Vec<(JobNo, serde_json::Value)> = changed
             .iter()
             .map(|(j, r)| (j.0 as JobNo, serde_json::to_value(self.shown(r)).unwrap_or_default()))
+            .collect();
+        // A multi-node job's rendezvous (`MASTER_ADDR:MASTER_PORT`), for its start record.
+        let masters: HashMap<JobNo, String> = started
+            .iter()
+            .filter(|s| !s.4.is_empty())
+            .map(|(id, node, ..)| {
+                let addr = self.nodes.get(node).and_then(|n| n.addr.clone()).unwrap_or_else(|| node.clone());
+                (*id, format!("{addr}:{}", master_port(*id)))
+            })
             .collect();
         let res = (|| -> Result<(), DbError> {
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
@@ -159,13 +179,25 @@ impl Core {
                 };
                 audit(&tx, now, "scheduler", "preempt", Some(*id), &policy, &json!({"for": for_job, "why": text}))?;
             }
-            for (id, node, phys, backfill) in &started {
+            for (id, node, phys, backfill, ranks) in &started {
+                let ranks_text = match ranks.is_empty() {
+                    true => None,
+                    false => Some(serde_json::to_string(ranks).map_err(|e| DbError {
+                        what: format!("encode ranks: {e}"),
+                        source: rusqlite::Error::InvalidQuery,
+                    })?),
+                };
                 tx.prepare_cached(
-                    "UPDATE jobs SET state='starting', start=?2, node=?3, gpu_ids=?4, attempts=attempts+1 WHERE id=?1",
+                    "UPDATE jobs SET state='starting', start=?2, node=?3, gpu_ids=?4, attempts=attempts+1, ranks=?5 WHERE id=?1",
                 )
-                .and_then(|mut s| s.execute(params![*id as i64, now, node, ids_text(phys)]))
+                .and_then(|mut s| s.execute(params![*id as i64, now, node, ids_text(phys), ranks_text]))
                 .ctx("record start")?;
                 let mut d = json!({"node": node, "gpu_ids": phys});
+                if !ranks.is_empty() {
+                    d["ranks"] =
+                        json!(ranks.iter().map(|r| json!({"node": r.node, "gpu_ids": r.gpu_ids})).collect::<Vec<_>>());
+                    d["master"] = json!(masters.get(id));
+                }
                 if *backfill {
                     d["backfill"] = json!({"ahead_of": head.map(|h| h.0)});
                 }
@@ -190,14 +222,12 @@ impl Core {
         for (id, _, _) in preempt_rec {
             if let Some(j) = self.active.get_mut(&id) {
                 j.state = JobState::Preempting;
-                if let Some(n) = j.node.clone() {
-                    self.to_wake.insert(n);
-                }
+                self.to_wake.extend(j.run_nodes());
             }
         }
         self.blocked = blocked;
         let mut hide = false;
-        for (id, node, phys, _) in started {
+        for (id, node, phys, _, ranks) in started {
             self.last_reason.remove(&id);
             if let Some(mut j) = self.pending.remove(&id) {
                 if let Some(c) = self.pending_per_user.get_mut(&j.user) {
@@ -209,6 +239,9 @@ impl Core {
                 j.node = Some(node.clone());
                 j.gpu_ids = phys;
                 j.attempts += 1;
+                self.to_wake.extend(ranks.iter().map(|r| r.node.clone()));
+                j.ranks = ranks;
+                j.gang_stop = None;
                 hide |= self.hides(&j);
                 self.active.insert(id, j);
             }

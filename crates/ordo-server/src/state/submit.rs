@@ -40,7 +40,7 @@ impl Core {
                     true => None,
                     false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
                 };
-                let mut detail = json!({"gpus": j.gpus, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
+                let mut detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
                 // A plain job is one element without an array; an array's elements are
                 // inserted in index order, the first one's id naming the array.
                 let indices: &[u32] = array.as_ref().map_or(&[0], |a| &a.indices);
@@ -50,8 +50,8 @@ impl Core {
                     let member = array.as_ref().map(|_| (first, index));
                     let mut st = tx
                         .prepare_cached(
-                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16)",
+                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                         )
                         .ctx("insert job")?;
                     st.execute(params![
@@ -70,7 +70,8 @@ impl Core {
                         j.umask,
                         after,
                         member.and_then(|(f, _)| f).map(|f| f as i64),
-                        member.map(|(_, i)| i)
+                        member.map(|(_, i)| i),
+                        j.nodes
                     ])
                     .ctx("insert job")?;
                     let id = tx.last_insert_rowid() as JobNo;
@@ -144,7 +145,7 @@ impl Core {
                     // Checked at submission: a dependency cannot have become unmeetable since.
                     let waits = matches!(self.add_expanded_deps(eid, &after), Ok(ordo_core::DepState::Waiting { .. }));
                     if !waits
-                        && (info.gpus > max_up
+                        && (info.gpus / info.nodes > max_up
                             || self
                                 .sched
                                 .submit(job_req(&self.cfg.quotas, &info, eid, now, info.time_limit_ms), now)
@@ -217,6 +218,25 @@ impl Core {
                 "field `priority`: {priority} is above the default (0); only admins may raise a priority, users may only lower their own"
             )));
         }
+        let nodes = req.nodes.unwrap_or(1);
+        if nodes == 0 || nodes > MAX_GANG_NODES {
+            return Err(ApiError::BadRequest(format!("field `nodes`: {nodes} is outside 1..={MAX_GANG_NODES}")));
+        }
+        if nodes > 1 {
+            if !req.gpus.is_multiple_of(nodes) {
+                return Err(ApiError::BadRequest(format!(
+                    "field `gpus`: a job on {nodes} nodes needs a multiple of {nodes} GPUs (the same on each node); it asks {}",
+                    req.gpus
+                )));
+            }
+            if req.cpus.is_some() || req.mem_mib.is_some() {
+                return Err(ApiError::BadRequest(
+                    "fields `cpus`, `mem_mib`: not supported with `nodes` above 1 (a multi-node job asks for GPUs only)"
+                        .into(),
+                ));
+            }
+        }
+        let per_node = req.gpus / nodes;
         let max_node = self.nodes.values().map(|n| n.gpus).max();
         match max_node {
             None => {
@@ -225,15 +245,22 @@ impl Core {
                         .into(),
                 ))
             }
-            Some(m) if req.gpus > m => {
+            Some(m) if per_node > m && nodes == 1 => {
                 return Err(ApiError::Unprocessable(format!(
-                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node",
+                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node unless it asks for several (`--nodes`)",
                 req.gpus,
                 self.nodes.len(),
                 self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()
             )))
             }
             _ => {}
+        }
+        let fit = self.nodes.values().filter(|n| n.gpus >= per_node).count();
+        if nodes > 1 && fit < nodes as usize {
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {nodes} nodes with {per_node} GPUs each, but {fit} of the {} registered nodes have that many",
+                self.nodes.len()
+            )));
         }
         self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
         let array = match &req.array {
@@ -279,6 +306,9 @@ impl Core {
             after: req.after,
             activity: None,
             array: None,
+            nodes,
+            ranks: vec![],
+            gang_stop: None,
         };
         Ok((job, array))
     }

@@ -60,19 +60,21 @@ impl Core {
                     np.join(", ")
                 )
             } else if self.held.contains(&id) {
-                format!("no node that is up can hold {} (on one node)", ask_text(j.gpus, j.cpus, j.mem_mib))
+                format!("no node that is up can hold {} ({})", ask_text(j.gpus, j.cpus, j.mem_mib), gang_where(j))
             } else {
                 "starts at the next scheduling pass".to_string()
             };
             return WaitInfo { text, detail: None, ahead, expected_start: None };
         };
         let r = &self.shown(r);
+        // Where it must fit: one node, or a multi-node job's nodes.
+        let on = gang_where(&self.pending[&id]);
         let (text, expected) = match r {
             Reason::Resources { need, free } => {
                 let e = self.earliest_fit(demand(&self.pending[&id]), now);
                 (
                     format!(
-                        "not enough free GPUs: needs {need} on one node, {free} free in the cluster{}",
+                        "not enough free GPUs: needs {need} {on}, {free} free in the cluster{}",
                         e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
                     ),
                     e,
@@ -104,7 +106,7 @@ impl Core {
             }
             Reason::Outranked { need } => (
                 format!(
-                    "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} on one node); it starts when they end or fall behind it",
+                    "outranked: jobs ahead of it by {} hold the GPUs it needs ({need} {on}); it starts when they end or fall behind it",
                     self.policy
                 ),
                 None,
@@ -127,8 +129,10 @@ impl Core {
         let mut ends: Vec<(i64, JobNo, Allocation)> = Vec::new();
         // Hidden (`--no-preempt`) jobs are not in the core: their nodes are shrunk instead.
         for j in self.active.values().filter(|j| !self.hidden.contains(&j.id)) {
-            let Some(&n) = j.node.as_deref().and_then(|n| idx.get(n)) else { continue };
-            let a = alloc_on(&what_if, n, j);
+            let parts: Option<Vec<(u32, u32)>> =
+                placed(j).into_iter().map(|(n, g)| idx.get(n).map(|&i| (i, g.len() as u32))).collect();
+            let Some(parts) = parts.filter(|p| !p.is_empty()) else { continue };
+            let a = alloc_on(&what_if, parts, j);
             if what_if.take_what_if(&a) {
                 ends.push(((j.start.unwrap_or(now) + j.time_limit_ms).max(now + 1), j.id, a));
             }
@@ -244,9 +248,14 @@ impl Core {
         v.sort_by_key(|(_, n)| n.seq);
         v.into_iter()
             .map(|(name, n)| {
-                let mut jobs: Vec<&JobInfo> = self.active.values().filter(|j| j.node.as_ref() == Some(name)).collect();
+                let mut jobs: Vec<&JobInfo> = self.active.values().filter(|j| j.rank_on(name).is_some()).collect();
                 jobs.sort_by_key(|j| j.id);
-                let used: u32 = jobs.iter().map(|j| j.gpus).sum();
+                let used: u32 = jobs
+                    .iter()
+                    .map(|j| {
+                        placed(j).into_iter().find(|(n, _)| *n == name.as_str()).map_or(0, |(_, g)| g.len() as u32)
+                    })
+                    .sum();
                 let (busy_pct, idle_jobs) = self.node_activity(name);
                 NodeInfo {
                     name: name.clone(),
@@ -293,5 +302,14 @@ impl Core {
             })
             .ctx("audit")?;
         Ok(rows.collect::<Result<Vec<_>, _>>().ctx("audit")?)
+    }
+}
+
+/// Where a job must fit, for people: `on one node`, or `over 2 nodes (8 on each)`.
+fn gang_where(j: &JobInfo) -> String {
+    if j.nodes > 1 {
+        format!("over {} nodes ({} on each)", j.nodes, per_node_gpus(j))
+    } else {
+        "on one node".into()
     }
 }

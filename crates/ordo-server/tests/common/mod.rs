@@ -44,6 +44,7 @@ pub fn job(gpus: u32) -> SubmitRequest {
         umask: None,
         after: vec![],
         array: None,
+        nodes: None,
     }
 }
 
@@ -57,5 +58,6 @@ pub fn reg(node: &str, gpus: u32) -> RegisterRequest {
         mem_mib: None,
         mem_limits: false,
         clock: None,
+        addr: None,
     }
 }

@@ -1,0 +1,302 @@
+//! Multi-node (gang) jobs in the server's state machine: bounds at submission, every rank
+//! placed in one pass on distinct nodes, each rank's assignment (rank, peers, master address
+//! and port, world size), per-rank confirmation and end reports, one failing rank stopping the
+//! others, a node's death requeueing (or failing) the job once the others stopped, cancel, and
+//! a restart in the middle.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+use ordo_server::api::*;
+use ordo_server::state::{ApiError, Core};
+
+mod common;
+use common::*;
+
+fn gang(nodes: u32, gpus: u32) -> SubmitRequest {
+    SubmitRequest { nodes: Some(nodes), ..job(gpus) }
+}
+
+fn poll(c: &mut Core, node: &str, running: &[(u64, i64)], now: i64) -> PollResponse {
+    let running = running.iter().map(|&(job, started_at)| RunningJob { job, started_at, attempt: 0 }).collect();
+    c.poll(&agent(node), &PollRequest { node: node.into(), running, wait_ms: 0 }, now).unwrap()
+}
+
+fn end(c: &mut Core, node: &str, job: u64, outcome: Outcome, code: Option<i32>, t: (i64, i64)) {
+    let rep = EndReport {
+        node: node.into(),
+        job,
+        attempt: 0,
+        outcome,
+        exit_code: code,
+        signal: None,
+        started_at: t.0,
+        ended_at: t.1,
+        message: None,
+    };
+    c.report(&agent(node), &rep, t.1).unwrap();
+}
+
+/// Three 4-GPU nodes, `n1` reachable at 10.0.0.1.
+fn cluster(tag: &str, t0: i64) -> (std::path::PathBuf, Core) {
+    let dir = tempdir(tag);
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    c.register(&agent("n1"), &RegisterRequest { addr: Some("10.0.0.1".into()), ..reg("n1", 4) }, t0).unwrap();
+    c.register(&agent("n2"), &reg("n2", 4), t0).unwrap();
+    c.register(&agent("n3"), &reg("n3", 4), t0).unwrap();
+    (dir, c)
+}
+
+#[test]
+fn submissions_are_bounded() {
+    let t0 = 1_000_000;
+    let (dir, mut c) = cluster("gang-bounds", t0);
+    let bad = |c: &mut Core, r: SubmitRequest| c.submit(&user("alice"), r, t0).unwrap_err();
+    assert!(matches!(bad(&mut c, gang(0, 2)), ApiError::BadRequest(m) if m.contains("field `nodes`")));
+    assert!(matches!(bad(&mut c, gang(65, 65)), ApiError::BadRequest(m) if m.contains("1..=64")));
+    assert!(matches!(bad(&mut c, gang(2, 3)), ApiError::BadRequest(m) if m.contains("multiple of 2")));
+    let e = bad(&mut c, SubmitRequest { cpus: Some(2), ..gang(2, 2) });
+    assert!(matches!(e, ApiError::BadRequest(m) if m.contains("cpus")));
+    let e = bad(&mut c, gang(4, 4));
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 4 nodes with 1 GPUs each, but 3")), "{e}");
+    let e = bad(&mut c, gang(2, 10));
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 2 nodes with 5 GPUs each")), "{e}");
+    // One node: the message says how to ask for more.
+    let e = bad(&mut c, job(8));
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("--nodes")), "{e}");
+    assert!(c.submit(&user("alice"), gang(3, 12), t0).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_rank_starts_together_and_the_job_completes_when_all_exit_0() {
+    let t0 = 1_000_000;
+    let (dir, mut c) = cluster("gang-ok", t0);
+    // A 1-GPU job on n1 first: the gang of 2 x 4 goes to n2 and n3, while it waits it says so.
+    let small = c.submit(&user("bob"), job(1), t0).unwrap();
+    let big = c.submit(&user("bob"), job(4), t0).unwrap();
+    c.pass(t0).unwrap();
+    let id = c.submit(&user("alice"), gang(2, 8), t0).unwrap();
+    let w = c.job(id, t0).unwrap().wait.unwrap();
+    assert!(w.text.contains("over 2 nodes (4 on each)"), "{}", w.text);
+    assert_eq!(c.job(id, t0).unwrap().nodes, 2);
+    for (n, j) in [("n1", small), ("n2", big)] {
+        let p = poll(&mut c, n, &[], t0);
+        assert!(p.start.iter().any(|a| a.job == j));
+    }
+    end(&mut c, "n2", big, Outcome::Exited, Some(0), (t0, t0 + 5));
+    c.pass(t0 + 5).unwrap();
+    let j = c.job(id, t0 + 5).unwrap();
+    assert_eq!(j.state, JobState::Starting);
+    let nodes: Vec<&str> = j.ranks.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(nodes.len(), 2);
+    assert!(nodes.contains(&"n2") && nodes.contains(&"n3"), "{nodes:?}");
+    assert!(j.ranks.iter().all(|r| r.gpu_ids == vec![0, 1, 2, 3]));
+    let start = c.audit(Some(id), None, 10).unwrap().into_iter().find(|r| r.kind == "start").unwrap();
+    assert_eq!(start.detail["ranks"].as_array().map(Vec::len), Some(2), "{}", start.detail);
+    // Each rank's agent gets its rank, the node list, rank 0's address and the port.
+    let mut got = Vec::new();
+    for n in ["n2", "n3"] {
+        let p = poll(&mut c, n, &[], t0 + 6);
+        let a = p.start.iter().find(|a| a.job == id).unwrap();
+        let g = a.gang.clone().unwrap();
+        assert_eq!(g.nodes, nodes.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!((g.master_addr.as_str(), g.master_port, g.world_size), (nodes[0], 29_500 + (id % 1000) as u16, 8));
+        assert_eq!(a.gpu_ids, vec![0, 1, 2, 3]);
+        got.push((n, g.rank));
+    }
+    got.sort_by_key(|(_, r)| *r);
+    assert_eq!(got.iter().map(|(n, _)| *n).collect::<Vec<_>>(), nodes);
+    // The first confirmation makes it run; a restart keeps the ranks.
+    poll(&mut c, nodes[0], &[(id, t0 + 7)], t0 + 7);
+    assert_eq!(c.job(id, t0 + 7).unwrap().state, JobState::Running);
+    drop(c);
+    let mut c = Core::open(cfg(&dir, "fifo"), t0 + 8).unwrap();
+    let j = c.job(id, t0 + 8).unwrap();
+    assert_eq!((j.state, j.ranks.len(), j.ranks[0].started, j.ranks[1].started), (JobState::Running, 2, true, false));
+    // Rank 1 is still to be started (not twice): its node gets it, rank 0's does not.
+    assert!(poll(&mut c, nodes[0], &[(id, t0 + 7)], t0 + 9).start.is_empty());
+    let p = poll(&mut c, nodes[1], &[], t0 + 9);
+    assert_eq!(p.start.len(), 1);
+    poll(&mut c, nodes[1], &[(id, t0 + 9)], t0 + 10);
+    // Rank 0 exits 0: the job runs on; rank 1 too: completed.
+    end(&mut c, nodes[0], id, Outcome::Exited, Some(0), (t0 + 7, t0 + 20));
+    assert_eq!(c.job(id, t0 + 20).unwrap().state, JobState::Running);
+    // Another node may not report for it.
+    let rep = EndReport {
+        node: "n1".into(),
+        job: id,
+        attempt: 0,
+        outcome: Outcome::Exited,
+        exit_code: Some(0),
+        signal: None,
+        started_at: t0 + 7,
+        ended_at: t0 + 21,
+        message: None,
+    };
+    assert!(matches!(c.report(&agent("n1"), &rep, t0 + 21), Err(ApiError::Forbidden(_))));
+    end(&mut c, nodes[1], id, Outcome::Exited, Some(0), (t0 + 9, t0 + 22));
+    let j = c.job(id, t0 + 22).unwrap();
+    assert_eq!((j.state, j.end_reason.as_deref()), (JobState::Completed, Some("every rank exited with code 0")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts a 2 x 4 gang on a fresh 3-node cluster, both ranks confirmed; returns its nodes.
+fn running_gang(c: &mut Core, req: SubmitRequest, t0: i64) -> (u64, Vec<String>) {
+    let id = c.submit(&user("alice"), req, t0).unwrap();
+    c.pass(t0).unwrap();
+    let nodes: Vec<String> = c.job(id, t0).unwrap().ranks.iter().map(|r| r.node.clone()).collect();
+    for n in &nodes {
+        assert_eq!(poll(c, n, &[], t0 + 1).start.len(), 1);
+        poll(c, n, &[(id, t0 + 1)], t0 + 2);
+    }
+    assert_eq!(c.job(id, t0 + 2).unwrap().state, JobState::Running);
+    (id, nodes)
+}
+
+#[test]
+fn one_failing_rank_stops_the_others_and_fails_the_job() {
+    let t0 = 1_000_000;
+    let (dir, mut c) = cluster("gang-fail", t0);
+    let (id, nodes) = running_gang(&mut c, gang(2, 8), t0);
+    end(&mut c, &nodes[1], id, Outcome::Exited, Some(3), (t0 + 1, t0 + 10));
+    // Rank 0 is told to stop; the job ends once it has.
+    let j = c.job(id, t0 + 10).unwrap();
+    assert_eq!(j.state, JobState::Running);
+    assert!(j.gang_stop.is_some());
+    assert_eq!(poll(&mut c, &nodes[0], &[(id, t0 + 1)], t0 + 11).kill, vec![id]);
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t0 + 12));
+    let j = c.job(id, t0 + 12).unwrap();
+    assert_eq!(j.state, JobState::Failed);
+    assert_eq!(j.exit_code, Some(3));
+    assert_eq!(j.end_reason.unwrap(), format!("rank 1 on {}: exited with code 3", nodes[1]));
+    let audit = c.audit(Some(id), None, 50).unwrap();
+    assert_eq!(audit.iter().filter(|r| r.kind == "rank_end").count(), 2);
+    // Its GPUs are free again: a 3 x 4 gang starts.
+    let all = c.submit(&user("alice"), gang(3, 12), t0 + 13).unwrap();
+    c.pass(t0 + 13).unwrap();
+    assert_eq!(c.job(all, t0 + 13).unwrap().state, JobState::Starting);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dead_node_requeues_or_fails_the_job_once_the_other_ranks_stopped() {
+    for fail in [false, true] {
+        let t0 = 1_000_000;
+        let (dir, mut c) = cluster(&format!("gang-dead-{fail}"), t0);
+        let onf = if fail { OnNodeFailure::Fail } else { OnNodeFailure::Requeue };
+        let (id, nodes) = running_gang(&mut c, SubmitRequest { on_node_failure: Some(onf), ..gang(2, 8) }, t0);
+        // nodes[0] falls silent; the others keep polling.
+        let t1 = t0 + 20_000;
+        let others: Vec<String> = ["n1", "n2", "n3"].iter().map(|s| s.to_string()).filter(|n| *n != nodes[0]).collect();
+        for n in &others {
+            let running: Vec<(u64, i64)> = if *n == nodes[1] { vec![(id, t0 + 1)] } else { vec![] };
+            poll(&mut c, n, &running, t1);
+        }
+        c.check_nodes(t1).unwrap();
+        let j = c.job(id, t1).unwrap();
+        assert_eq!(j.state, JobState::Running, "waits for rank 1 to stop");
+        assert_eq!(poll(&mut c, &nodes[1], &[(id, t0 + 1)], t1 + 1).kill, vec![id]);
+        // Its GPUs stay taken until then: a 2 x 4 job does not start on them.
+        let other = c.submit(&user("bob"), gang(2, 8), t1 + 1).unwrap();
+        c.pass(t1 + 1).unwrap();
+        assert_eq!(c.job(other, t1 + 1).unwrap().state, JobState::Pending);
+        end(&mut c, &nodes[1], id, Outcome::Killed, None, (t0 + 1, t1 + 2));
+        let j = c.job(id, t1 + 2).unwrap();
+        if fail {
+            assert_eq!(j.state, JobState::Failed);
+            assert!(j.end_reason.unwrap().contains("stopped sending heartbeats"));
+        } else {
+            assert_eq!((j.state, j.restarts), (JobState::Pending, 1));
+            assert!(j.ranks.is_empty());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn cancel_kills_every_rank() {
+    let t0 = 1_000_000;
+    let (dir, mut c) = cluster("gang-cancel", t0);
+    let (id, nodes) = running_gang(&mut c, gang(2, 8), t0);
+    c.cancel(&user("alice"), id, t0 + 5).unwrap();
+    for n in &nodes {
+        assert_eq!(poll(&mut c, n, &[(id, t0 + 1)], t0 + 6).kill, vec![id]);
+    }
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t0 + 7));
+    assert_eq!(c.job(id, t0 + 7).unwrap().state, JobState::Running);
+    end(&mut c, &nodes[1], id, Outcome::Killed, None, (t0 + 1, t0 + 8));
+    assert_eq!(c.job(id, t0 + 8).unwrap().state, JobState::Cancelled);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn preemption_stops_every_rank_and_requeues_once_all_stopped() {
+    let dir = tempdir("gang-preempt");
+    let t0 = 1_000_000;
+    let mut conf = cfg(&dir, "las:thresholds=2s");
+    conf.min_run_ms = 500;
+    let mut c = Core::open(conf, t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 1), t0).unwrap();
+    c.register(&agent("n2"), &reg("n2", 1), t0).unwrap();
+    let (id, nodes) = running_gang(&mut c, gang(2, 2), t0);
+    // Past the threshold a new job outranks it.
+    let t1 = t0 + 5_000;
+    let short = c.submit(&user("bob"), job(1), t1).unwrap();
+    c.pass(t1).unwrap();
+    assert_eq!(c.job(id, t1).unwrap().state, JobState::Preempting);
+    for n in &nodes {
+        assert_eq!(poll(&mut c, n, &[(id, t0 + 1)], t1 + 1).kill, vec![id]);
+    }
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t1 + 2));
+    assert_eq!(c.job(id, t1 + 2).unwrap().state, JobState::Preempting, "one rank still runs");
+    c.pass(t1 + 2).unwrap();
+    assert_eq!(c.job(short, t1 + 2).unwrap().state, JobState::Pending, "not before every rank stopped");
+    end(&mut c, &nodes[1], id, Outcome::Killed, None, (t0 + 1, t1 + 3));
+    let j = c.job(id, t1 + 3).unwrap();
+    assert_eq!((j.state, j.restarts), (JobState::Pending, 1));
+    c.pass(t1 + 3).unwrap();
+    assert_eq!(c.job(short, t1 + 3).unwrap().state, JobState::Starting);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_process_of_an_earlier_run_is_killed_not_taken_for_the_new_one() {
+    let t0 = 1_000_000;
+    let dir = tempdir("gang-stale");
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 2), t0).unwrap();
+    c.register(&agent("n2"), &reg("n2", 2), t0).unwrap();
+    let (id, nodes) = running_gang(&mut c, gang(2, 4), t0);
+    // Rank 1 is refused by its agent: the job goes back to the queue once rank 0 stopped.
+    let rep = EndReport {
+        node: nodes[1].clone(),
+        job: id,
+        attempt: 1,
+        outcome: Outcome::Refused,
+        exit_code: None,
+        signal: None,
+        started_at: t0 + 1,
+        ended_at: t0 + 5,
+        message: Some("no".into()),
+    };
+    c.report(&agent(&nodes[1]), &rep, t0 + 5).unwrap();
+    end(&mut c, &nodes[0], id, Outcome::Killed, None, (t0 + 1, t0 + 6));
+    assert_eq!(c.job(id, t0 + 6).unwrap().state, JobState::Pending);
+    c.pass(t0 + 7).unwrap();
+    let j = c.job(id, t0 + 7).unwrap();
+    assert_eq!((j.state, j.attempts), (JobState::Starting, 2));
+    // n1's agent still lists its process of run 1 (its end report raced the poll): it is
+    // killed, not confirmed as run 2's rank, and run 2's rank starts once it is gone.
+    let old = |c: &mut Core, now| {
+        let running = vec![RunningJob { job: id, started_at: t0 + 1, attempt: 1 }];
+        c.poll(&agent(&nodes[0]), &PollRequest { node: nodes[0].clone(), running, wait_ms: 0 }, now).unwrap()
+    };
+    let r0 = j.ranks.iter().position(|r| r.node == nodes[0]).unwrap();
+    let p = old(&mut c, t0 + 8);
+    assert_eq!(p.kill, vec![id]);
+    assert!(p.start.is_empty());
+    assert!(!c.job(id, t0 + 8).unwrap().ranks[r0].started);
+    let p = poll(&mut c, &nodes[0], &[], t0 + 9);
+    assert_eq!(p.start.iter().map(|a| (a.job, a.attempt)).collect::<Vec<_>>(), vec![(id, 2)]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
