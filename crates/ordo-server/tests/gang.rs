@@ -60,9 +60,15 @@ fn submissions_are_bounded() {
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 4 nodes with 1 GPUs each, but 3")), "{e}");
     let e = bad(&mut c, gang(2, 10));
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 2 nodes with 5 GPUs each")), "{e}");
-    // One node: the message says how to ask for more.
-    let e = bad(&mut c, job(8));
+    // No node count and more GPUs than a node has: whole nodes when the GPUs are a multiple of
+    // the largest node's (8 on 4-GPU nodes: 2 x 4), else refused saying how to ask for more.
+    let e = bad(&mut c, job(6));
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("--nodes")), "{e}");
+    let e = bad(&mut c, job(16));
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("--nodes")), "4 x 4 on 3 nodes: {e}");
+    let whole = c.submit(&user("alice"), job(8), t0).unwrap();
+    assert_eq!(c.job(whole, t0).unwrap().nodes, 2);
+    c.cancel(&user("alice"), whole, t0).unwrap();
     assert!(c.submit(&user("alice"), gang(3, 12), t0).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }

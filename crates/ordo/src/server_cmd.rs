@@ -304,8 +304,10 @@ fn client_for(server: &str, token: Option<String>, ca: Option<&std::path::Path>,
 pub struct SubmitArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// GPUs in all (on one node; with --nodes, split evenly over the nodes). Default 1, or
-    /// --nodes times --gpus-per-node.
+    /// GPUs in all (on one node; with --nodes, split evenly over the nodes; without --nodes and
+    /// more than any node has, a multiple of the largest node's GPUs runs as a multi-node job on
+    /// that many whole nodes, one rank each, as with --nodes). Default 1, or --nodes times
+    /// --gpus-per-node.
     #[arg(long, conflicts_with = "gpus_per_node")]
     gpus: Option<u32>,
     /// A multi-node (gang) job on exactly N nodes (at most 64), every rank started together:

@@ -161,6 +161,17 @@ impl Core {
             .collect()
     }
 
+    /// For a job that gives no node count and asks more GPUs than any node has: whole nodes of
+    /// the largest size, as consolidated placement shapes it (`--gpus 16` on 8-GPU nodes: 2 x 8),
+    /// when the GPUs are a multiple of that size and enough nodes have it; `None` otherwise (it
+    /// fits one node, or it must give `--nodes`).
+    fn gang_shape(&self, gpus: u32) -> Option<u32> {
+        let most = self.nodes.values().map(|n| n.gpus).max().filter(|&m| m > 0)?;
+        let n = gpus / most;
+        let whole = gpus > most && gpus.is_multiple_of(most) && n <= MAX_GANG_NODES;
+        (whole && self.nodes.values().filter(|x| x.gpus == most).count() >= n as usize).then_some(n)
+    }
+
     pub(super) fn check_submission(
         &self,
         who: &Principal,
@@ -218,9 +229,12 @@ impl Core {
                 "field `priority`: {priority} is above the default (0); only admins may raise a priority, users may only lower their own"
             )));
         }
-        let nodes = req.nodes.unwrap_or(1);
+        let mut nodes = req.nodes.unwrap_or(1);
         if nodes == 0 || nodes > MAX_GANG_NODES {
             return Err(ApiError::BadRequest(format!("field `nodes`: {nodes} is outside 1..={MAX_GANG_NODES}")));
+        }
+        if req.nodes.is_none() && req.cpus.is_none() && req.mem_mib.is_none() {
+            nodes = self.gang_shape(req.gpus).unwrap_or(1);
         }
         if nodes > 1 {
             if !req.gpus.is_multiple_of(nodes) {
@@ -247,7 +261,7 @@ impl Core {
             }
             Some(m) if per_node > m && nodes == 1 => {
                 return Err(ApiError::Unprocessable(format!(
-                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node unless it asks for several (`--nodes`)",
+                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node, on whole nodes of {m} when it asks a multiple of {m} GPUs, or on the nodes it asks for (`--nodes`)",
                 req.gpus,
                 self.nodes.len(),
                 self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()
