@@ -54,15 +54,17 @@ impl Core {
     }
 
     /// Checks a submission's dependencies: known jobs, not too many, none already ended the
-    /// wrong way (409: the job could never run; for an array, any element that did).
-    pub(super) fn check_after(&self, after: &[AfterDep]) -> Result<(), ApiError> {
+    /// wrong way (409: the job could never run; for an array, any element that did). Returns
+    /// them expanded ([`Core::expand_after`]), for [`Core::add_expanded_deps`].
+    pub(super) fn check_after(&self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
         if after.len() > MAX_AFTER {
             return Err(ApiError::BadRequest(format!(
                 "field `after`: {} dependencies, at most {MAX_AFTER}",
                 after.len()
             )));
         }
-        for d in &self.expand_after(after)? {
+        let expanded = self.expand_after(after)?;
+        for d in &expanded {
             if let Some(ok) = self.end_of(d.job)? {
                 if !d.kind.met_by(ok) {
                     return Err(ApiError::Conflict(format!(
@@ -74,7 +76,7 @@ impl Core {
                 }
             }
         }
-        Ok(())
+        Ok(expanded)
     }
 
     /// Records a pending job's dependencies as submitted (an array's id standing for its

@@ -5,8 +5,9 @@ use super::*;
 use crate::array::{parse_array, ArraySpec};
 
 /// A submission that passed its checks: who, the job (for an array, what every element is
-/// made from) and the array's spec.
-type Checked = (Principal, JobInfo, Option<ArraySpec>);
+/// made from), the array's spec and its dependencies as the scheduler keeps them (an array's
+/// id expanded to its elements).
+type Checked = (Principal, JobInfo, Option<ArraySpec>, Vec<AfterDep>);
 
 impl Core {
     /// Adds a job; returns once it is committed.
@@ -23,10 +24,10 @@ impl Core {
             .into_iter()
             .map(|(who, req)| {
                 let r = self.check_submission(&who, req, now, &extra);
-                if let Ok((_, a)) = &r {
+                if let Ok((_, a, _)) = &r {
                     *extra.entry(who.user.clone()).or_default() += a.as_ref().map_or(1, |a| a.indices.len());
                 }
-                r.map(|(j, a)| (who, j, a))
+                r.map(|(j, a, after)| (who, j, a, after))
             })
             .collect();
         let policy = self.policy.to_string();
@@ -34,7 +35,7 @@ impl Core {
         let committed = (|| -> Result<Vec<Vec<JobNo>>, ApiError> {
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             let mut ids = Vec::new();
-            for (who, j, array) in checked.iter().flatten() {
+            for (who, j, array, _) in checked.iter().flatten() {
                 let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
                 let after = match j.after.is_empty() {
                     true => None,
@@ -122,7 +123,7 @@ impl Core {
         checked
             .into_iter()
             .map(|r| {
-                let (who, info, array) = r?;
+                let (who, info, array, after) = r?;
                 let made = ids.next().expect("ids per valid submission");
                 let id = made[0];
                 let members: Vec<(JobNo, Option<ArrayMember>)> = match &array {
@@ -132,12 +133,6 @@ impl Core {
                         made.iter().zip(&a.indices).map(|(&e, &index)| (e, Some(ArrayMember { id, index }))).collect()
                     }
                 };
-                // Read before the submission's commit too (check_after): an error here is the
-                // database's, after the jobs are durable; they then wait on what was submitted.
-                let after = self.expand_after(&info.after).unwrap_or_else(|e| {
-                    eprintln!("ordo server: job {id}: could not expand its dependencies on arrays: {e:?}");
-                    info.after.clone()
-                });
                 for (eid, member) in members {
                     let mut info = info.clone();
                     info.id = eid;
@@ -178,7 +173,7 @@ impl Core {
         req: SubmitRequest,
         now: i64,
         queued: &HashMap<String, usize>,
-    ) -> Result<(JobInfo, Option<ArraySpec>), ApiError> {
+    ) -> Result<(JobInfo, Option<ArraySpec>, Vec<AfterDep>), ApiError> {
         if who.role == Role::Agent {
             return Err(ApiError::Forbidden("agent tokens cannot submit jobs".into()));
         }
@@ -287,7 +282,7 @@ impl Core {
         let adding = array.as_ref().map_or(1, |a| a.indices.len());
         self.check_pending_limits(&who.user, queued, adding)?;
         self.check_gpu_quota(&who.user, req.gpus)?;
-        self.check_after(&req.after)?;
+        let expanded = self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
         let job = JobInfo {
             id: 0,
@@ -324,7 +319,7 @@ impl Core {
             ranks: vec![],
             gang_stop: None,
         };
-        Ok((job, array))
+        Ok((job, array, expanded))
     }
 
     /// Refuses CPUs or memory that no registered node offers (or more than the configured
