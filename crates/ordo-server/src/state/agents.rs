@@ -19,6 +19,25 @@ pub(super) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), 
     }
 }
 
+/// What an end report says of its process: the state it leaves the job in and how, in words
+/// (`Pending`: the agent refused to start it, so it goes back to the queue). Kills the server
+/// asked for (cancel, preemption, a gang being stopped) are the caller's to tell apart.
+pub(super) fn reported_end(rep: &EndReport, time_limit_ms: i64) -> (JobState, String) {
+    let msg = || rep.message.clone().unwrap_or_default();
+    match (rep.outcome, rep.exit_code) {
+        (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
+        (Outcome::Exited, Some(c)) => (JobState::Failed, format!("exited with code {c}")),
+        (Outcome::Exited, None) => {
+            (JobState::Failed, format!("killed by signal {}", rep.signal.map(|s| s.to_string()).unwrap_or("?".into())))
+        }
+        (Outcome::Timeout, _) => (JobState::Timeout, format!("killed at its time limit of {time_limit_ms} ms")),
+        (Outcome::Killed, _) => (JobState::Failed, "killed by the agent".to_string()),
+        (Outcome::SpawnFailed, _) => (JobState::Failed, format!("could not start: {}", msg())),
+        (Outcome::OutOfMemory, _) => (JobState::Failed, "out of memory".to_string()),
+        (Outcome::Refused, _) => (JobState::Pending, format!("the agent refused it: {}", msg())),
+    }
+}
+
 impl Core {
     /// Refuses a time an agent reports that the server's own clock makes impossible: before
     /// `earliest` (less the allowed clock skew) or after now (plus the skew).
@@ -382,33 +401,24 @@ impl Core {
         self.ran_on(j, &rep.node)?;
         self.plausible("started_at", rep.started_at, j.start.unwrap_or(now), now)?;
         self.plausible("ended_at", rep.ended_at, j.start.unwrap_or(now), now)?;
-        let (state, reason) = match (rep.outcome, rep.exit_code) {
-            (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
-            (Outcome::Exited, Some(c)) => (JobState::Failed, format!("exited with code {c}")),
-            (Outcome::Exited, None) => (
-                JobState::Failed,
-                format!("killed by signal {}", rep.signal.map(|s| s.to_string()).unwrap_or("?".into())),
-            ),
-            (Outcome::Timeout, _) => (JobState::Timeout, format!("killed at its time limit of {} ms", j.time_limit_ms)),
-            (Outcome::Killed, _) if j.cancel_requested => (JobState::Cancelled, "cancelled while running".to_string()),
-            (Outcome::Killed, _) if j.state == JobState::Preempting => {
+        let (state, reason) = match rep.outcome {
+            Outcome::Killed if j.cancel_requested => (JobState::Cancelled, "cancelled while running".to_string()),
+            Outcome::Killed if j.state == JobState::Preempting => {
                 let id = rep.job;
                 return self.requeue(&[id], now, &format!("node:{}", rep.node), "preempted; it stopped", true);
             }
-            (Outcome::Killed, _) => (JobState::Failed, "killed by the agent".to_string()),
-            (Outcome::SpawnFailed, _) => {
-                (JobState::Failed, format!("could not start: {}", rep.message.clone().unwrap_or_default()))
-            }
-            (Outcome::OutOfMemory, _) => (
+            Outcome::OutOfMemory => (
                 JobState::Failed,
                 format!("out of memory (limit {})", j.mem_mib.map(fmt_mib).unwrap_or_else(|| "?".into())),
             ),
-            (Outcome::Refused, _) => {
-                let id = rep.job;
-                let why = format!("the agent refused it: {}", rep.message.clone().unwrap_or_default());
-                self.requeue_jobs(&[id], now, &format!("node:{}", rep.node), &why)?;
-                return self.rebuild(now);
-            }
+            _ => match reported_end(rep, j.time_limit_ms) {
+                (JobState::Pending, why) => {
+                    let id = rep.job;
+                    self.requeue_jobs(&[id], now, &format!("node:{}", rep.node), &why)?;
+                    return self.rebuild(now);
+                }
+                end => end,
+            },
         };
         self.end_job(rep.job, state, rep.exit_code, rep.ended_at.min(now).max(j.start.unwrap_or(0)), reason, &rep.node)
     }

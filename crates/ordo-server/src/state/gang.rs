@@ -3,6 +3,7 @@
 //! when all exited 0, else as its first failing rank says (the other ranks are killed first),
 //! requeued (or failed, per `on_node_failure`) when a rank's node died.
 
+use super::agents::reported_end;
 use super::*;
 
 /// Whether a gang is being stopped: cancelled, preempted, or a rank failed or lost its node.
@@ -119,27 +120,16 @@ impl Core {
         };
         self.plausible("started_at", rep.started_at, j.start.unwrap_or(now), now)?;
         self.plausible("ended_at", rep.ended_at, j.start.unwrap_or(now), now)?;
-        let fail = |what: String, state: JobState, code: Option<i32>| {
-            let reason = format!("rank {r} on {}: {what}", rep.node);
-            (what, Some(GangStop { state, reason, exit_code: code }))
-        };
-        let msg = rep.message.clone().unwrap_or_default();
-        let (what, stop) = match (rep.outcome, rep.exit_code) {
-            (Outcome::Exited, Some(0)) => ("exited with code 0".to_string(), None),
-            (Outcome::Exited, Some(c)) => fail(format!("exited with code {c}"), JobState::Failed, Some(c)),
-            (Outcome::Exited, None) => fail(
-                format!("killed by signal {}", rep.signal.map(|s| s.to_string()).unwrap_or("?".into())),
-                JobState::Failed,
-                None,
-            ),
-            (Outcome::Timeout, _) => {
-                fail(format!("killed at its time limit of {} ms", j.time_limit_ms), JobState::Timeout, None)
+        let (what, stop) = match reported_end(rep, j.time_limit_ms) {
+            _ if rep.outcome == Outcome::Killed && stopping(j) => {
+                ("killed (the job is being stopped)".to_string(), None)
             }
-            (Outcome::Killed, _) if stopping(j) => ("killed (the job is being stopped)".to_string(), None),
-            (Outcome::Killed, _) => fail("killed by the agent".into(), JobState::Failed, None),
-            (Outcome::SpawnFailed, _) => fail(format!("could not start: {msg}"), JobState::Failed, None),
-            (Outcome::OutOfMemory, _) => fail("out of memory".into(), JobState::Failed, None),
-            (Outcome::Refused, _) => fail(format!("the agent refused it: {msg}"), JobState::Pending, None),
+            (JobState::Completed, what) => (what, None),
+            (state, what) => {
+                let reason = format!("rank {r} on {}: {what}", rep.node);
+                let exit_code = if rep.outcome == Outcome::Exited { rep.exit_code } else { None };
+                (what, Some(GangStop { state, reason, exit_code }))
+            }
         };
         self.gang_rank_ended(rep.job, r, &what, stop, &format!("node:{}", rep.node), now)
     }
