@@ -5,6 +5,7 @@
 
 use ordo_kube::audit::{AuditLog, Draft};
 use serde_json::json;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -68,7 +69,7 @@ fn dev_dir() -> Option<PathBuf> {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "{msg} (CI=true: the tests against a real API server must run)"
             );
-            eprintln!("skipped: {msg}");
+            let _ = writeln!(std::io::stderr(), "skipped: {msg}");
             None
         }
     }

@@ -8,6 +8,7 @@ mod png;
 mod run;
 
 use serde_json::Value;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -194,7 +195,7 @@ fn philly_report_renders_in_headless_chromium() {
     let chromium = Path::new("/usr/bin/chromium");
     if !chromium.is_file() {
         assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
-        eprintln!("skipped: /usr/bin/chromium not found (apt-get install chromium)");
+        let _ = writeln!(std::io::stderr(), "skipped: /usr/bin/chromium not found (apt-get install chromium)");
         return;
     }
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
@@ -314,7 +315,7 @@ fn ten_policies_fit_at_1400_px_in_chromium() {
     let chromium = Path::new("/usr/bin/chromium");
     if !chromium.is_file() {
         assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
-        eprintln!("skipped: /usr/bin/chromium not found (apt-get install chromium)");
+        let _ = writeln!(std::io::stderr(), "skipped: /usr/bin/chromium not found (apt-get install chromium)");
         return;
     }
     let policies = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,\

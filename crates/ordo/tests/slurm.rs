@@ -179,7 +179,10 @@ fn rest_args() -> Vec<String> {
         }
         None => {
             assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI: the dev cluster wrote no token.env");
-            eprintln!("skipped: the slurmrestd part (no token.env beside $SLURM_CONF); using the command-line clients");
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: the slurmrestd part (no token.env beside $SLURM_CONF); using the command-line clients"
+            );
             Vec::new()
         }
     }
@@ -260,7 +263,10 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("accounting_storage/none") || err.contains("not running a supported accounting_storage") {
             assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI starts Slurm with --acct: {err}");
-            eprintln!("skipped: sacct import (this Slurm has no accounting storage; start it with --acct)");
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: sacct import (this Slurm has no accounting storage; start it with --acct)"
+            );
         } else {
             panic!("ordo slurm import failed: {err}");
         }
@@ -294,7 +300,7 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
         }
         None => {
             assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI: the dev cluster has no jobcomp log");
-            eprintln!("skipped: jobcomp import (no log/jobcomp.txt beside $SLURM_CONF)");
+            let _ = writeln!(std::io::stderr(), "skipped: jobcomp import (no log/jobcomp.txt beside $SLURM_CONF)");
         }
     }
 }

@@ -12,6 +12,7 @@ use ordo_kube::objects::ReadConfig;
 use ordo_kube::run::{Published, RunConfig};
 use ordo_kube::EngineConfig;
 use serde_json::json;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,7 @@ pub fn dev_dir() -> Option<PathBuf> {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("{msg} (CI=true: the tests against a real API server must run)");
             }
-            eprintln!("skipped: {msg}");
+            let _ = writeln!(std::io::stderr(), "skipped: {msg}");
             None
         }
     }

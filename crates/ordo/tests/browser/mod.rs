@@ -35,7 +35,7 @@ impl Browser {
     pub fn start(width: u32, height: u32, log: &Path) -> Option<Browser> {
         if !Path::new(CHROMIUM).is_file() {
             assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
-            eprintln!("skipped: {CHROMIUM} not found (apt-get install chromium)");
+            let _ = writeln!(std::io::stderr(), "skipped: {CHROMIUM} not found (apt-get install chromium)");
             return None;
         }
         let profile = std::env::temp_dir().join(format!("ordo-chromium-{}-{width}", std::process::id()));

@@ -188,7 +188,7 @@ pub fn under_ci() -> bool {
 pub fn needs(ok: bool, what: &str) -> bool {
     if !ok {
         assert!(!under_ci(), "{what}; CI must provide it (see .ci/run)");
-        eprintln!("skipped: {what}");
+        let _ = writeln!(std::io::stderr(), "skipped: {what}");
     }
     ok
 }
