@@ -204,6 +204,11 @@ async fn a_restarted_scheduler_rebuilds_from_the_api_server_and_binds_nothing_tw
     assert_eq!(bound(&c.state().await), ["a", "b"]);
     c.set_phase("a", "Succeeded").await;
     c.wait_for("c bound", 20, |s| s["c"].0.is_some()).await;
+    // The API server shows the binding before the scheduler has counted the answer: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.stats().stats.binds == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let st = s.stats();
     assert_eq!((st.stats.binds, st.stats.conflicts), (1, 0), "{st:?}");
     c.assert_no_overcommit().await;
