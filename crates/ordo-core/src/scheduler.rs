@@ -275,7 +275,9 @@ pub struct Scheduler {
     pub(crate) queue: BTreeMap<QueueKey, JobReq>,
     pub(crate) waiting: HashMap<JobId, (i64, i64)>,
     pub(crate) running: HashMap<JobId, Running>,
-    pub(crate) by_end: BTreeSet<(Time, JobId)>,
+    /// Running jobs by expected end, each with its GPUs (EASY's shadow under pooled placement
+    /// reads only the count, without looking the job up).
+    pub(crate) by_end: BTreeMap<(Time, JobId), u32>,
     /// Progress of every waiting or running job.
     pub(crate) progress: HashMap<JobId, Progress>,
     /// What finished jobs taught (for policies that learn service distributions).
@@ -351,7 +353,7 @@ impl Scheduler {
             queue: BTreeMap::new(),
             waiting: HashMap::default(),
             running: HashMap::default(),
-            by_end: BTreeSet::new(),
+            by_end: BTreeMap::new(),
             progress: HashMap::default(),
             history,
             cons,
@@ -562,7 +564,7 @@ impl Scheduler {
         // A resumed job is expected to need what its estimate leaves after what it already ran.
         let executed = self.progress.get(&job).map_or(0, |p| p.executed);
         let expected_end = now + (req.estimate - executed).max(1);
-        self.by_end.insert((expected_end, job));
+        self.by_end.insert((expected_end, job), req.gpus);
         self.running
             .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
         self.store_run_key(job, now);
@@ -708,7 +710,7 @@ impl Scheduler {
     fn rebuild_reservations(&mut self, now: Time) {
         let Some(c) = &mut self.cons else { return };
         c.profile = Profile::new(now, &self.cap);
-        for &(t, id) in &self.by_end {
+        for &(t, id) in self.by_end.keys() {
             // A job due to end at this very instant frees its GPUs now (its end event comes in
             // this instant, before the pass). One already past its estimate is expected any
             // moment; its real end will rebuild the reservations again. Either way every
@@ -848,7 +850,7 @@ impl Scheduler {
             Some(c) => {
                 // Standing reservations hold unless a running job overran its estimate (its GPUs
                 // are still busy where the profile expected them free): then plan afresh.
-                let overrun = self.by_end.first().is_some_and(|&(t, _)| t < now);
+                let overrun = self.by_end.first_key_value().is_some_and(|(&(t, _), _)| t < now);
                 match (!overrun).then(|| self.due_reservations(c, now, explain)).flatten() {
                     Some(plan) => plan,
                     None => self.schedule_conservative_afresh(now, explain, self.queue.values()),
@@ -921,20 +923,32 @@ impl Scheduler {
         };
         let mut shadow = None;
         let mut started = started.into_iter().peekable();
-        let mut running = self.by_end.iter().map(|&(t, id)| (t, &self.running[&id].alloc)).peekable();
+        let mut running = self.by_end.iter().peekable();
         loop {
             let take_running = match (running.peek(), started.peek()) {
-                (Some(a), Some(b)) => a.0 <= b.0,
+                (Some(a), Some(b)) => a.0 .0 <= b.0,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
             };
-            let (t, alloc) = if take_running { running.next() } else { started.next() }.expect("peeked");
-            if pooled {
-                shadow_cap.give_count(alloc.gpus());
+            // Pooled: a count is all the shadow needs (a running job's GPUs, kept in `by_end`).
+            let t = if take_running {
+                let (&(t, id), &g) = running.next().expect("peeked");
+                if pooled {
+                    shadow_cap.give_count(g);
+                } else {
+                    shadow_cap.give(&self.running[&id].alloc);
+                }
+                t
             } else {
-                shadow_cap.give(alloc);
-            }
+                let (t, alloc) = started.next().expect("peeked");
+                if pooled {
+                    shadow_cap.give_count(alloc.gpus());
+                } else {
+                    shadow_cap.give(alloc);
+                }
+                t
+            };
             if shadow_cap.fits_for(head.demand()) {
                 // A job overrunning its estimate is expected to end "any moment now".
                 shadow = Some(t.max(now + 1));
@@ -1005,7 +1019,12 @@ impl Scheduler {
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
+        let free = cap.total_free();
         for (&(g, nodes, c), set) in &self.buckets {
+            // Groups come in GPU order (a count-only cluster here): none from here on fits.
+            if g as u64 > free {
+                break;
+            }
             if !may(g, nodes, c, cap, shadow_cap) {
                 continue;
             }
@@ -1093,7 +1112,7 @@ impl Scheduler {
         let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
         let mut c =
             Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
-        for &(t, id) in &self.by_end {
+        for &(t, id) in self.by_end.keys() {
             c.profile.give_from(t.max(now + 1), &self.running[&id].alloc);
         }
         let mut now_cap = self.what_if();
