@@ -62,6 +62,11 @@ pub struct Job {
     /// `afterok`/`afternotok` dependencies on it see. It still runs for its run time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+    /// When it really started in its source (an imported accounting's start time; the
+    /// workload's time scale), if known. Only the as-run row reads it (`ordo_sim::asrun`): the
+    /// simulator and the policies never do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Time>,
 }
 
 impl Job {

@@ -97,6 +97,14 @@ impl AsRun {
         };
         AsRun { policy, policies, busy, lines: vec![first, second] }
     }
+
+    /// Words for the as-run row of a trace whose jobs carry when they really started (an
+    /// imported Slurm accounting): no policy or GPU activity is known.
+    pub fn from_trace() -> AsRun {
+        let first = "the schedule the cluster really ran: each job from its start time in the trace (`start_time`; Slurm's `Start`) for its run time, on the cluster above; the policy it ran under and where each job ran are not in the trace.";
+        let second = "its waits include time behind jobs not in this comparison (submitted outside the window, filtered out, other partitions), which the policies' rows do not see.";
+        AsRun { policy: None, policies: vec![], busy: None, lines: vec![first.into(), second.into()] }
+    }
 }
 
 /// The headline's choice of runs and its sentence.

@@ -203,6 +203,55 @@ pub fn as_run(
     Ok(SimOutput { records, rejected: vec![], never_satisfied: vec![], metrics })
 }
 
+/// The runs of a workload whose jobs carry when they really started ([`ordo_core::Job::start`],
+/// e.g. Slurm's `Start` in an imported trace): one run each, from its start for its run time, on
+/// a node not known. `Err(n)`: `n` jobs carry no start.
+pub fn runs_from_starts(w: &Workload) -> Result<Vec<Vec<RealRun>>, usize> {
+    let without = w.jobs.iter().filter(|j| j.start.is_none()).count();
+    if without > 0 {
+        return Err(without);
+    }
+    Ok(w.jobs
+        .iter()
+        .map(|j| {
+            let start = j.start.unwrap_or(j.submit);
+            vec![RealRun { start, end: start.saturating_add(j.runtime), node: None }]
+        })
+        .collect())
+}
+
+/// Why `runs` (one list per job of `w`) cannot have run on `cluster` under `placement`, so that
+/// an as-run row there would not be what ran: a job the cluster could never hold (the policies'
+/// rows reject it), or more GPUs held at one instant than the cluster has. `None` when they fit.
+pub fn misfit(w: &Workload, cluster: &ClusterSpec, placement: Placement, runs: &[Vec<RealRun>]) -> Option<String> {
+    let node_gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
+    let cap = Capacity::new(&node_gpus, placement);
+    let never = w.jobs.iter().filter(|j| !cap.can_ever_fit(j.gpus)).count();
+    if never > 0 {
+        return Some(format!(
+            "{never} of {} jobs never fit this cluster under {placement} placement (the policies' rows reject them)",
+            w.jobs.len()
+        ));
+    }
+    // Whole GPUs held over time: at one instant ends before starts.
+    let mut ev: Vec<(Time, i64)> = Vec::with_capacity(w.jobs.len() * 2);
+    for (j, r) in w.jobs.iter().zip(runs) {
+        for x in r {
+            ev.push((x.start.max(j.submit), i64::from(j.gpus)));
+            ev.push((x.end.max(j.submit), -i64::from(j.gpus)));
+        }
+    }
+    ev.sort_unstable();
+    let (mut held, mut peak) = (0i64, 0i64);
+    for (_, g) in ev {
+        held += g;
+        peak = peak.max(held);
+    }
+    let total = cluster.total_gpus();
+    (peak as u64 > total)
+        .then(|| format!("the jobs as run held up to {peak} GPUs at once, more than this cluster's {total}"))
+}
+
 /// Allocated against busy GPU-time over the span the headline utilisation uses (the arrival
 /// window, or the makespan when every job arrived at once), from each job's mean busy % (`None`:
 /// not measured). `None` when no job was measured.
@@ -261,6 +310,7 @@ mod tests {
             queue: None,
             after: vec![],
             failed: false,
+            start: None,
         }
     }
 

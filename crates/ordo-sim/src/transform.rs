@@ -61,6 +61,7 @@ mod tests {
                 queue: None,
                 after: vec![],
                 failed: false,
+                start: None,
             });
         }
         w

@@ -622,6 +622,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             queue: None,
             after: vec![],
             failed: false,
+            start: None,
         });
     }
     w.renumber();

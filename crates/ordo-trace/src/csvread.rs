@@ -31,6 +31,9 @@ pub(crate) const EXPECT_AFTER: &str =
     "dependencies `afterok:ID[:ID...]`, `afterany:...` or `afternotok:...`, separated by commas, or an empty cell";
 pub(crate) const EXPECT_STATE: &str =
     "how the job ended: completed, failed, timeout, cancelled, node_fail, out_of_memory, or an empty cell (completed)";
+pub(crate) const EXPECT_START: &str =
+    "when the job really started: a time in seconds >= submit_time (finite, at most 1e12), or an empty cell";
+const EXPECT_SACCT_START: &str = "a date and time `YYYY-MM-DDTHH:MM:SS`, `Unknown` or `None`";
 pub(crate) const EXPECT_TRES: &str = "Slurm TRES `name=count,...` (e.g. `cpu=4,mem=16G,gres/gpu=2`)";
 
 /// Where each known column sits in a row.
@@ -258,6 +261,15 @@ fn parse_row<'r>(
             }
         }
     };
+    // When it really started (for the as-run row): only read for a job that ran.
+    let start = match layout.col(Role::RealStart) {
+        Some(c) if runtime.is_some() && format == Format::Sacct => match field(c) {
+            b"" | b"Unknown" | b"None" => None,
+            v => Some(parse_datetime(v).ok_or_else(|| bad(c, EXPECT_SACCT_START))?),
+        },
+        Some(c) if runtime.is_some() => parse_start(field(c), submit).map_err(|()| bad(c, EXPECT_START))?,
+        _ => None,
+    };
     let text = |role: Role| -> Result<Option<&'r str>, TraceError> {
         match layout.col(role) {
             Some(c) => std::str::from_utf8(field(c))
@@ -312,7 +324,16 @@ fn parse_row<'r>(
         censored,
         after,
         failed,
+        start,
     })
+}
+
+/// A generic `start_time` cell: empty is unknown; else seconds, not before `submit`.
+pub(crate) fn parse_start(raw: &[u8], submit: ordo_core::time::Time) -> Result<Option<ordo_core::time::Time>, ()> {
+    match optional(raw, parse_secs)? {
+        Some(s) if s < submit => Err(()),
+        s => Ok(s),
+    }
 }
 
 /// A dependency list (`afterok:a:b,afterany:c`), names as written; `None` if malformed.

@@ -13,7 +13,8 @@ pub enum Format {
     #[default]
     Auto,
     /// ordo's own CSV: a header naming `job_id,submit_time,num_gpu,duration` (required) and
-    /// `user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue,after,state` (optional), in any order.
+    /// `user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue,after,state,start_time` (optional),
+    /// in any order.
     /// Times are seconds (fractions allowed); an empty optional cell means "absent"; a missing
     /// user or group is `"default"`.
     Generic,
@@ -235,6 +236,9 @@ pub(crate) enum Role {
     After,
     /// How the job ended (`completed`, `failed`, ...): what dependencies on it see.
     State,
+    /// When the job really started (generic `start_time`, sacct `Start`): kept for the as-run
+    /// row ([`ordo_core::Job::start`]), not read for the run time.
+    RealStart,
     /// Known but not used.
     Ignore,
 }
@@ -270,6 +274,7 @@ const GENERIC: &[Column] = &[
     opt("queue", Role::Queue),
     opt("after", Role::After),
     opt("state", Role::State),
+    opt("start_time", Role::RealStart),
 ];
 
 const PHILLY: &[Column] = &[
@@ -354,7 +359,7 @@ const SACCT: &[Column] = &[
     opt("Account", Role::Group),
     opt("Partition", Role::Queue),
     req("Submit", Role::Submit),
-    opt("Start", Role::Ignore),
+    opt("Start", Role::RealStart),
     opt("End", Role::Ignore),
     req("Elapsed", Role::Duration),
     opt("Timelimit", Role::Estimate),

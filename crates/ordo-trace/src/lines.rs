@@ -151,6 +151,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
                 censored: false,
                 after: Vec::new(),
                 failed: false,
+                start: None,
             }))
         })();
         sink.maybe_row(line, row, repaired, SWF_REPAIR_PROCS, Sink::unknown_size)
@@ -389,6 +390,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
                 censored: false,
                 after: Vec::new(),
                 failed: get("JobState").and_then(|st| crate::csvread::parse_failed(st.as_bytes())).unwrap_or(false),
+                start,
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
@@ -396,7 +398,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
 }
 
 /// The keys of a JSON Lines job: the `generic` columns.
-const JSONL_KEYS: [&str; 14] = crate::write::GENERIC_COLUMNS;
+const JSONL_KEYS: [&str; 15] = crate::write::GENERIC_COLUMNS;
 
 /// Reads ordo's JSON Lines: one object per non-blank line, keys as the `generic` columns.
 pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
@@ -419,7 +421,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         };
         // Each value as the text a CSV cell would hold: strings as is, numbers as written,
         // null as empty; objects, arrays and booleans are kept as JSON text (and then rejected).
-        let mut cells: [Option<String>; 14] = Default::default();
+        let mut cells: [Option<String>; 15] = Default::default();
         let mut unknown = Vec::new();
         for (k, v) in &obj {
             match JSONL_KEYS.iter().position(|n| n == k) {
@@ -479,11 +481,26 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
             };
             let after = crate::csvread::parse_after(cell(12)).ok_or_else(|| bad(12, crate::csvread::EXPECT_AFTER))?;
             let failed = crate::csvread::parse_failed(cell(13)).ok_or_else(|| bad(13, crate::csvread::EXPECT_STATE))?;
-            Ok((name.to_string(), submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed))
+            let start =
+                crate::csvread::parse_start(cell(14), submit).map_err(|()| bad(14, crate::csvread::EXPECT_START))?;
+            Ok((
+                name.to_string(),
+                submit,
+                gpus,
+                runtime,
+                estimate,
+                priority,
+                cpus,
+                mem_mib,
+                gpu_milli,
+                after,
+                failed,
+                start,
+            ))
         })();
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
-        let row =
-            row.map(|(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed)| Row {
+        let row = row.map(
+            |(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed, start)| Row {
                 name: name.into(),
                 submit,
                 gpus,
@@ -499,7 +516,9 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
                 censored: false,
                 after,
                 failed,
-            });
+                start,
+            },
+        );
         sink.row(line, row)
     })
 }

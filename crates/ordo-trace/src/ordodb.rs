@@ -311,6 +311,8 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 censored,
                 after,
                 failed,
+                // The schedule as run is in `ServerRecord::runs` (with its preemptions).
+                start: None,
             }),
         )?;
     }

@@ -30,6 +30,8 @@ pub(crate) struct Row<'a> {
     pub after: Vec<(ordo_core::DepKind, String)>,
     /// It ended unsuccessfully.
     pub failed: bool,
+    /// When it really started (same time scale as `submit`), where the trace tells.
+    pub start: Option<Time>,
 }
 
 /// Submit-time bounds in the trace's time scale.
@@ -230,6 +232,13 @@ impl<'o> Sink<'o> {
             line,
             max: u64::from(u32::MAX) + 1,
         })?;
+        // Clocks: a start reported before the submit is read as the submit.
+        let start = row.start.map(|s| {
+            if s < row.submit {
+                self.repaired(START_BEFORE_SUBMIT);
+            }
+            s.max(row.submit)
+        });
         let user = intern(&mut self.users, &mut self.workload.users, row.user);
         let group = intern(&mut self.groups, &mut self.workload.groups, row.group);
         self.workload.jobs.push(Job {
@@ -248,6 +257,7 @@ impl<'o> Sink<'o> {
             queue: row.queue.map(str::to_string),
             after: vec![],
             failed: row.failed,
+            start,
         });
         if !row.after.is_empty() {
             self.after.push((id, row.after));
@@ -275,6 +285,9 @@ impl<'o> Sink<'o> {
         if let Some(base) = base {
             for j in &mut w.jobs {
                 j.submit -= base;
+                if let Some(s) = &mut j.start {
+                    *s -= base;
+                }
             }
         }
         let deps_before: usize = w.jobs.iter().map(|j| j.after.len()).sum();
@@ -300,8 +313,14 @@ impl<'o> Sink<'o> {
         }
         if let Some(x) = self.opts.scale_load {
             if x != 1.0 {
+                let mut starts = 0;
                 for j in &mut w.jobs {
                     j.submit = (j.submit as f64 / x).round() as Time;
+                    // When it really started no longer goes with the moved submit time.
+                    starts += usize::from(j.start.take().is_some());
+                }
+                if starts > 0 {
+                    *repaired.entry(START_SCALED).or_insert(0) += starts;
                 }
             }
         }
@@ -330,6 +349,12 @@ impl<'o> Sink<'o> {
         }
     }
 }
+
+/// The repair counted for a start time before the job's submit time (clocks): read as the submit.
+const START_BEFORE_SUBMIT: &str = "start time before the submit time: read as the submit time";
+
+/// The repair counted for start times dropped because `scale_load` moved the submit times.
+const START_SCALED: &str = "start time dropped: --scale-load moved the submit times away from when jobs ran";
 
 /// The repair counted for a dependency on a job that was not loaded (filtered out, outside
 /// the window, run time 0, or not in the trace): it is dropped, as if met.

@@ -7,8 +7,9 @@ use ordo_core::Workload;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// The columns [`write_generic`] writes, in order.
-pub const GENERIC_COLUMNS: [&str; 14] = [
+/// The columns [`write_generic`] writes, in order (the last, `start_time`, only when a job
+/// carries a start time, so traces without one are written as before).
+pub const GENERIC_COLUMNS: [&str; 15] = [
     "job_id",
     "submit_time",
     "num_gpu",
@@ -23,6 +24,7 @@ pub const GENERIC_COLUMNS: [&str; 14] = [
     "queue",
     "after",
     "state",
+    "start_time",
 ];
 
 fn name_of(names: &[String], i: u32) -> &str {
@@ -30,7 +32,7 @@ fn name_of(names: &[String], i: u32) -> &str {
 }
 
 /// Every job as generic cells, in [`GENERIC_COLUMNS`] order.
-fn cells(w: &Workload) -> impl Iterator<Item = [String; 14]> + '_ {
+fn cells(w: &Workload) -> impl Iterator<Item = [String; 15]> + '_ {
     let name = |j: &ordo_core::Job| if j.name.is_empty() { j.id.to_string() } else { j.name.clone() };
     w.jobs.iter().map(move |j| {
         [
@@ -48,6 +50,7 @@ fn cells(w: &Workload) -> impl Iterator<Item = [String; 14]> + '_ {
             j.queue.clone().unwrap_or_default(),
             after_text(w, j, &name),
             if j.failed { "failed".to_string() } else { String::new() },
+            j.start.map(secs_text).unwrap_or_default(),
         ]
     })
 }
@@ -80,9 +83,11 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
         csv::ErrorKind::Io(err) => err,
         other => std::io::Error::other(format!("{other:?}")),
     };
-    w.write_record(GENERIC_COLUMNS).map_err(io)?;
+    let n =
+        if workload.jobs.iter().any(|j| j.start.is_some()) { GENERIC_COLUMNS.len() } else { GENERIC_COLUMNS.len() - 1 };
+    w.write_record(&GENERIC_COLUMNS[..n]).map_err(io)?;
     for row in cells(workload) {
-        w.write_record(&row).map_err(io)?;
+        w.write_record(&row[..n]).map_err(io)?;
     }
     w.flush()
 }
@@ -91,7 +96,7 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
 /// times and numbers as JSON numbers, names as strings, absent values left out.
 pub fn write_jsonl<W: Write>(workload: &Workload, writer: W) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(writer);
-    let numeric = [false, true, true, true, false, false, true, true, true, true, true, false, false, false];
+    let numeric = [false, true, true, true, false, false, true, true, true, true, true, false, false, false, true];
     for row in cells(workload) {
         let mut first = true;
         out.write_all(b"{")?;

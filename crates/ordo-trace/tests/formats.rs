@@ -53,6 +53,8 @@ fn sacct_parsable2() {
     assert_eq!((c.submit, c.gpus, c.runtime, c.estimate), (0, 0, 30_000, Some(3_600_000)));
     assert_eq!(w.groups[c.group as usize], "default");
     assert_eq!(t.time_base, ordo_trace::parse_datetime(b"2024-03-01T09:00:00"));
+    // `Start`, rebased like the submit times (day 0 is 09:00:00): 10:05:00, 11:00:01, 09:00:00.
+    assert_eq!((a.start, b.start, c.start), (Some(65 * 60_000), Some(7_201_000), Some(0)));
 }
 
 const JOBCOMP: &str = "\
@@ -77,6 +79,64 @@ fn slurm_jobcomp_filetxt() {
     // No SubmitTime: submitted when it started, 40 minutes after job 7's submit.
     assert_eq!((b.submit, b.runtime, b.gpus, b.estimate), (2_400_000, 60_000, 0, Some(300_000)));
     assert_eq!(w.groups[b.group as usize], "users"); // no Account: the GroupId name
+                                                     // `StartTime`, rebased: job 7 started 10 s after its submit; job 9 at its (repaired) submit.
+    assert_eq!((a.start, b.start), (Some(10_000), Some(2_400_000)));
+}
+
+/// The real start time of each job (for `ordo compare`'s as-run row): generic `start_time`
+/// (and the same key in JSON Lines), sacct `Start`, jobcomp `StartTime`; written back only
+/// where a job carries one, so traces without it are written as before.
+#[test]
+fn start_times() {
+    let text = "job_id,submit_time,num_gpu,duration,start_time\na,100,1,10,130.5\nb,160,2,5,\n";
+    let t = load(text, "s.csv").unwrap();
+    let w = &t.workload;
+    assert_eq!((job(w, "a").start, job(w, "b").start), (Some(30_500), None));
+    // Written back as read, and read back the same, in both formats.
+    let mut out = Vec::new();
+    write_generic(w, &mut out).unwrap();
+    let csv = String::from_utf8(out.clone()).unwrap();
+    assert_eq!(csv.lines().next(), Some("job_id,submit_time,num_gpu,duration,user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue,after,state,start_time"));
+    assert_eq!(load_reader(&out[..], "b.csv", &LoadOptions::default()).unwrap().workload, *w);
+    let mut lines = Vec::new();
+    write_jsonl(w, &mut lines).unwrap();
+    assert!(String::from_utf8_lossy(&lines).starts_with("{\"job_id\":\"a\",\"submit_time\":0.000,\"num_gpu\":1,\"duration\":10.000,\"user\":\"default\",\"group\":\"default\",\"start_time\":30.500}\n"));
+    assert_eq!(load_reader(&lines[..], "b.jsonl", &LoadOptions::default()).unwrap().workload, *w);
+    // Without start times there is no such column.
+    let t = load("job_id,submit_time,num_gpu,duration\na,0,1,10\n", "n.csv").unwrap();
+    let mut out = Vec::new();
+    write_generic(&t.workload, &mut out).unwrap();
+    assert!(String::from_utf8(out).unwrap().starts_with(
+        "job_id,submit_time,num_gpu,duration,user,group,estimate,priority,cpus,mem_mib,gpu_milli,queue,after,state\n"
+    ));
+    // Bad values: the file, line, field and what was expected.
+    let want = "expected when the job really started: a time in seconds >= submit_time (finite, at most 1e12), or an empty cell";
+    for (cell, line) in [("x", 2), ("-1", 2), ("99", 2)] {
+        let text = format!("job_id,submit_time,num_gpu,duration,start_time\na,100,1,10,{cell}\n");
+        let e = err(&text, "s.csv", Format::Auto);
+        assert_eq!(e, format!("s.csv:{line}: field `start_time`: {want}, found \"{cell}\""));
+    }
+    let e = err(
+        "{\"job_id\":1,\"submit_time\":5,\"num_gpu\":1,\"duration\":5,\"start_time\":4}\n",
+        "t.jsonl",
+        Format::Auto,
+    );
+    assert_eq!(e, format!("t.jsonl:1: field `start_time`: {want}, found \"4\""));
+    let e = err("JobID|Submit|Start|Elapsed\n5|2024-01-01T00:00:00|soon|00:01:00\n", "sacct.txt", Format::Auto);
+    assert_eq!(e, "sacct.txt:2: field `Start`: expected a date and time `YYYY-MM-DDTHH:MM:SS`, `Unknown` or `None`, found \"soon\"");
+    // Slurm's clocks: a start before the submit is read as the submit, and counted.
+    let t =
+        load("JobID|Submit|Start|Elapsed\n5|2024-01-01T00:00:10|2024-01-01T00:00:08|00:01:00\n", "sacct.txt").unwrap();
+    assert_eq!(t.workload.jobs[0].start, Some(0));
+    assert_eq!(t.repaired, [("start time before the submit time: read as the submit time".to_string(), 1)]);
+    // --scale-load moves the submit times away from when jobs ran: the start times go.
+    let opts = LoadOptions { scale_load: Some(2.0), ..LoadOptions::default() };
+    let t = load_reader(text.as_bytes(), "s.csv", &opts).unwrap();
+    assert!(t.workload.jobs.iter().all(|j| j.start.is_none()));
+    assert_eq!(
+        t.repaired,
+        [("start time dropped: --scale-load moved the submit times away from when jobs ran".to_string(), 1)]
+    );
 }
 
 const HELIOS: &str = "\
@@ -303,7 +363,7 @@ fn broken_inputs_give_the_documented_errors() {
             "{\"job_id\":1,\"submit_time\":0,\"gpus\":1,\"duration\":5}\n",
             "t.jsonl",
             Format::Auto,
-            "t.jsonl:1: unknown column(s) `gpus` for the jsonl format (known columns: `job_id`, `submit_time`, `num_gpu`, `duration`, `user`, `group`, `estimate`, `priority`, `cpus`, `mem_mib`, `gpu_milli`, `queue`, `after`, `state`)",
+            "t.jsonl:1: unknown column(s) `gpus` for the jsonl format (known columns: `job_id`, `submit_time`, `num_gpu`, `duration`, `user`, `group`, `estimate`, `priority`, `cpus`, `mem_mib`, `gpu_milli`, `queue`, `after`, `state`, `start_time`)",
         ),
         (
             "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,164,30\n1,1e400,30,133,vgg11,147,23\n",

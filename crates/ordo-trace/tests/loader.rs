@@ -213,6 +213,7 @@ fn job(name: &str, submit: i64, gpus: u32, runtime: i64) -> Job {
         queue: None,
         after: vec![],
         failed: false,
+        start: None,
     }
 }
 

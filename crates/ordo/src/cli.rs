@@ -286,6 +286,8 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     if let Some((s, own_cluster)) = server {
         server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
         as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
+    } else if workload.jobs.iter().any(|j| j.start.is_some()) {
+        as_run = trace_as_run_row(&workload, &cluster, placement)?;
     }
     Ok(Input {
         workload,
@@ -331,6 +333,40 @@ fn as_run_row(
     let share = ordo_sim::asrun::busy_share(&out, &busy);
     let words = ordo_report::AsRun::new(&out.metrics, s.policy.clone(), s.policies.clone(), share);
     Ok(Some((out, words)))
+}
+
+/// The as-run row of a trace whose jobs carry when they really started (`start_time`, written
+/// by `ordo slurm import` from Slurm's `Start`): each job from its start for its run time. Left
+/// out, saying why, when some jobs carry no start, or when the schedule cannot have run on
+/// `cluster` (a job it could never hold, more GPUs held at once than it has): the row would
+/// then describe a cluster the jobs did not run on.
+fn trace_as_run_row(
+    w: &Workload,
+    cluster: &ClusterSpec,
+    placement: Placement,
+) -> Result<Option<(SimOutput, ordo_report::AsRun)>> {
+    let why_not = match ordo_sim::asrun::runs_from_starts(w) {
+        Err(without) => Err(format!(
+            "{} of {} jobs carry no start time (the trace's `start_time` column), so what ran is not known for all of them",
+            output::thousands(without as f64),
+            output::thousands(w.jobs.len() as f64)
+        )),
+        Ok(runs) => match ordo_sim::asrun::misfit(w, cluster, placement, &runs) {
+            Some(why) => Err(format!(
+                "{why}: they did not run on this cluster (give --cluster as it was; `ordo slurm import` prints it)"
+            )),
+            None => Ok(runs),
+        },
+    };
+    let runs = match why_not {
+        Ok(runs) => runs,
+        Err(why) => {
+            eprintln!("note: no as-run row: {why}");
+            return Ok(None);
+        }
+    };
+    let out = ordo_sim::asrun::as_run(w, cluster, placement, &runs).context("the schedule as run")?;
+    Ok(Some((out, ordo_report::AsRun::from_trace())))
 }
 
 /// The policies to simulate: those given, and the one an `ordo server` ran (from its database)

@@ -235,6 +235,11 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     if t.skipped_bad > 0 {
         msg.push_str(&format!("; skipped {} bad rows", t.skipped_bad));
     }
+    let started = w.jobs.iter().filter(|j| j.start.is_some()).count();
+    msg.push_str(&format!(
+        "\nstart times: {started} of {} jobs (`ordo compare` shows the schedule as run beside the policies when every job has one)",
+        w.jobs.len()
+    ));
     msg.push_str(&format!("\ncluster: {cluster}\n"));
     match &a.out {
         Some(p) => {

@@ -272,7 +272,7 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
         }
     } else {
         assert!(stdout.contains("cluster: 2x8,1x4"), "{stdout}");
-        check_trace(&trace, &jobs.0);
+        check_trace(&trace, &jobs.0, &q);
         let cmp = ordo()
             .args(["compare", "--trace"])
             .arg(&trace)
@@ -282,6 +282,22 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
         let cmp_out = String::from_utf8_lossy(&cmp.stdout);
         assert!(cmp.status.success(), "compare failed: {}", String::from_utf8_lossy(&cmp.stderr));
         assert!(cmp_out.contains("sjf") && cmp_out.contains("fifo"), "{cmp_out}");
+        // What Slurm really ran is its own row, first, over every job of the trace.
+        let cmp = ordo()
+            .args(["compare", "--trace"])
+            .arg(&trace)
+            .args(["--cluster", "2x8,1x4", "--policies", "fifo,sjf", "--json"])
+            .output()
+            .expect("ordo compare --json");
+        assert!(cmp.status.success(), "compare failed: {}", String::from_utf8_lossy(&cmp.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&cmp.stdout).expect("compare --json");
+        let rows = csv_rows(&std::fs::read_to_string(&trace).expect("trace")).len() as u64;
+        let policies: Vec<&str> =
+            v["results"].as_array().expect("results").iter().filter_map(|r| r["policy"].as_str()).collect();
+        assert_eq!(policies, ["as-run", "fifo", "sjf"], "{}", String::from_utf8_lossy(&cmp.stderr));
+        assert_eq!(v["results"][0]["jobs"].as_u64(), Some(rows), "the as-run row holds every job of the trace");
+        assert_eq!(v["results"][1]["jobs"].as_u64(), Some(rows));
+        assert_eq!(v["baseline"], "as-run");
     }
     // The same from the jobcomp/filetxt log, which needs no accounting database.
     let dir = std::env::var("SLURM_CONF").ok().and_then(|c| PathBuf::from(c).parent().map(PathBuf::from));
@@ -296,7 +312,7 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
                 .output()
                 .expect("import");
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            check_trace(&trace, &jobs.0);
+            check_trace(&trace, &jobs.0, &q);
         }
         None => {
             assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI: the dev cluster has no jobcomp log");
@@ -307,8 +323,9 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
 
 /// The generic trace `ordo slurm import` wrote holds each submitted job once, with its GPUs
 /// and user (the test submits blockers 8, 8 (root), 4 (nobody), then 4-GPU jobs alternating
-/// root and nobody).
-fn check_trace(trace: &std::path::Path, ids: &[u64]) {
+/// root and nobody), and its wait before Slurm started it (`start_time - submit_time`) as
+/// `squeue` (`q`) tells it.
+fn check_trace(trace: &std::path::Path, ids: &[u64], q: &HashMap<u64, SlurmJob>) {
     let text = std::fs::read_to_string(trace).expect("trace written");
     let mut rows = csv_rows(&text);
     let submitted: HashMap<String, (u32, &str)> = ids
@@ -329,6 +346,9 @@ fn check_trace(trace: &std::path::Path, ids: &[u64]) {
         let (gpus, user) = submitted[&r["job_id"]];
         assert_eq!(r["num_gpu"], gpus.to_string(), "{r:?}");
         assert_eq!(r["user"], user, "{r:?}");
+        let secs = |k: &str| r.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or_else(|| panic!("no {k}: {r:?}"));
+        let j = &q[&r["job_id"].parse::<u64>().expect("job id")];
+        assert_eq!(secs("start_time") - secs("submit_time"), (j.start - j.submit) as f64, "{r:?}");
     }
 }
 
