@@ -64,8 +64,10 @@ fn setup(dir: &std::path::Path, t0: i64) -> (Core, u64, u64) {
     let busy = c.submit(&user("alice"), job(2, "busy"), t0).expect("submit");
     let nb = c.submit(&user("bob"), job(1, "notebook"), t0).expect("submit");
     c.pass(t0).expect("pass");
-    let running =
-        vec![RunningJob { job: busy, started_at: t0, attempt: 0 }, RunningJob { job: nb, started_at: t0, attempt: 0 }];
+    let running = vec![
+        RunningJob { job: busy, started_at: t0, attempt: 0, port: None },
+        RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
+    ];
     c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running, wait_ms: 0 }, t0).expect("poll");
     (c, busy, nb)
 }
@@ -180,8 +182,8 @@ fn job_figures_and_allocated_but_idle_by_hand() {
         &PollRequest {
             node: "n1".into(),
             running: vec![
-                RunningJob { job: busy, started_at: t0, attempt: 0 },
-                RunningJob { job: nb, started_at: t0, attempt: 0 },
+                RunningJob { job: busy, started_at: t0, attempt: 0, port: None },
+                RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
             ],
             wait_ms: 0,
         },

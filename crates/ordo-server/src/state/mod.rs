@@ -154,10 +154,8 @@ fn placed(j: &JobInfo) -> Vec<(&str, &[u32])> {
     }
 }
 
-/// The rendezvous port of a multi-node job (`MASTER_PORT`): 29500 + the job id modulo 1000.
-fn master_port(id: JobNo) -> u16 {
-    29_500 + (id % 1000) as u16
-}
+/// The lowest rendezvous port an agent may report (below it: privileged ports).
+const MIN_MASTER_PORT: u16 = 1024;
 
 /// The core's group index of a user: their `[quotas]` group's, else their own user index.
 fn group_index(q: &QuotaConfig, user: &str) -> u32 {

@@ -122,7 +122,13 @@ impl Core {
                 .map(|(n, sids)| {
                     let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
                     phys.sort_unstable();
-                    Rank { node: self.sched_nodes[*n as usize].clone(), gpu_ids: phys, started: false, ended: false }
+                    Rank {
+                        node: self.sched_nodes[*n as usize].clone(),
+                        gpu_ids: phys,
+                        started: false,
+                        ended: false,
+                        port: None,
+                    }
                 })
                 .collect();
             let first = ranks.first().map(|r| (r.node.clone(), r.gpu_ids.clone()));
@@ -147,15 +153,10 @@ impl Core {
             .iter()
             .map(|(j, r)| (j.0 as JobNo, serde_json::to_value(self.shown(r)).unwrap_or_default()))
             .collect();
-        // A multi-node job's rendezvous (`MASTER_ADDR:MASTER_PORT`), for its start record.
-        let masters: HashMap<JobNo, String> = started
-            .iter()
-            .filter(|s| !s.4.is_empty())
-            .map(|(id, node, ..)| {
-                let addr = self.nodes.get(node).and_then(|n| n.addr.clone()).unwrap_or_else(|| node.clone());
-                (*id, format!("{addr}:{}", master_port(*id)))
-            })
-            .collect();
+        // A multi-node job's rendezvous address (`MASTER_ADDR`), for its start record; the
+        // port is rank 0's agent's to choose (in rank 0's `running` record).
+        let masters: HashMap<JobNo, String> =
+            started.iter().filter(|s| !s.4.is_empty()).map(|(id, node, ..)| (*id, self.node_addr(node))).collect();
         let res = (|| -> Result<(), DbError> {
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             for (id, why) in &newly_blocked {
@@ -196,7 +197,7 @@ impl Core {
                 if !ranks.is_empty() {
                     d["ranks"] =
                         json!(ranks.iter().map(|r| json!({"node": r.node, "gpu_ids": r.gpu_ids})).collect::<Vec<_>>());
-                    d["master"] = json!(masters.get(id));
+                    d["master_addr"] = json!(masters.get(id));
                 }
                 if *backfill {
                     d["backfill"] = json!({"ahead_of": head.map(|h| h.0)});
