@@ -742,6 +742,9 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             ("MASTER_ADDR", g.master_addr.clone()),
             ("MASTER_PORT", port.map(|p| p.to_string()).unwrap_or_default()),
             ("WORLD_SIZE", g.world_size.to_string()),
+            // This rank's GPUs (ranks of a job the placement split may differ): what
+            // `torchrun --nproc-per-node` takes (as ORDO_GPUS).
+            ("LOCAL_WORLD_SIZE", a.gpu_ids.len().to_string()),
         ]);
     }
     let env = job_env(std::env::vars(), &cfg.pass_env, &who, &job_vars);

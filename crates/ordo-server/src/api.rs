@@ -262,7 +262,9 @@ pub struct JobInfo {
     /// Its array and index, when it is an element of a job array.
     #[serde(default)]
     pub array: Option<ArrayMember>,
-    /// Nodes it runs on: 1, or a multi-node (gang) job's node count.
+    /// Nodes it runs on: 1, or a multi-node (gang) job's node count; 0: as many as the
+    /// placement splits it over (it asked more GPUs than any node has, without a node count;
+    /// `ranks` then says which, each with its own GPU count).
     #[serde(default = "one")]
     pub nodes: u32,
     /// A multi-node job's ranks of its current or last run (rank 0 first); empty otherwise

@@ -72,15 +72,20 @@ fn submissions_are_bounded() {
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 4 nodes with 1 GPUs each, but 3")), "{e}");
     let e = bad(&mut c, gang(2, 10));
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 2 nodes with 5 GPUs each")), "{e}");
-    // No node count and more GPUs than a node has: whole nodes when the GPUs are a multiple of
-    // the largest node's (8 on 4-GPU nodes: 2 x 4), else refused saying how to ask for more.
-    let e = bad(&mut c, job(6));
-    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("--nodes")), "{e}");
+    // No node count and more GPUs than a node has: split over nodes by the placement (nodes 0),
+    // unless the nodes cannot hold it in all, or it asks CPUs or memory.
     let e = bad(&mut c, job(16));
-    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("--nodes")), "4 x 4 on 3 nodes: {e}");
-    let whole = c.submit(&user("alice"), job(8), t0).unwrap();
-    assert_eq!(c.job(whole, t0).unwrap().nodes, 2);
-    c.cancel(&user("alice"), whole, t0).unwrap();
+    assert!(
+        matches!(&e, ApiError::Unprocessable(m) if m.contains("more than the 3 registered nodes have in all (12)")),
+        "{e}"
+    );
+    let e = bad(&mut c, SubmitRequest { cpus: Some(1), ..job(6) });
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("CPUs or memory runs on one node")), "{e}");
+    for g in [6, 8, 12] {
+        let split = c.submit(&user("alice"), job(g), t0).unwrap();
+        assert_eq!(c.job(split, t0).unwrap().nodes, 0);
+        c.cancel(&user("alice"), split, t0).unwrap();
+    }
     assert!(c.submit(&user("alice"), gang(3, 12), t0).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -402,5 +407,122 @@ fn rendezvous_ports_come_from_rank_0s_agent_and_are_checked() {
     let jd = c.job(d, t0 + 11).unwrap();
     assert_eq!(jd.state, JobState::Failed);
     assert!(jd.end_reason.unwrap().contains("no MASTER_PORT"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bare_gpus_ask_larger_than_any_node_is_split_by_the_placement() {
+    let t0 = 1_000_000;
+    let dir = tempdir("gang-split");
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    for n in ["n1", "n2", "n3"] {
+        c.register(&agent(n), &reg(n, 8), t0).unwrap();
+    }
+    // 12 GPUs on 8-GPU nodes: one whole idle node and 4 GPUs of another, one rank each.
+    let id = c.submit(&user("alice"), job(12), t0).unwrap();
+    c.pass(t0).unwrap();
+    let j = c.job(id, t0).unwrap();
+    assert_eq!((j.state, j.nodes), (JobState::Starting, 0));
+    let shape: Vec<(&str, usize)> = j.ranks.iter().map(|r| (r.node.as_str(), r.gpu_ids.len())).collect();
+    assert_eq!(shape, vec![("n1", 8), ("n2", 4)]);
+    assert_eq!(j.ranks[1].gpu_ids, vec![0, 1, 2, 3]);
+    // A 4-GPU job takes n2's other four (best fit), never one of the gang's.
+    let small = c.submit(&user("bob"), job(4), t0).unwrap();
+    c.pass(t0).unwrap();
+    let s = c.job(small, t0).unwrap();
+    assert_eq!((s.node.as_deref(), s.gpu_ids.clone()), (Some("n2"), vec![4, 5, 6, 7]));
+    // Each rank gets its own GPUs, the job's world size and the rendezvous of rank 0.
+    let p = poll(&mut c, "n1", &[], t0 + 1);
+    let a = p.start.iter().find(|a| a.job == id).unwrap();
+    assert_eq!((a.gpu_ids.len(), a.gang.as_ref().unwrap().world_size, a.gang.as_ref().unwrap().rank), (8, 12, 0));
+    poll_ports(&mut c, "n1", &[(id, t0 + 2, Some(29_500))], t0 + 2).unwrap();
+    let p = poll(&mut c, "n2", &[], t0 + 3);
+    let a = p.start.iter().find(|a| a.job == id).unwrap();
+    let g = a.gang.clone().unwrap();
+    assert_eq!((a.gpu_ids.clone(), g.rank, g.world_size, g.master_port), (vec![0, 1, 2, 3], 1, 12, Some(29_500)));
+    assert_eq!(g.nodes, vec!["n1".to_string(), "n2".to_string()]);
+    poll(&mut c, "n2", &[(id, t0 + 3), (small, t0 + 3)], t0 + 4);
+    // A restart keeps its shape.
+    drop(c);
+    let mut c = Core::open(cfg(&dir, "fifo"), t0 + 5).unwrap();
+    let j = c.job(id, t0 + 5).unwrap();
+    assert_eq!((j.state, j.nodes, j.ranks.len(), j.ranks[1].gpu_ids.len()), (JobState::Running, 0, 2, 4));
+    // While it runs, 12 more do not fit (8 + 4 are taken, 8 + 0 free): it waits, and says so.
+    let next = c.submit(&user("carol"), job(12), t0 + 5).unwrap();
+    c.pass(t0 + 5).unwrap();
+    assert_eq!(c.job(next, t0 + 5).unwrap().state, JobState::Pending);
+    end(&mut c, "n1", id, Outcome::Exited, Some(0), (t0 + 2, t0 + 10));
+    end(&mut c, "n2", id, Outcome::Exited, Some(0), (t0 + 3, t0 + 11));
+    assert_eq!(c.job(id, t0 + 11).unwrap().state, JobState::Completed);
+    c.pass(t0 + 11).unwrap();
+    let j = c.job(next, t0 + 11).unwrap();
+    assert_eq!(j.state, JobState::Starting);
+    assert_eq!(j.ranks.iter().map(|r| r.gpu_ids.len()).sum::<usize>(), 12);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn split_jobs_never_share_a_gpu_nor_overfill_a_node() {
+    // Random sizes (some larger than any node) on 8, 8 and 4 GPUs, random ends: after every
+    // pass no GPU is in two jobs and every node holds at most its GPUs.
+    let t0 = 1_000_000;
+    let dir = tempdir("gang-split-inv");
+    let mut c = Core::open(cfg(&dir, "fifo+easy"), t0).unwrap();
+    let caps = [("n1", 8u32), ("n2", 8), ("n3", 4)];
+    for (n, g) in caps {
+        c.register(&agent(n), &reg(n, g), t0).unwrap();
+    }
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    let mut ids = Vec::new();
+    let mut split_ran = 0;
+    for step in 0..300i64 {
+        let now = t0 + step * 10;
+        if rnd(2) == 0 {
+            let g = [1, 2, 4, 6, 8, 9, 12, 16, 20][rnd(9) as usize];
+            ids.push(c.submit(&user("u"), job(g), now).unwrap());
+        }
+        c.pass(now).unwrap();
+        let mut held: std::collections::HashMap<String, Vec<u32>> = Default::default();
+        let mut running = Vec::new();
+        for &id in &ids {
+            let j = c.job(id, now).unwrap();
+            if !matches!(j.state, JobState::Starting | JobState::Running) {
+                continue;
+            }
+            running.push(j.clone());
+            if j.ranks.is_empty() {
+                held.entry(j.node.clone().unwrap()).or_default().extend(&j.gpu_ids);
+            } else {
+                split_ran += usize::from(j.nodes == 0);
+                assert_eq!(j.ranks.iter().map(|r| r.gpu_ids.len()).sum::<usize>(), j.gpus as usize, "{j:?}");
+                for r in &j.ranks {
+                    held.entry(r.node.clone()).or_default().extend(&r.gpu_ids);
+                }
+            }
+        }
+        for (n, cap) in caps {
+            let mut g = held.remove(n).unwrap_or_default();
+            let before = g.len();
+            g.sort_unstable();
+            g.dedup();
+            assert_eq!(g.len(), before, "step {step}: a GPU of {n} in two jobs");
+            assert!(g.iter().all(|&i| i < cap), "step {step}: {n} has {cap} GPUs, held {g:?}");
+        }
+        // End a random running job (every rank of a split one).
+        if !running.is_empty() && rnd(3) == 0 {
+            let j = &running[rnd(running.len() as u64) as usize];
+            let nodes = if j.ranks.is_empty() { vec![j.node.clone().unwrap()] } else { j.run_nodes() };
+            for n in nodes {
+                end(&mut c, &n, j.id, Outcome::Exited, Some(0), (now, now));
+            }
+        }
+    }
+    assert!(split_ran > 0, "no split job ran");
     let _ = std::fs::remove_dir_all(&dir);
 }

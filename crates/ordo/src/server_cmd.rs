@@ -309,10 +309,12 @@ fn client_for(server: &str, token: Option<String>, ca: Option<&std::path::Path>,
 pub struct SubmitArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// GPUs in all (on one node; with --nodes, split evenly over the nodes; without --nodes and
-    /// more than any node has, a multiple of the largest node's GPUs runs as a multi-node job on
-    /// that many whole nodes, one rank each, as with --nodes). Default 1, or --nodes times
-    /// --gpus-per-node.
+    /// GPUs in all (on one node; with --nodes, split evenly over the nodes; without --nodes,
+    /// --cpus and --mem and more than any node has, split over nodes as the scheduler's
+    /// consolidated placement chooses: whole idle nodes, largest first, the rest on one more
+    /// node, so --gpus 12 on 8-GPU nodes is 8 + 4; it runs as a multi-node job, one rank per
+    /// node, each with its own ORDO_GPUS and LOCAL_WORLD_SIZE, e.g. `torchrun --nproc-per-node
+    /// $ORDO_GPUS`). Default 1, or --nodes times --gpus-per-node.
     #[arg(long, conflicts_with = "gpus_per_node")]
     gpus: Option<u32>,
     /// A multi-node (gang) job on exactly N nodes (at most 64), every rank started together:
@@ -972,7 +974,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
-                if j.nodes > 1 { format!(" on {} nodes", j.nodes) } else { String::new() },
+                match (j.nodes, j.ranks.len()) {
+                    (_, r) if r > 1 => format!(" on {r} nodes"),
+                    (0, _) => " split over nodes by the placement".to_string(),
+                    (n, _) if n > 1 => format!(" on {n} nodes"),
+                    _ => String::new(),
+                },
                 j.priority,
                 j.state.as_str()
             );

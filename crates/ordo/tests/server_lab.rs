@@ -222,7 +222,7 @@ out, rank = sys.argv[1], int(e["ORDO_NODE_RANK"])
 hold = float(sys.argv[2]) if len(sys.argv) > 2 else 0
 addr, port = e["MASTER_ADDR"], int(e["MASTER_PORT"])
 with open(f"{out}/env-{rank}", "w") as f:
-    for k in ["ORDO_NODELIST", "ORDO_NODE_RANK", "ORDO_NNODES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ORDO_NODE"]:
+    for k in ["ORDO_NODELIST", "ORDO_NODE_RANK", "ORDO_NNODES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ORDO_NODE", "ORDO_GPUS", "LOCAL_WORLD_SIZE"]:
         f.write(f"{k}={e.get(k, '')}\n")
 if rank == 0:
     s = socket.socket()
@@ -347,6 +347,27 @@ fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
         assert_eq!(env_of(&out.join("env-1")).get("MASTER_PORT"), Some(&p.to_string()));
     }
     drop(held);
+
+    // --gpus 3 without --nodes on 2-GPU nodes: split by the placement, 2 + 1, one rank each
+    // with its own GPU count; the ranks meet as any gang's.
+    let out = dir.join("rdv-split");
+    std::fs::create_dir_all(&out).expect("dir");
+    let o = out.to_string_lossy().into_owned();
+    let id = cli_json(&url, &alice, &["submit", "--gpus", "3", "--time", "1m", "--", "python3", &s, &o])["id"]
+        .as_u64()
+        .expect("id");
+    let j = wait_ended(&url, &alice, id, Duration::from_secs(60));
+    assert_eq!((j["state"].as_str(), j["nodes"].as_u64()), (Some("completed"), Some(0)), "{j}");
+    let counts: Vec<usize> =
+        j["ranks"].as_array().expect("ranks").iter().map(|r| r["gpu_ids"].as_array().map_or(0, Vec::len)).collect();
+    assert_eq!(counts, vec![2, 1], "{j}");
+    for (r, k) in counts.iter().enumerate() {
+        let e = env_of(&out.join(format!("env-{r}")));
+        for (var, want) in [("WORLD_SIZE", 3), ("LOCAL_WORLD_SIZE", *k), ("ORDO_GPUS", *k)] {
+            assert_eq!(e.get(var), Some(&want.to_string()), "rank {r}: {var} in {e:?}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(out.join("got-1")).unwrap_or_default(), "hello rank 1");
 
     // kill -9 of one rank's agent mid-run: the other rank is killed, the job requeued and run
     // again on the two nodes left, never two copies at once; cancel then kills both ranks.

@@ -374,7 +374,7 @@ impl Core {
             )));
         }
         if let Some(j) = self.pending.get(&rep.job) {
-            if j.nodes > 1 {
+            if j.nodes != 1 {
                 // A multi-node job's run ends only once all its ranks have: a late report of a
                 // requeued run changes nothing (the job runs again).
                 return Ok(());

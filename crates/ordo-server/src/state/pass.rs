@@ -82,6 +82,18 @@ impl Core {
             let Some(j) = self.pending.get(&id) else { continue };
             let (n, _) = s.alloc.parts[0];
             let name = self.sched_nodes[n as usize].clone();
+            if s.alloc.parts.len() > MAX_GANG_NODES as usize {
+                // Split by the placement over more nodes than a job may have ranks: it waits
+                // for larger nodes to be free.
+                blocked.insert(
+                    id,
+                    format!(
+                        "the placement would split it over {} nodes, more than {MAX_GANG_NODES}; it waits for larger nodes to be free",
+                        s.alloc.parts.len()
+                    ),
+                );
+                continue;
+            }
             // A safety net: the core placed the job by its CPUs and memory too, so this should
             // never find the node short; if it does, the start waits rather than overcommits.
             if let Some(why) = self.lacks(&name, j, &used) {
@@ -133,7 +145,8 @@ impl Core {
                 .collect();
             let first = ranks.first().map(|r| (r.node.clone(), r.gpu_ids.clone()));
             let Some((name, phys)) = first else { return Err(internal("commit a planned start", "no GPUs")) };
-            if j.nodes <= 1 {
+            // One node: a plain job (a job the placement may split can still fit one node).
+            if ranks.len() <= 1 {
                 ranks.clear();
             }
             let backfill = head.is_some() && !in_order.contains(&s.job);
