@@ -51,7 +51,17 @@ impl Core {
         running: &[RunningJob],
         stale: &BTreeSet<JobNo>,
     ) -> Result<(), ApiError> {
-        let mut seen: HashMap<u16, JobNo> = HashMap::new();
+        if running.iter().all(|r| r.port.is_none()) {
+            return Ok(());
+        }
+        // The ports the rank 0s on this node hold (one look at the active jobs per poll).
+        let mut seen: HashMap<u16, JobNo> = self
+            .active
+            .values()
+            .filter_map(|k| {
+                k.ranks.first().filter(|x| x.node == node && !x.ended).and_then(|x| x.port).map(|p| (p, k.id))
+            })
+            .collect();
         for r in running {
             let Some(p) = r.port else { continue };
             if p < MIN_MASTER_PORT {
@@ -79,15 +89,7 @@ impl Core {
                     r.job
                 )));
             }
-            let other = self
-                .active
-                .values()
-                .find(|k| {
-                    k.id != r.job && k.ranks.first().is_some_and(|x| x.node == node && !x.ended && x.port == Some(p))
-                })
-                .map(|k| k.id)
-                .or_else(|| seen.get(&p).copied());
-            if let Some(k) = other {
+            if let Some(&k) = seen.get(&p).filter(|&&k| k != r.job) {
                 return Err(ApiError::BadRequest(format!(
                     "field `running[].port`: port {p} on node {node} is already job {k}'s MASTER_PORT; it cannot be job {}'s too",
                     r.job
