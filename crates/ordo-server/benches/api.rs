@@ -108,6 +108,7 @@ fn latency(dir: &Path, samples: usize) {
         activity: ordo_server::activity::ActivitySource::Off,
         activity_every_ms: 5_000,
         addr: None,
+        master_ports: Default::default(),
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));

@@ -80,7 +80,10 @@ fn agent(
         };
         let req = PollRequest {
             node: node.clone(),
-            running: running.iter().map(|(j, (t, _))| RunningJob { job: *j, started_at: *t, attempt: 0 }).collect(),
+            running: running
+                .iter()
+                .map(|(j, (t, _))| RunningJob { job: *j, started_at: *t, attempt: 0, port: None })
+                .collect(),
             wait_ms: wait,
         };
         let resp: PollResponse = c.post("/v1/agent/poll", &req).expect("poll");

@@ -96,16 +96,28 @@ pub struct IdleJob {
     pub user: String,
     /// Name.
     pub name: String,
-    /// Node.
+    /// Node (a multi-node job's rank 0's).
     pub node: String,
     /// Its GPUs there.
     pub gpu_ids: Vec<u32>,
+    /// A multi-node job's every rank: its node and GPUs there, rank order (empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<IdleRank>,
     /// Under the threshold since.
     pub idle_since: i64,
     /// Flagged at.
     pub flagged_at: i64,
     /// Mean busy % of its GPUs since `idle_since`.
     pub busy_pct: f64,
+}
+
+/// One rank of an allocated-but-idle multi-node job: its node and GPUs there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdleRank {
+    /// Node.
+    pub node: String,
+    /// Its GPUs there.
+    pub gpu_ids: Vec<u32>,
 }
 
 /// `GET /v1/gpus`: every GPU of every known node, and the allocated-but-idle jobs.

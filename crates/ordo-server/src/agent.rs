@@ -6,8 +6,9 @@ use crate::api::*;
 use crate::client::{Client, ClientError};
 use crate::runas::{job_env, JobUser, RunAs};
 use crate::supervise::Status;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
+use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -95,6 +96,73 @@ pub struct AgentConfig {
     pub activity_every_ms: u64,
     /// The address other nodes reach this one at (`--addr`; default: the node name).
     pub addr: Option<String>,
+    /// Where the rendezvous ports (`MASTER_PORT`) of multi-node jobs whose rank 0 runs here
+    /// come from (`--master-ports`).
+    pub master_ports: PortRange,
+}
+
+/// A range of TCP ports (`LO-HI`, both included, LO at least 1024) from which the agent
+/// chooses the rendezvous port of a multi-node job whose rank 0 it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    /// The first port.
+    pub lo: u16,
+    /// The last port.
+    pub hi: u16,
+}
+
+impl Default for PortRange {
+    /// 29500-30499: `torchrun`'s default port (29500) and the thousand above it.
+    fn default() -> Self {
+        PortRange { lo: 29_500, hi: 30_499 }
+    }
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected a port range LO-HI such as 29500-30499, from 1024 to 65535");
+        let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
+        let (lo, hi): (u16, u16) = (lo.trim().parse().map_err(|_| bad())?, hi.trim().parse().map_err(|_| bad())?);
+        if lo < 1024 || hi < lo {
+            return Err(bad());
+        }
+        Ok(PortRange { lo, hi })
+    }
+}
+
+impl PortRange {
+    /// The first port from `from` on (wrapping around the range) that none of `taken` (the
+    /// ports of this agent's own running jobs, which may not have bound theirs yet) is and that
+    /// is free on this node now ([`port_free`]); `None` when every port of the range is in use.
+    pub fn pick(&self, from: u16, taken: &HashSet<u16>) -> Option<u16> {
+        let n = u32::from(self.hi - self.lo) + 1;
+        let start = u32::from(from.clamp(self.lo, self.hi) - self.lo);
+        (0..n).map(|i| self.lo + ((start + i) % n) as u16).find(|p| !taken.contains(p) && port_free(*p))
+    }
+
+    /// The port after `p` in the range (wrapping).
+    fn after(&self, p: u16) -> u16 {
+        if p >= self.hi {
+            self.lo
+        } else {
+            p + 1
+        }
+    }
+}
+
+/// Whether TCP port `p` is free on this node: a listener binds it on every IPv4 address and,
+/// where the node has IPv6, on every IPv6 address (a process listening on any one address of
+/// the node holds it). The listeners are closed again at once.
+pub fn port_free(p: u16) -> bool {
+    if TcpListener::bind((Ipv4Addr::UNSPECIFIED, p)).is_err() {
+        return false;
+    }
+    match TcpListener::bind((Ipv6Addr::UNSPECIFIED, p)) {
+        Ok(_) => true,
+        // No IPv6 on this node: the IPv4 probe decides.
+        Err(e) => e.kind() != std::io::ErrorKind::AddrInUse,
+    }
 }
 
 /// The CPU cores this process may run on (`Cpus_allowed_list` of /proc/self/status, else
@@ -273,6 +341,8 @@ struct Running {
     stdin: Option<ChildStdin>,
     /// Its GPUs on this node (activity samples are attributed by them).
     gpu_ids: Vec<u32>,
+    /// Rank 0 of a multi-node job: the rendezvous port chosen for it.
+    port: Option<u16>,
 }
 
 type Table = Arc<Mutex<HashMap<JobNo, Running>>>;
@@ -325,6 +395,9 @@ impl Cores {
 struct Node {
     cores: Arc<Mutex<Cores>>,
     cgroup: Option<MemCgroup>,
+    /// The next rendezvous port to try: ports go round the range, so that one a job just
+    /// released (perhaps still in TIME_WAIT) is not the next one handed out.
+    next_port: Arc<Mutex<u16>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -375,7 +448,11 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
             None
         }
     };
-    let node = Node { cores: Arc::new(Mutex::new(Cores { owner: vec![None; cores.len()], ids: cores })), cgroup };
+    let node = Node {
+        cores: Arc::new(Mutex::new(Cores { owner: vec![None; cores.len()], ids: cores })),
+        cgroup,
+        next_port: Arc::new(Mutex::new(cfg.master_ports.lo)),
+    };
     let table: Table = Arc::default();
     let client = |timeout: Duration| {
         Client::with_ca(&cfg.server, Some(cfg.token.clone()), timeout, cfg.ca_pem.as_deref())
@@ -401,7 +478,7 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
     loop {
         let running: Vec<RunningJob> = lock(&table)
             .iter()
-            .map(|(&job, r)| RunningJob { job, started_at: r.started_at, attempt: r.attempt })
+            .map(|(&job, r)| RunningJob { job, started_at: r.started_at, attempt: r.attempt, port: r.port })
             .collect();
         let req = PollRequest { node: cfg.name.clone(), running, wait_ms: timing.heartbeat_ms };
         match long.post::<_, PollResponse>("/v1/agent/poll", &req) {
@@ -546,6 +623,35 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
         Ok(u) => u,
         Err(msg) => return report_unstarted(cfg, client, &a, Outcome::SpawnFailed, msg),
     };
+    // A multi-node job's rendezvous port: rank 0 gets one found free here (and not handed to
+    // another of this agent's jobs), which the next poll tells the server; the other ranks get
+    // the port rank 0's agent chose.
+    let port = match &a.gang {
+        None => None,
+        Some(g) => match (g.rank, g.master_port) {
+            (0, _) => {
+                let taken: HashSet<u16> = lock(table).values().filter_map(|r| r.port).collect();
+                let mut next = lock(&node.next_port);
+                match cfg.master_ports.pick(*next, &taken) {
+                    Some(p) => {
+                        *next = cfg.master_ports.after(p);
+                        Some(p)
+                    }
+                    None => {
+                        let r = cfg.master_ports;
+                        let msg = format!("no free port in {}-{} for its MASTER_PORT on this node", r.lo, r.hi);
+                        drop(next);
+                        return report_unstarted(cfg, client, &a, Outcome::Refused, msg);
+                    }
+                }
+            }
+            (_, Some(p)) => Some(p),
+            (r, None) => {
+                let msg = format!("rank {r} came without rank 0's MASTER_PORT");
+                return report_unstarted(cfg, client, &a, Outcome::Refused, msg);
+            }
+        },
+    };
     // CPU cores: `--cpus N` reserves N of the node's cores for the job alone; a job that asks
     // none shares the cores no job has reserved.
     let cores = match a.cpus {
@@ -634,8 +740,11 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             ("ORDO_NODE_RANK", g.rank.to_string()),
             ("ORDO_NNODES", g.nodes.len().to_string()),
             ("MASTER_ADDR", g.master_addr.clone()),
-            ("MASTER_PORT", g.master_port.to_string()),
+            ("MASTER_PORT", port.map(|p| p.to_string()).unwrap_or_default()),
             ("WORLD_SIZE", g.world_size.to_string()),
+            // This rank's GPUs (ranks of a job the placement split may differ): what
+            // `torchrun --nproc-per-node` takes (as ORDO_GPUS).
+            ("LOCAL_WORLD_SIZE", a.gpu_ids.len().to_string()),
         ]);
     }
     let env = job_env(std::env::vars(), &cfg.pass_env, &who, &job_vars);
@@ -674,7 +783,10 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             (None, None)
         }
     };
-    lock(table).insert(a.job, Running { started_at, attempt: a.attempt, stdin, gpu_ids: a.gpu_ids.clone() });
+    // Only rank 0's port is its own to report; the others' is rank 0's.
+    let own_port = port.filter(|_| a.gang.as_ref().is_some_and(|g| g.rank == 0));
+    lock(table)
+        .insert(a.job, Running { started_at, attempt: a.attempt, stdin, gpu_ids: a.gpu_ids.clone(), port: own_port });
     let table = table.clone();
     let client = client.clone();
     let cores_table = node.cores.clone();
@@ -740,5 +852,42 @@ fn send_report(client: &Client, rep: &EndReport) {
             }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+    use super::*;
+
+    #[test]
+    fn port_ranges_parse_and_refuse_privileged_or_reversed_ones() {
+        assert_eq!("29500-30499".parse::<PortRange>(), Ok(PortRange::default()));
+        assert_eq!("2000-2000".parse::<PortRange>(), Ok(PortRange { lo: 2000, hi: 2000 }));
+        for bad in ["", "29500", "80-90", "3000-2000", "1-70000", "a-b", "29500-"] {
+            assert!(bad.parse::<PortRange>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_port_held_by_a_listener_or_by_one_of_its_jobs_is_not_picked() {
+        // A port another process listens on (here on loopback only, not on every address).
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let p = held.local_addr().unwrap().port();
+        assert!(!port_free(p));
+        let none = HashSet::new();
+        assert!((1024..=u16::MAX - 40).contains(&p), "the kernel gave port {p}, outside its ephemeral range");
+        assert_eq!(PortRange { lo: p, hi: p }.pick(p, &none), None, "the only port is held");
+        let range = PortRange { lo: p, hi: p + 40 };
+        let q = range.pick(p, &none).unwrap();
+        assert!(q != p && (p..=p + 40).contains(&q), "{q}");
+        // Ports this agent already gave its own jobs are skipped even though nothing listens yet
+        // (two gangs' rank 0s started in one poll), and the search wraps around the range.
+        let r = range.pick(p, &HashSet::from([q])).unwrap();
+        assert!(r != q && r != p, "{r}");
+        assert_eq!(range.after(p + 40), p);
+        let w = range.pick(p + 40, &HashSet::from([p + 40])).unwrap();
+        assert!(w != p && w != p + 40, "wrapped to {w}");
+        drop(held);
     }
 }

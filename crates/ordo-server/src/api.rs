@@ -262,7 +262,9 @@ pub struct JobInfo {
     /// Its array and index, when it is an element of a job array.
     #[serde(default)]
     pub array: Option<ArrayMember>,
-    /// Nodes it runs on: 1, or a multi-node (gang) job's node count.
+    /// Nodes it runs on: 1, or a multi-node (gang) job's node count; 0: as many as the
+    /// placement splits it over (it asked more GPUs than any node has, without a node count;
+    /// `ranks` then says which, each with its own GPU count).
     #[serde(default = "one")]
     pub nodes: u32,
     /// A multi-node job's ranks of its current or last run (rank 0 first); empty otherwise
@@ -313,6 +315,10 @@ pub struct Rank {
     /// Its process ended (or never will start: the job is being stopped, or its node died).
     #[serde(default)]
     pub ended: bool,
+    /// Rank 0's only: the rendezvous port (`MASTER_PORT`) its agent found free on its node and
+    /// reported with the rank's start; the other ranks start once it is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// How a multi-node job ends once all its ranks have stopped.
@@ -336,8 +342,10 @@ pub struct GangAssign {
     pub nodes: Vec<String>,
     /// Rank 0's node's address (`MASTER_ADDR`).
     pub master_addr: String,
-    /// The rendezvous port on rank 0's node (`MASTER_PORT`).
-    pub master_port: u16,
+    /// The rendezvous port on rank 0's node (`MASTER_PORT`). `None` for rank 0 itself: its agent
+    /// chooses a port it finds free on its node and reports it ([`RunningJob::port`]); the
+    /// other ranks are sent only once it has.
+    pub master_port: Option<u16>,
     /// GPUs of the whole job (`WORLD_SIZE`).
     pub world_size: u32,
 }
@@ -486,6 +494,10 @@ pub struct RunningJob {
     /// earlier run of a multi-node job (still being stopped) is then told apart from the new one.
     #[serde(default)]
     pub attempt: u32,
+    /// Rank 0 of a multi-node job: the rendezvous port (`MASTER_PORT`) the agent chose for it,
+    /// free on this node when it probed it (see [`GangAssign::master_port`]). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// `POST /v1/agent/poll`: heartbeat, reconciliation and (long-poll) work request in one.

@@ -165,7 +165,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
             (Some(id), Some(index)) => Some(crate::api::ArrayMember { id: id as JobNo, index: index as u32 }),
             _ => None,
         },
-        nodes: r.get::<_, Option<u32>>(29)?.unwrap_or(1).max(1),
+        nodes: r.get::<_, Option<u32>>(29)?.unwrap_or(1),
         ranks: r.get::<_, Option<String>>(30)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
         gang_stop: r.get::<_, Option<String>>(31)?.and_then(|s| serde_json::from_str(&s).ok()),
     })

@@ -9,13 +9,22 @@ const TRIES: u32 = 3;
 /// The words of a notice, for chat webhooks (Slack and Mattermost show a `text` field).
 pub fn text(n: &serde_json::Value) -> String {
     let mins = n["idle_for_ms"].as_i64().unwrap_or(0) / 60_000;
+    // A multi-node job's every rank: `gpu1 (8), gpu2 (4)`.
+    let on = match n["ranks"].as_array() {
+        Some(ranks) => ranks
+            .iter()
+            .map(|r| format!("{} ({})", r["node"].as_str().unwrap_or("?"), r["gpu_ids"].as_array().map_or(0, Vec::len)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => n["node"].as_str().unwrap_or("?").to_string(),
+    };
     format!(
         "ordo: job {} ({}) of {} holds {} GPU(s) on {} but kept them under {}% busy for {} min (mean {}%)",
         n["job"],
         n["name"].as_str().unwrap_or("?"),
         n["user"].as_str().unwrap_or("?"),
         n["gpus"],
-        n["node"].as_str().unwrap_or("?"),
+        on,
         n["threshold_pct"],
         mins,
         n["busy_pct"]
@@ -23,8 +32,8 @@ pub fn text(n: &serde_json::Value) -> String {
 }
 
 /// Sends each notice to `url` on a background thread: the notice's fields (`event`, `job`,
-/// `user`, `name`, `node`, `gpu_ids`, `gpus`, `busy_pct`, `threshold_pct`, `idle_since`,
-/// `idle_for_ms`, `idle_after_ms`, `time`) plus `text`.
+/// `user`, `name`, `node`, `gpu_ids`, `nodes`, for a multi-node job `ranks`, `gpus`, `busy_pct`,
+/// `threshold_pct`, `idle_since`, `idle_for_ms`, `idle_after_ms`, `time`) plus `text`.
 pub fn send(url: String, notices: Vec<serde_json::Value>) {
     if notices.is_empty() {
         return;
@@ -65,6 +74,14 @@ mod tests {
         assert_eq!(
             super::text(&n),
             "ordo: job 12 (train) of alice holds 2 GPU(s) on gpu1 but kept them under 5.0% busy for 31 min (mean 0.8%)"
+        );
+        let n = serde_json::json!({"job": 13, "name": "big", "user": "bob", "gpus": 12, "node": "gpu1",
+                                   "ranks": [{"node": "gpu1", "gpu_ids": [0, 1, 2, 3, 4, 5, 6, 7]},
+                                             {"node": "gpu2", "gpu_ids": [0, 1, 2, 3]}],
+                                   "threshold_pct": 5.0, "idle_for_ms": 1_860_000, "busy_pct": 0.8});
+        assert_eq!(
+            super::text(&n),
+            "ordo: job 13 (big) of bob holds 12 GPU(s) on gpu1 (8), gpu2 (4) but kept them under 5.0% busy for 31 min (mean 0.8%)"
         );
     }
 }

@@ -64,8 +64,10 @@ fn setup(dir: &std::path::Path, t0: i64) -> (Core, u64, u64) {
     let busy = c.submit(&user("alice"), job(2, "busy"), t0).expect("submit");
     let nb = c.submit(&user("bob"), job(1, "notebook"), t0).expect("submit");
     c.pass(t0).expect("pass");
-    let running =
-        vec![RunningJob { job: busy, started_at: t0, attempt: 0 }, RunningJob { job: nb, started_at: t0, attempt: 0 }];
+    let running = vec![
+        RunningJob { job: busy, started_at: t0, attempt: 0, port: None },
+        RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
+    ];
     c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running, wait_ms: 0 }, t0).expect("poll");
     (c, busy, nb)
 }
@@ -180,8 +182,8 @@ fn job_figures_and_allocated_but_idle_by_hand() {
         &PollRequest {
             node: "n1".into(),
             running: vec![
-                RunningJob { job: busy, started_at: t0, attempt: 0 },
-                RunningJob { job: nb, started_at: t0, attempt: 0 },
+                RunningJob { job: busy, started_at: t0, attempt: 0, port: None },
+                RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
             ],
             wait_ms: 0,
         },
@@ -251,5 +253,56 @@ fn series_are_bounded_rings() {
     // Samples every 10 minutes fill every other 5-minute slot: 150 of the 300 per GPU, after 3 days.
     assert_eq!(count("SELECT COUNT(*) FROM gpu_series WHERE res = 300000"), 2 * 150);
     assert_eq!(count("SELECT COUNT(*) FROM gpu_series WHERE res = 3600000"), 2 * 72);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_idle_multi_node_job_is_named_on_every_rank_s_node() {
+    let dir = tempdir("gang-idle");
+    let t0 = 30_000_000;
+    let mut c = Core::open(cfg(&dir), t0).expect("open");
+    for n in ["n1", "n2"] {
+        let reg = RegisterRequest { node: n.into(), gpus: 4, fake: true, ..RegisterRequest::default() };
+        c.register(&agent(n), &reg, t0).expect("register");
+    }
+    // 6 GPUs on 4-GPU nodes: split 4 + 2 by the placement, one rank on each node.
+    let id = c.submit(&user("alice"), job(6, "big"), t0).expect("submit");
+    c.pass(t0).expect("pass");
+    let j = c.job(id, t0).expect("job");
+    let shape: Vec<(String, Vec<u32>)> = j.ranks.iter().map(|r| (r.node.clone(), r.gpu_ids.clone())).collect();
+    assert_eq!(shape, vec![("n1".to_string(), vec![0, 1, 2, 3]), ("n2".to_string(), vec![0, 1])]);
+    for (n, port) in [("n1", Some(29_500)), ("n2", None)] {
+        let running = vec![RunningJob { job: id, started_at: t0, attempt: 0, port }];
+        c.poll(&agent(n), &PollRequest { node: n.into(), running, wait_ms: 0 }, t0).expect("poll");
+    }
+    // Both nodes report its GPUs idle for more than 60 s.
+    for k in 0..4 {
+        let t = t0 + k * 30_000;
+        report(&mut c, "n1", (0..4).map(|g| sample(g, 1.0, 10)).collect(), t).expect("n1");
+        report(&mut c, "n2", (0..2).map(|g| sample(g, 0.0, 10)).collect(), t).expect("n2");
+    }
+    let t = t0 + 90_000;
+    // Every GPU of every rank is the job's and flagged, on both nodes.
+    let g = c.gpus_status(t);
+    let held: Vec<(String, u32, bool)> =
+        g.gpus.iter().filter(|x| x.job == Some(id)).map(|x| (x.node.clone(), x.gpu, x.idle)).collect();
+    let want: Vec<(String, u32, bool)> = [("n1", 0), ("n1", 1), ("n1", 2), ("n1", 3), ("n2", 0), ("n2", 1)]
+        .map(|(n, g)| (n.to_string(), g, true))
+        .into();
+    assert_eq!(held, want);
+    assert_eq!(g.idle.len(), 1);
+    let ranks: Vec<(&str, usize)> = g.idle[0].ranks.iter().map(|r| (r.node.as_str(), r.gpu_ids.len())).collect();
+    assert_eq!(ranks, vec![("n1", 4), ("n2", 2)]);
+    for n in c.nodes() {
+        assert_eq!(n.idle_jobs, vec![id], "node {}", n.name);
+    }
+    let recs = c.audit(Some(id), None, 100).expect("audit");
+    let idle = recs.iter().find(|r| r.kind == "idle").expect("idle record");
+    assert_eq!(idle.detail["nodes"], serde_json::json!(["n1", "n2"]), "{}", idle.detail);
+    assert_eq!(idle.detail["ranks"][1]["gpu_ids"], serde_json::json!([0, 1]), "{}", idle.detail);
+    let notices = c.activity_tick(t).expect("tick");
+    assert_eq!(notices.len(), 1);
+    assert_eq!(notices[0]["nodes"], serde_json::json!(["n1", "n2"]));
+    assert!(ordo_server::notify::text(&notices[0]).contains("on n1 (4), n2 (2)"), "{}", notices[0]);
     let _ = std::fs::remove_dir_all(&dir);
 }

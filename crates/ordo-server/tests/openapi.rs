@@ -115,7 +115,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         array: None,
         activity: None,
         nodes: 2,
-        ranks: vec![Rank { node: "n".into(), gpu_ids: vec![0], started: true, ended: false }],
+        ranks: vec![Rank { node: "n".into(), gpu_ids: vec![0], started: true, ended: false, port: Some(29_500) }],
         gang_stop: Some(GangStop { state: JobState::Failed, reason: "r".into(), exit_code: Some(1) }),
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
@@ -170,7 +170,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
             rank: 1,
             nodes: vec!["a".into(), "b".into()],
             master_addr: "a".into(),
-            master_port: 29501,
+            master_port: Some(29501),
             world_size: 2,
         }),
     };

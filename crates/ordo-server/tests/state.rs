@@ -51,7 +51,7 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     let on_n1: Vec<RunningJob> = before
         .iter()
         .filter(|(_, (n, _))| n == "n1")
-        .map(|(&job, _)| RunningJob { job, started_at: t0, attempt: 0 })
+        .map(|(&job, _)| RunningJob { job, started_at: t0, attempt: 0, port: None })
         .collect();
     c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0 }, t0 + 1).expect("poll");
     let waiting = pending_order(&c, t0);
@@ -176,7 +176,7 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
         &agent("n1"),
         &PollRequest {
             node: "n1".into(),
-            running: vec![RunningJob { job: a, started_at: t0, attempt: 0 }],
+            running: vec![RunningJob { job: a, started_at: t0, attempt: 0, port: None }],
             wait_ms: 0,
         },
         t0,
@@ -303,7 +303,7 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     c.pass(t0).expect("pass");
     let run = |job, t| PollRequest {
         node: "n1".into(),
-        running: vec![RunningJob { job, started_at: t, attempt: 0 }],
+        running: vec![RunningJob { job, started_at: t, attempt: 0, port: None }],
         wait_ms: 0,
     };
     c.poll(&agent("n1"), &run(long, t0), t0).expect("poll");
@@ -417,7 +417,7 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
             &agent("n1"),
             &PollRequest {
                 node: "n1".into(),
-                running: vec![RunningJob { job, started_at: t0, attempt: 0 }],
+                running: vec![RunningJob { job, started_at: t0, attempt: 0, port: None }],
                 wait_ms: 0,
             },
             t,

@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use ordo_core::policy::parse_duration;
 use ordo_server::activity::ActivitySource;
-use ordo_server::agent::{AgentConfig, GpuSpec};
+use ordo_server::agent::{AgentConfig, GpuSpec, PortRange};
 use ordo_server::api::*;
 use ordo_server::array::JobRef;
 use ordo_server::auth::Role;
@@ -218,6 +218,11 @@ pub struct AgentArgs {
     /// rank 0 runs here gets it as MASTER_ADDR (default: the node name).
     #[arg(long)]
     addr: Option<String>,
+    /// TCP ports for the rendezvous (MASTER_PORT) of multi-node jobs whose rank 0 runs here:
+    /// the agent hands rank 0 a port of this range that it finds free on this node (a test
+    /// bind) and that none of its running jobs has, and the server gives it to the other ranks.
+    #[arg(long, default_value = "29500-30499", value_name = "LO-HI")]
+    master_ports: PortRange,
 }
 
 #[derive(Args, Debug)]
@@ -304,10 +309,12 @@ fn client_for(server: &str, token: Option<String>, ca: Option<&std::path::Path>,
 pub struct SubmitArgs {
     #[command(flatten)]
     conn: ConnArgs,
-    /// GPUs in all (on one node; with --nodes, split evenly over the nodes; without --nodes and
-    /// more than any node has, a multiple of the largest node's GPUs runs as a multi-node job on
-    /// that many whole nodes, one rank each, as with --nodes). Default 1, or --nodes times
-    /// --gpus-per-node.
+    /// GPUs in all (on one node; with --nodes, split evenly over the nodes; without --nodes,
+    /// --cpus and --mem and more than any node has, split over nodes as the scheduler's
+    /// consolidated placement chooses: whole idle nodes, largest first, the rest on one more
+    /// node, so --gpus 12 on 8-GPU nodes is 8 + 4; it runs as a multi-node job, one rank per
+    /// node, each with its own ORDO_GPUS and LOCAL_WORLD_SIZE, e.g. `torchrun --nproc-per-node
+    /// $ORDO_GPUS`). Default 1, or --nodes times --gpus-per-node.
     #[arg(long, conflicts_with = "gpus_per_node")]
     gpus: Option<u32>,
     /// A multi-node (gang) job on exactly N nodes (at most 64), every rank started together:
@@ -315,7 +322,8 @@ pub struct SubmitArgs {
     /// --node_rank $ORDO_NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT
     /// train.py'` (through a shell, so that each rank reads its own values). Each rank gets
     /// ORDO_NODELIST, ORDO_NODE_RANK, ORDO_NNODES, MASTER_ADDR (rank 0's node, its `ordo agent
-    /// --addr`), MASTER_PORT (29500 + job id % 1000), WORLD_SIZE (GPUs in all) and its
+    /// --addr`), MASTER_PORT (a port rank 0's agent found free on its node, `ordo agent
+    /// --master-ports`), WORLD_SIZE (GPUs in all) and its
     /// CUDA_VISIBLE_DEVICES. One rank failing, or its node dying, stops every rank; cancel and
     /// preemption stop them all. Not with --cpus or --mem.
     #[arg(long, value_name = "N")]
@@ -730,6 +738,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 activity,
                 activity_every_ms: activity_every as u64,
                 addr: a.addr,
+                master_ports: a.master_ports,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -965,7 +974,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
-                if j.nodes > 1 { format!(" on {} nodes", j.nodes) } else { String::new() },
+                match (j.nodes, j.ranks.len()) {
+                    (_, r) if r > 1 => format!(" on {r} nodes"),
+                    (0, _) => " split over nodes by the placement".to_string(),
+                    (n, _) if n > 1 => format!(" on {n} nodes"),
+                    _ => String::new(),
+                },
                 j.priority,
                 j.state.as_str()
             );

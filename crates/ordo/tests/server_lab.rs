@@ -214,13 +214,15 @@ fn a_job_array_on_real_processes() {
 
 /// The rendezvous of a 2-node job: rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects
 /// (retrying until rank 0 listens) and both write what they got; each writes its variables.
+/// Rank 0 keeps listening for the seconds its optional second argument says.
 const RENDEZVOUS: &str = r#"
 import os, socket, sys, time
 e = os.environ
 out, rank = sys.argv[1], int(e["ORDO_NODE_RANK"])
+hold = float(sys.argv[2]) if len(sys.argv) > 2 else 0
 addr, port = e["MASTER_ADDR"], int(e["MASTER_PORT"])
 with open(f"{out}/env-{rank}", "w") as f:
-    for k in ["ORDO_NODELIST", "ORDO_NODE_RANK", "ORDO_NNODES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ORDO_NODE"]:
+    for k in ["ORDO_NODELIST", "ORDO_NODE_RANK", "ORDO_NNODES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "ORDO_NODE", "ORDO_GPUS", "LOCAL_WORLD_SIZE"]:
         f.write(f"{k}={e.get(k, '')}\n")
 if rank == 0:
     s = socket.socket()
@@ -233,6 +235,7 @@ if rank == 0:
     c.sendall(("hello " + msg).encode())
     c.close()
     open(f"{out}/got-0", "w").write(msg)
+    time.sleep(hold)
 else:
     for _ in range(300):
         try:
@@ -265,9 +268,15 @@ fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
     let dir = tempdir("gang");
     let (admin, alice) = tokens(&dir);
     let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    // Another process listens on the first port of the agents' rendezvous range: it is never
+    // handed out. (The agents share this machine, so they share its ports.)
+    let held = std::net::TcpListener::bind(("0.0.0.0", 0)).expect("a port to hold");
+    let lo = held.local_addr().expect("addr").port();
+    let hi = lo.saturating_add(40);
+    let range = format!("{lo}-{hi}");
     let mut agents: Vec<(String, harness::Proc)> = ["g1", "g2", "g3"]
         .iter()
-        .map(|n| (n.to_string(), agent_with(&dir, &url, n, 2, &["--addr", "127.0.0.1"])))
+        .map(|n| (n.to_string(), agent_with(&dir, &url, n, 2, &["--addr", "127.0.0.1", "--master-ports", &range])))
         .collect();
     wait_for("three nodes", Duration::from_secs(20), || {
         cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|n| n.len() == 3)
@@ -289,6 +298,10 @@ fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
         j["ranks"].as_array().expect("ranks").iter().map(|r| r["node"].as_str().unwrap_or("").to_string()).collect();
     assert_eq!(ranks.len(), 2);
     assert_ne!(ranks[0], ranks[1]);
+    // MASTER_PORT is the port rank 0's agent found free and reported: in its range, not the
+    // held one.
+    let port = j["ranks"][0]["port"].as_u64().expect("rank 0's port");
+    assert!(port != lo as u64 && (lo as u64..=hi as u64).contains(&port), "{port} in {range}, {lo} held: {j}");
     for r in 0..2 {
         let e = env_of(&out.join(format!("env-{r}")));
         let want = [
@@ -296,7 +309,7 @@ fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
             ("ORDO_NODE_RANK", r.to_string()),
             ("ORDO_NNODES", "2".into()),
             ("MASTER_ADDR", "127.0.0.1".into()),
-            ("MASTER_PORT", (29_500 + id % 1000).to_string()),
+            ("MASTER_PORT", port.to_string()),
             ("WORLD_SIZE", "4".into()),
             ("CUDA_VISIBLE_DEVICES", "0,1".into()),
             ("ORDO_NODE", ranks[r].clone()),
@@ -308,6 +321,53 @@ fn a_two_node_job_rendezvous_over_tcp_and_a_dead_agent_stops_every_rank() {
     let audit = cli_json(&url, &admin, &["audit", "--job", &id.to_string()]);
     let kinds: Vec<&str> = audit.as_array().expect("array").iter().filter_map(|r| r["kind"].as_str()).collect();
     assert_eq!(kinds.iter().filter(|k| **k == "rank_end").count(), 2, "{kinds:?}");
+
+    // Two gangs at once whose rank 0s share a node: each gets a port of its own (rank 0 of
+    // each listens on it for 3 s, so the same port twice would fail one of them), both meet.
+    let pair: Vec<(u64, std::path::PathBuf)> = (0..2)
+        .map(|k| {
+            let out = dir.join(format!("rdv-pair-{k}"));
+            std::fs::create_dir_all(&out).expect("dir");
+            let o = out.to_string_lossy().into_owned();
+            let args = ["submit", "--nodes", "2", "--gpus-per-node", "1", "--time", "1m", "--", "python3", &s, &o, "3"];
+            (cli_json(&url, &alice, &args)["id"].as_u64().expect("id"), out)
+        })
+        .collect();
+    let ended: Vec<serde_json::Value> =
+        pair.iter().map(|(id, _)| wait_ended(&url, &alice, *id, Duration::from_secs(60))).collect();
+    for (j, (_, out)) in ended.iter().zip(&pair) {
+        assert_eq!(j["state"], "completed", "{j}");
+        assert_eq!(std::fs::read_to_string(out.join("got-1")).unwrap_or_default(), "hello rank 1");
+    }
+    assert_eq!(ended[0]["ranks"][0]["node"], ended[1]["ranks"][0]["node"], "rank 0s on one node: {ended:?}");
+    let ports: Vec<u64> = ended.iter().map(|j| j["ranks"][0]["port"].as_u64().expect("port")).collect();
+    assert_ne!(ports[0], ports[1], "{ended:?}");
+    assert!(ports.iter().all(|&p| p != lo as u64), "{ports:?}");
+    for (&p, (_, out)) in ports.iter().zip(&pair) {
+        assert_eq!(env_of(&out.join("env-1")).get("MASTER_PORT"), Some(&p.to_string()));
+    }
+    drop(held);
+
+    // --gpus 3 without --nodes on 2-GPU nodes: split by the placement, 2 + 1, one rank each
+    // with its own GPU count; the ranks meet as any gang's.
+    let out = dir.join("rdv-split");
+    std::fs::create_dir_all(&out).expect("dir");
+    let o = out.to_string_lossy().into_owned();
+    let id = cli_json(&url, &alice, &["submit", "--gpus", "3", "--time", "1m", "--", "python3", &s, &o])["id"]
+        .as_u64()
+        .expect("id");
+    let j = wait_ended(&url, &alice, id, Duration::from_secs(60));
+    assert_eq!((j["state"].as_str(), j["nodes"].as_u64()), (Some("completed"), Some(0)), "{j}");
+    let counts: Vec<usize> =
+        j["ranks"].as_array().expect("ranks").iter().map(|r| r["gpu_ids"].as_array().map_or(0, Vec::len)).collect();
+    assert_eq!(counts, vec![2, 1], "{j}");
+    for (r, k) in counts.iter().enumerate() {
+        let e = env_of(&out.join(format!("env-{r}")));
+        for (var, want) in [("WORLD_SIZE", 3), ("LOCAL_WORLD_SIZE", *k), ("ORDO_GPUS", *k)] {
+            assert_eq!(e.get(var), Some(&want.to_string()), "rank {r}: {var} in {e:?}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(out.join("got-1")).unwrap_or_default(), "hello rank 1");
 
     // kill -9 of one rank's agent mid-run: the other rank is killed, the job requeued and run
     // again on the two nodes left, never two copies at once; cancel then kills both ranks.

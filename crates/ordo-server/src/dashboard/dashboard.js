@@ -121,7 +121,8 @@ function renderIdle(g) {
   $('idle-rule').textContent = 'under ' + g.idle_threshold_pct + '% busy for ' + rel(g.idle_after_ms);
   fill('idle', g.idle.map((i) => el('tr', { 'data-job': i.job },
     el('td', {}, i.job), el('td', {}, i.user), el('td', {}, i.name),
-    el('td', {}, i.node + ': ' + i.gpu_ids.join(',')), el('td', { class: 'num' }, pct(i.busy_pct)),
+    el('td', {}, (i.ranks || [i]).map((r) => r.node + ': ' + r.gpu_ids.join(',')).join('; ')),
+    el('td', { class: 'num' }, pct(i.busy_pct)),
     el('td', {}, rel(Date.now() - i.idle_since) + ' ago'))), 'none');
 }
 

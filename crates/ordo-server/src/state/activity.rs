@@ -392,8 +392,13 @@ impl Core {
             };
             let Some(j) = self.active.get(&id) else { continue };
             let mut d = detail;
+            // Rank 0's node and GPUs; a multi-node job's every rank too.
             d["node"] = json!(j.node);
             d["gpu_ids"] = json!(j.gpu_ids);
+            d["nodes"] = json!(j.run_nodes());
+            if !j.ranks.is_empty() {
+                d["ranks"] = json!(idle_ranks(j));
+            }
             audit(&tx, now, &format!("node:{node}"), "idle", Some(id), &policy, &d)?;
             if let Some(a) = self.live.jobs.get(&id) {
                 write_job(&tx, id, a, now)?;
@@ -554,12 +559,8 @@ impl Core {
             .map(|(_, s)| s.util_pct)
             .collect();
         let busy = (!fresh.is_empty()).then(|| fresh.iter().sum::<f64>() / fresh.len() as f64);
-        let mut idle: Vec<JobNo> = self
-            .active
-            .values()
-            .filter(|j| j.node.as_deref() == Some(node) && self.is_flagged(j.id))
-            .map(|j| j.id)
-            .collect();
+        let mut idle: Vec<JobNo> =
+            self.active.values().filter(|j| j.rank_on(node).is_some() && self.is_flagged(j.id)).map(|j| j.id).collect();
         idle.sort_unstable();
         (busy, idle)
     }
@@ -572,8 +573,9 @@ impl Core {
     pub fn gpus_status(&self, now: i64) -> GpusResponse {
         let mut holder: HashMap<(&str, u32), &JobInfo> = HashMap::new();
         for j in self.active.values() {
-            if let Some(n) = j.node.as_deref() {
-                for &g in &j.gpu_ids {
+            // Every rank's GPUs on its node.
+            for (n, ids) in placed(j) {
+                for &g in ids {
                     holder.insert((n, g), j);
                 }
             }
@@ -608,6 +610,7 @@ impl Core {
                     name: j.name.clone(),
                     node: j.node.clone().unwrap_or_default(),
                     gpu_ids: j.gpu_ids.clone(),
+                    ranks: if j.ranks.is_empty() { vec![] } else { idle_ranks(j) },
                     idle_since: a.idle_since?,
                     flagged_at: a.flagged?,
                     busy_pct: round1(if a.idle_n > 0 { a.idle_sum / a.idle_n as f64 } else { 0.0 }),
@@ -721,6 +724,11 @@ impl Core {
 /// as for the scheduler's fair-share policies (see `job_req`).
 pub fn group_of(user: &str) -> String {
     user.to_string()
+}
+
+/// A multi-node job's ranks as idle notices and `GET /v1/gpus` name them: node and GPUs.
+fn idle_ranks(j: &JobInfo) -> Vec<IdleRank> {
+    placed(j).into_iter().map(|(node, ids)| IdleRank { node: node.to_string(), gpu_ids: ids.to_vec() }).collect()
 }
 
 fn round1(x: f64) -> f64 {

@@ -201,6 +201,7 @@ impl Core {
             })
             .map(|r| r.job)
             .collect();
+        self.check_ports(&req.node, &req.running, &stale)?;
         let has: HashMap<JobNo, i64> = req.running.iter().map(|r| (r.job, r.started_at)).collect();
         let mine: Vec<JobNo> = self
             .active
@@ -268,8 +269,8 @@ impl Core {
             self.end_job(id, JobState::Cancelled, None, now, "cancelled before its process started".into(), &req.node)?;
         }
         // Multi-node jobs' ranks on this node.
-        let fresh: HashMap<JobNo, i64> =
-            has.iter().filter(|(j, _)| !stale.contains(j)).map(|(&j, &t)| (j, t)).collect();
+        let fresh: HashMap<JobNo, (i64, Option<u16>)> =
+            req.running.iter().filter(|r| !stale.contains(&r.job)).map(|r| (r.job, (r.started_at, r.port))).collect();
         self.gang_poll(&req.node, &fresh, now)?;
         let mut resp = PollResponse::default();
         for r in &req.running {
@@ -293,8 +294,9 @@ impl Core {
             .filter_map(|j| {
                 let r = j.rank_on(&req.node)?;
                 let fresh = match j.ranks.get(r) {
-                    // A gang's rank starts while its job starts or runs (others confirmed).
-                    Some(x) => !x.started && !x.ended && !gang::stopping(j),
+                    // A gang's rank starts while its job starts or runs (others confirmed);
+                    // ranks other than 0 once rank 0's agent has told its rendezvous port.
+                    Some(x) => !x.started && !x.ended && !gang::stopping(j) && (r == 0 || j.ranks[0].port.is_some()),
                     None => j.state == JobState::Starting && !j.cancel_requested,
                 };
                 (fresh && !has.contains_key(&j.id)).then_some((j, r))
@@ -372,7 +374,7 @@ impl Core {
             )));
         }
         if let Some(j) = self.pending.get(&rep.job) {
-            if j.nodes > 1 {
+            if j.nodes != 1 {
                 // A multi-node job's run ends only once all its ranks have: a late report of a
                 // requeued run changes nothing (the job runs again).
                 return Ok(());

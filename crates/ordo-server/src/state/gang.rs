@@ -21,24 +21,97 @@ fn ranks_json(j: &JobInfo) -> Result<(String, Option<String>), ApiError> {
 }
 
 impl Core {
-    /// A gang's rank to start on `node` (the agent's assignment), with its peers.
+    /// A gang's rank to start on `node` (the agent's assignment), with its peers. Rank 0 gets
+    /// no port (its agent chooses one); the others are only sent once rank 0's is known.
     pub(super) fn gang_assign(&self, j: &JobInfo, rank: usize) -> GangAssign {
         let nodes: Vec<String> = j.ranks.iter().map(|r| r.node.clone()).collect();
-        let head = &nodes[0];
         GangAssign {
             rank: rank as u32,
-            master_addr: self.nodes.get(head).and_then(|n| n.addr.clone()).unwrap_or_else(|| head.clone()),
-            master_port: master_port(j.id),
+            master_addr: self.node_addr(&nodes[0]),
+            master_port: if rank == 0 { None } else { j.ranks.first().and_then(|r| r.port) },
             world_size: j.gpus,
             nodes,
         }
     }
 
+    /// The address other nodes reach `node` at (`ordo agent --addr`), else its name: a gang's
+    /// `MASTER_ADDR` when its rank 0 runs there.
+    pub(super) fn node_addr(&self, node: &str) -> String {
+        self.nodes.get(node).and_then(|n| n.addr.clone()).unwrap_or_else(|| node.to_string())
+    }
+
+    /// Checks the rendezvous ports a poll of `node` reports (`running[].port`) before anything
+    /// of the poll is applied: only for rank 0 of a multi-node job that this node runs, not a
+    /// privileged port, never changed once reported, and never a port another gang's rank 0 on
+    /// this node already has. Reports for jobs the node no longer runs (or an earlier run's,
+    /// `stale`) are left alone: those processes are killed.
+    pub(super) fn check_ports(
+        &self,
+        node: &str,
+        running: &[RunningJob],
+        stale: &BTreeSet<JobNo>,
+    ) -> Result<(), ApiError> {
+        if running.iter().all(|r| r.port.is_none()) {
+            return Ok(());
+        }
+        // The ports the rank 0s on this node hold (one look at the active jobs per poll).
+        let mut seen: HashMap<u16, JobNo> = self
+            .active
+            .values()
+            .filter_map(|k| {
+                k.ranks.first().filter(|x| x.node == node && !x.ended).and_then(|x| x.port).map(|p| (p, k.id))
+            })
+            .collect();
+        for r in running {
+            let Some(p) = r.port else { continue };
+            if p < MIN_MASTER_PORT {
+                return Err(ApiError::BadRequest(format!(
+                    "field `running[].port`: {p} for job {} is below {MIN_MASTER_PORT} (a privileged port)",
+                    r.job
+                )));
+            }
+            let Some(j) = self.active.get(&r.job).filter(|_| !stale.contains(&r.job)) else { continue };
+            if j.ranks.is_empty() {
+                return Err(ApiError::BadRequest(format!(
+                    "field `running[].port`: job {} runs on one node; only rank 0 of a multi-node job has a rendezvous port",
+                    r.job
+                )));
+            }
+            if j.rank_on(node) != Some(0) {
+                return Err(ApiError::Forbidden(format!(
+                    "job {}'s rank 0 runs on node {}, not on {node}; a node may only report the rendezvous port of a rank 0 it runs",
+                    r.job, j.ranks[0].node
+                )));
+            }
+            if let Some(q) = j.ranks[0].port.filter(|&q| q != p) {
+                return Err(ApiError::BadRequest(format!(
+                    "field `running[].port`: job {}'s MASTER_PORT is {q}, reported before; it cannot change to {p}",
+                    r.job
+                )));
+            }
+            if let Some(&k) = seen.get(&p).filter(|&&k| k != r.job) {
+                return Err(ApiError::BadRequest(format!(
+                    "field `running[].port`: port {p} on node {node} is already job {k}'s MASTER_PORT; it cannot be job {}'s too",
+                    r.job
+                )));
+            }
+            seen.insert(p, r.job);
+        }
+        Ok(())
+    }
+
     /// A poll's reconciliation of the gang ranks placed on `node` with what its agent runs
-    /// (`has`: job -> start time): ranks that started are confirmed (the job runs from its
-    /// first), ranks that vanished end their gang (requeued or failed, per its policy), and
-    /// ranks of a gang being stopped that never started count as stopped.
-    pub(super) fn gang_poll(&mut self, node: &str, has: &HashMap<JobNo, i64>, now: i64) -> Result<(), ApiError> {
+    /// (`has`: job -> start time and, for rank 0, its rendezvous port, checked by
+    /// [`Core::check_ports`]): ranks that started are confirmed (the job runs from its first;
+    /// rank 0's port is recorded and the other ranks' nodes woken to start theirs), ranks that
+    /// vanished end their gang (requeued or failed, per its policy), and ranks of a gang being
+    /// stopped that never started count as stopped.
+    pub(super) fn gang_poll(
+        &mut self,
+        node: &str,
+        has: &HashMap<JobNo, (i64, Option<u16>)>,
+        now: i64,
+    ) -> Result<(), ApiError> {
         let mut confirm = Vec::new();
         let mut gone = Vec::new();
         for j in self.active.values().filter(|j| !j.ranks.is_empty()) {
@@ -48,9 +121,9 @@ impl Core {
                 continue;
             }
             match (has.get(&j.id), rank.started) {
-                (Some(&t), false) => {
+                (Some(&(t, port)), false) => {
                     self.plausible("started_at", t, j.start.unwrap_or(now), now)?;
-                    confirm.push((j.id, r, t));
+                    confirm.push((j.id, r, t, port.filter(|_| r == 0)));
                 }
                 (None, true) => gone.push((
                     j.id,
@@ -69,7 +142,7 @@ impl Core {
         if !confirm.is_empty() {
             let policy = self.policy.to_string();
             let mut rows = Vec::new();
-            for &(id, r, t) in &confirm {
+            for &(id, r, t, port) in &confirm {
                 let Some(j) = self.active.get_mut(&id) else { continue };
                 j.ranks[r].started = true;
                 let first = j.state == JobState::Starting;
@@ -77,29 +150,43 @@ impl Core {
                     j.state = JobState::Running;
                     j.start = Some(t);
                 }
-                rows.push((id, r, t, first, ranks_json(j)?.0));
+                let mut d = json!({"started_at": t, "rank": r, "node": node});
+                match port {
+                    Some(p) => {
+                        // The rendezvous is known: the other ranks may start now.
+                        j.ranks[r].port = Some(p);
+                        d["master_port"] = json!(p);
+                    }
+                    // Rank 0 started without telling its port: the other ranks could never
+                    // meet it. It is killed (the job is stopped) and the job fails.
+                    None if r == 0 && !stopping(j) => {
+                        let reason = format!(
+                            "rank 0 on {node}: its agent reported no MASTER_PORT (an agent older than the server?)"
+                        );
+                        d["stops_job"] = json!(reason);
+                        j.gang_stop = Some(GangStop { state: JobState::Failed, reason, exit_code: None });
+                    }
+                    None => {}
+                }
+                if r == 0 {
+                    self.to_wake.extend(j.ranks.iter().filter(|x| !x.started && !x.ended).map(|x| x.node.clone()));
+                }
+                let (ranks, stop) = ranks_json(j)?;
+                rows.push((id, t, first, ranks, stop, d));
             }
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
-            for (id, r, t, first, ranks) in rows {
+            for (id, t, first, ranks, stop, d) in rows {
                 if first {
                     tx.execute(
-                        "UPDATE jobs SET state='running', start=?2, ranks=?3 WHERE id=?1",
-                        params![id as i64, t, ranks],
+                        "UPDATE jobs SET state='running', start=?2, ranks=?3, gang_stop=?4 WHERE id=?1",
+                        params![id as i64, t, ranks, stop],
                     )
                     .ctx("confirm start")?;
                 } else {
-                    tx.execute("UPDATE jobs SET ranks=?2 WHERE id=?1", params![id as i64, ranks])
+                    tx.execute("UPDATE jobs SET ranks=?2, gang_stop=?3 WHERE id=?1", params![id as i64, ranks, stop])
                         .ctx("confirm rank")?;
                 }
-                audit(
-                    &tx,
-                    now,
-                    &format!("node:{node}"),
-                    "running",
-                    Some(id),
-                    &policy,
-                    &json!({"started_at": t, "rank": r, "node": node}),
-                )?;
+                audit(&tx, now, &format!("node:{node}"), "running", Some(id), &policy, &d)?;
             }
             tx.commit().ctx("commit rank confirmations")?;
         }

@@ -126,7 +126,8 @@ fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) 
     r.group = group_index(q, &j.user);
     // An array's limit on running elements (`%N`) is the core's, by the array's id.
     r.array = j.array.map_or(0, |a| a.id as u32);
-    // A multi-node job: its GPUs split evenly over exactly this many nodes (gang placement).
+    // A multi-node job: its GPUs split evenly over exactly this many nodes (gang placement);
+    // else (0) the placement decides, over several nodes when it is larger than any.
     r.nodes = gang_nodes(j);
     r
 }
@@ -140,9 +141,16 @@ fn gang_nodes(j: &JobInfo) -> u32 {
     }
 }
 
-/// GPUs a job needs on each of its nodes.
+/// GPUs a job needs on each of its nodes (all of them for a job the placement splits).
 fn per_node_gpus(j: &JobInfo) -> u32 {
     j.gpus / j.nodes.max(1)
+}
+
+/// Whether no node of the largest size that is up (`max_up` GPUs) can hold a node's share of
+/// `j`. A job the placement splits over nodes (`nodes` 0) is the core's to refuse (when the
+/// GPUs that are up are too few in all).
+fn outgrows(j: &JobInfo, max_up: u32) -> bool {
+    j.nodes != 0 && per_node_gpus(j) > max_up
 }
 
 /// A job's GPUs on each of its nodes in its current run: `(node, GPU indices)`, rank order.
@@ -154,10 +162,8 @@ fn placed(j: &JobInfo) -> Vec<(&str, &[u32])> {
     }
 }
 
-/// The rendezvous port of a multi-node job (`MASTER_PORT`): 29500 + the job id modulo 1000.
-fn master_port(id: JobNo) -> u16 {
-    29_500 + (id % 1000) as u16
-}
+/// The lowest rendezvous port an agent may report (below it: privileged ports).
+const MIN_MASTER_PORT: u16 = 1024;
 
 /// The core's group index of a user: their `[quotas]` group's, else their own user index.
 fn group_index(q: &QuotaConfig, user: &str) -> u32 {
@@ -477,7 +483,7 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
-                if per_node_gpus(j) > max_up
+                if outgrows(j, max_up)
                     || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_err()
                 {
                     continue;
@@ -503,7 +509,7 @@ impl Core {
                 match index.get(node) {
                     Some(&n) if !on.iter().any(|(m, _)| *m == n) => on.push((n, ids.to_vec())),
                     // A gang's rank on a node that is down holds nothing there.
-                    None if hide && j.nodes > 1 => {}
+                    None if hide && !j.ranks.is_empty() => {}
                     _ => {
                         on.clear();
                         break;
@@ -512,7 +518,7 @@ impl Core {
             }
             let count: usize = on.iter().map(|(_, ids)| ids.len()).sum();
             // (A gang with a rank on a node that is down holds only what its other ranks hold.)
-            let partial = hide && j.nodes > 1;
+            let partial = hide && !j.ranks.is_empty();
             let ok = (partial || (!on.is_empty() && count == j.gpus as usize))
                 && on.iter().all(|(n, ids)| {
                     let u = &used[*n as usize];
@@ -585,7 +591,7 @@ impl Core {
         // Jobs held by a user, or waiting on other jobs, stay out of the scheduler (they neither
         // start nor block others).
         for j in pend.into_iter().filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id))) {
-            if per_node_gpus(j) > max_up
+            if outgrows(j, max_up)
                 || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
             {
                 self.held.insert(j.id);

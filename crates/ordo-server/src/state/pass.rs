@@ -82,6 +82,18 @@ impl Core {
             let Some(j) = self.pending.get(&id) else { continue };
             let (n, _) = s.alloc.parts[0];
             let name = self.sched_nodes[n as usize].clone();
+            if s.alloc.parts.len() > MAX_GANG_NODES as usize {
+                // Split by the placement over more nodes than a job may have ranks: it waits
+                // for larger nodes to be free.
+                blocked.insert(
+                    id,
+                    format!(
+                        "the placement would split it over {} nodes, more than {MAX_GANG_NODES}; it waits for larger nodes to be free",
+                        s.alloc.parts.len()
+                    ),
+                );
+                continue;
+            }
             // A safety net: the core placed the job by its CPUs and memory too, so this should
             // never find the node short; if it does, the start waits rather than overcommits.
             if let Some(why) = self.lacks(&name, j, &used) {
@@ -122,12 +134,19 @@ impl Core {
                 .map(|(n, sids)| {
                     let mut phys: Vec<u32> = sids.iter().map(|&i| self.phys[*n as usize][i as usize]).collect();
                     phys.sort_unstable();
-                    Rank { node: self.sched_nodes[*n as usize].clone(), gpu_ids: phys, started: false, ended: false }
+                    Rank {
+                        node: self.sched_nodes[*n as usize].clone(),
+                        gpu_ids: phys,
+                        started: false,
+                        ended: false,
+                        port: None,
+                    }
                 })
                 .collect();
             let first = ranks.first().map(|r| (r.node.clone(), r.gpu_ids.clone()));
             let Some((name, phys)) = first else { return Err(internal("commit a planned start", "no GPUs")) };
-            if j.nodes <= 1 {
+            // One node: a plain job (a job the placement may split can still fit one node).
+            if ranks.len() <= 1 {
                 ranks.clear();
             }
             let backfill = head.is_some() && !in_order.contains(&s.job);
@@ -147,15 +166,10 @@ impl Core {
             .iter()
             .map(|(j, r)| (j.0 as JobNo, serde_json::to_value(self.shown(r)).unwrap_or_default()))
             .collect();
-        // A multi-node job's rendezvous (`MASTER_ADDR:MASTER_PORT`), for its start record.
-        let masters: HashMap<JobNo, String> = started
-            .iter()
-            .filter(|s| !s.4.is_empty())
-            .map(|(id, node, ..)| {
-                let addr = self.nodes.get(node).and_then(|n| n.addr.clone()).unwrap_or_else(|| node.clone());
-                (*id, format!("{addr}:{}", master_port(*id)))
-            })
-            .collect();
+        // A multi-node job's rendezvous address (`MASTER_ADDR`), for its start record; the
+        // port is rank 0's agent's to choose (in rank 0's `running` record).
+        let masters: HashMap<JobNo, String> =
+            started.iter().filter(|s| !s.4.is_empty()).map(|(id, node, ..)| (*id, self.node_addr(node))).collect();
         let res = (|| -> Result<(), DbError> {
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             for (id, why) in &newly_blocked {
@@ -196,7 +210,7 @@ impl Core {
                 if !ranks.is_empty() {
                     d["ranks"] =
                         json!(ranks.iter().map(|r| json!({"node": r.node, "gpu_ids": r.gpu_ids})).collect::<Vec<_>>());
-                    d["master"] = json!(masters.get(id));
+                    d["master_addr"] = json!(masters.get(id));
                 }
                 if *backfill {
                     d["backfill"] = json!({"ahead_of": head.map(|h| h.0)});

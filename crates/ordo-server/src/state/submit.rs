@@ -140,7 +140,7 @@ impl Core {
                     // Checked at submission: a dependency cannot have become unmeetable since.
                     let waits = matches!(self.add_expanded_deps(eid, &after), Ok(ordo_core::DepState::Waiting { .. }));
                     if !waits
-                        && (info.gpus / info.nodes > max_up
+                        && (outgrows(&info, max_up)
                             || self
                                 .sched
                                 .submit(job_req(&self.cfg.quotas, &info, eid, now, info.time_limit_ms), now)
@@ -156,15 +156,40 @@ impl Core {
             .collect()
     }
 
-    /// For a job that gives no node count and asks more GPUs than any node has: whole nodes of
-    /// the largest size, as consolidated placement shapes it (`--gpus 16` on 8-GPU nodes: 2 x 8),
-    /// when the GPUs are a multiple of that size and enough nodes have it; `None` otherwise (it
-    /// fits one node, or it must give `--nodes`).
-    fn gang_shape(&self, gpus: u32) -> Option<u32> {
-        let most = self.nodes.values().map(|n| n.gpus).max().filter(|&m| m > 0)?;
-        let n = gpus / most;
-        let whole = gpus > most && gpus.is_multiple_of(most) && n <= MAX_GANG_NODES;
-        (whole && self.nodes.values().filter(|x| x.gpus == most).count() >= n as usize).then_some(n)
+    /// For a job that gives no node count (nor CPUs or memory) and asks more GPUs than any
+    /// node has: `Ok(0)`, its GPUs split over nodes as the core's consolidated placement
+    /// chooses (whole idle nodes, largest first, the remainder on one more node: `--gpus 12` on
+    /// 8-GPU nodes is 8 + 4), when the registered nodes could hold it on at most
+    /// [`MAX_GANG_NODES`] nodes; else why it never could. `Ok(1)`: it fits one node.
+    fn split_shape(&self, gpus: u32) -> Result<u32, ApiError> {
+        let mut sizes: Vec<u32> = self.nodes.values().map(|n| n.gpus).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        if sizes.first().is_none_or(|&m| gpus <= m) {
+            return Ok(1);
+        }
+        let total: u64 = sizes.iter().map(|&g| g as u64).sum();
+        // The fewest nodes that hold it: the largest ones.
+        let mut fewest = 0;
+        let mut held = 0u64;
+        for &g in &sizes {
+            if held >= gpus as u64 {
+                break;
+            }
+            held += g as u64;
+            fewest += 1;
+        }
+        if held < gpus as u64 || fewest > MAX_GANG_NODES {
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {gpus} GPUs but the largest node has {}; split over nodes it {}",
+                sizes[0],
+                if held < gpus as u64 {
+                    format!("needs more than the {} registered nodes have in all ({total})", sizes.len())
+                } else {
+                    format!("needs {fewest} nodes, more than a job may have ({MAX_GANG_NODES})")
+                }
+            )));
+        }
+        Ok(0)
     }
 
     pub(super) fn check_submission(
@@ -228,8 +253,8 @@ impl Core {
         if nodes == 0 || nodes > MAX_GANG_NODES {
             return Err(ApiError::BadRequest(format!("field `nodes`: {nodes} is outside 1..={MAX_GANG_NODES}")));
         }
-        if req.nodes.is_none() && req.cpus.is_none() && req.mem_mib.is_none() {
-            nodes = self.gang_shape(req.gpus).unwrap_or(1);
+        if req.nodes.is_none() && req.cpus.is_none() && req.mem_mib.is_none() && !self.nodes.is_empty() {
+            nodes = self.split_shape(req.gpus)?;
         }
         if nodes > 1 {
             if !req.gpus.is_multiple_of(nodes) {
@@ -245,7 +270,7 @@ impl Core {
                 ));
             }
         }
-        let per_node = req.gpus / nodes;
+        let per_node = req.gpus / nodes.max(1);
         let max_node = self.nodes.values().map(|n| n.gpus).max();
         match max_node {
             None => {
@@ -256,7 +281,7 @@ impl Core {
             }
             Some(m) if per_node > m && nodes == 1 => {
                 return Err(ApiError::Unprocessable(format!(
-                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job runs on one node, on whole nodes of {m} when it asks a multiple of {m} GPUs, or on the nodes it asks for (`--nodes`)",
+                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job that asks CPUs or memory runs on one node; without them, more GPUs than a node has are split over nodes by the placement, or give `--nodes`",
                 req.gpus,
                 self.nodes.len(),
                 self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()

@@ -59,6 +59,8 @@ impl Core {
                     ask_text(j.gpus, j.cpus, j.mem_mib),
                     np.join(", ")
                 )
+            } else if self.held.contains(&id) && j.nodes == 0 {
+                format!("the nodes that are up cannot hold {} between them", ask_text(j.gpus, j.cpus, j.mem_mib))
             } else if self.held.contains(&id) {
                 format!("no node that is up can hold {} ({})", ask_text(j.gpus, j.cpus, j.mem_mib), gang_where(j))
             } else {
