@@ -75,6 +75,16 @@ in_tree() { chroot "$R" /usr/bin/env SLURM_CONF="$D/slurm.conf" "$@"; }
 # Whether process $1 runs (a zombie does not: where nothing reaps orphans, it stays one).
 running() { [ -r "/proc/$1/stat" ] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
 
+# The running processes whose root directory is the tree.
+in_tree_pids() {
+  local p root
+  root=$(cd "$R" && pwd -P)
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && running "${p#/proc/}" && echo "${p#/proc/}"
+  done
+  return 0
+}
+
 kill_pidfile() {
   local f=$1 p
   [ -f "$f" ] || return 0
@@ -86,6 +96,20 @@ kill_pidfile() {
 stop() {
   local f
   for f in "$D"/slurmrestd.pid "$D"/slurmd-n*.pid "$D"/slurmctld.pid "$D"/munged.pid; do kill_pidfile "$f"; done
+  # Anything else still chrooted into the tree (job steps a killed slurmd left behind).
+  if [ -d "$R" ]; then
+    local left p alive
+    left=$(in_tree_pids)
+    if [ -n "$left" ]; then
+      kill $left 2>/dev/null || true
+      for _ in $(seq 50); do
+        alive=
+        for p in $left; do running "$p" && alive=1; done
+        [ -z "$alive" ] && break; sleep 0.1
+      done
+      [ -z "$alive" ] || kill -9 $left 2>/dev/null || true
+    fi
+  fi
   # The mounts `start` made, last first.
   if [ -f "$D/mounts" ]; then
     tac "$D/mounts" | while read -r m; do
