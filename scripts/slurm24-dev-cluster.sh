@@ -10,9 +10,10 @@
 #   slurm24-dev-cluster.sh ctld-stop DIR      stop only slurmctld (an outage)
 #   slurm24-dev-cluster.sh ctld-start DIR     start slurmctld again
 #
-# The tree: $SLURM24_TREE, default ~/.cache/slurm24-trixie, reused when complete. DIR holds the
-# configuration, state, logs, pid files and fake GPU device files; it is bind-mounted at the same
-# path inside the tree, so every path in slurm.conf means the same inside and outside.
+# The tree: $SLURM24_TREE, default ~/.cache/slurm24-trixie, reused when complete (the other
+# commands use the tree DIR was started from). DIR holds the configuration, state, logs, pid
+# files and fake GPU device files; it is bind-mounted at the same path inside the tree, so every
+# path in slurm.conf means the same inside and outside.
 # DIR/bin holds client wrappers (squeue, scontrol, sinfo, sbatch, scancel, sacct, srun) that run
 # the tree's clients against this cluster whatever SLURM_CONF says: put DIR/bin first in PATH.
 # Ports: slurmctld 6917, slurmd 17101-17103, slurmrestd 6920 (JWT; openapi/slurmctld, which
@@ -70,6 +71,8 @@ install_tree() {
 if [ "$cmd" = install ]; then install_tree; exit 0; fi
 D=${2:?state dir}
 D=$(mkdir -p "$D" && cd "$D" && pwd)
+# The tree a running cluster came from (`start` writes it), whatever $SLURM24_TREE says now.
+[ "$cmd" != start ] && [ -f "$D/tree" ] && R=$(cat "$D/tree")
 in_tree() { chroot "$R" /usr/bin/env SLURM_CONF="$D/slurm.conf" "$@"; }
 
 # Whether process $1 runs (a zombie does not: where nothing reaps orphans, it stays one).
@@ -132,6 +135,7 @@ esac
 
 install_tree
 stop
+echo "$R" >"$D/tree"
 rm -rf "$D"/{state,log,fakegpu,spool,bin}
 mkdir -p "$D"/{state,log,fakegpu,spool/n1,spool/n2,spool/n3,bin}
 for i in 0 1 2 3 4 5 6 7; do mknod "$D/fakegpu/nvidia$i" c 195 $i; done
