@@ -27,10 +27,13 @@ MIRROR=${SLURM24_MIRROR:-http://deb.debian.org/debian}
 PKGS=slurmctld,slurmd,slurmrestd,slurm-client,slurm-wlm-jwt-plugin,munge
 CTLD_PORT=6917 REST_PORT=6920
 
+# The mount points at or below $1.
+mounts_below() { findmnt -rn -o TARGET | awk -v p="$1" '$0 == p || index($0, p "/") == 1'; }
+
 # Unmounts everything mounted at or below $1 (deepest first).
 umount_below() {
   local m
-  for m in $(findmnt -rn -o TARGET | awk -v p="$1" '$0 == p || index($0, p "/") == 1' | sort -r); do
+  for m in $(mounts_below "$1" | sort -r); do
     umount "$m" 2>/dev/null || umount -l "$m"
   done
 }
@@ -44,9 +47,12 @@ install_tree() {
   local tmp="$R.partial"
   # A failed earlier run may have left debootstrap's mounts (proc, sys) in the partial tree.
   umount_below "$tmp"
-  if [ -n "$(findmnt -rn -o TARGET | awk -v p="$tmp" '$0 == p || index($0, p "/") == 1')" ]; then
-    echo "slurm24: $tmp still has mounts; not removing it" >&2; exit 1
-  fi
+  local d
+  for d in "$tmp" "$R"; do
+    if [ -n "$(mounts_below "$d")" ]; then
+      echo "slurm24: $d has mounts (a cluster running from it?); not removing it" >&2; exit 1
+    fi
+  done
   rm -rf "$tmp"; mkdir -p "$(dirname "$R")"
   echo "slurm24: installing Slurm 24.11 from trixie into $R (debootstrap; a few minutes)" >&2
   debootstrap --variant=minbase --include=$PKGS trixie "$tmp" "$MIRROR" >"$tmp.log" 2>&1 || {
@@ -186,6 +192,6 @@ setsid chroot --userspec=nobody:nogroup "$R" /usr/bin/env SLURM_CONF="$D/slurm.c
   /usr/sbin/slurmrestd -a rest_auth/jwt -s openapi/slurmctld 127.0.0.1:$REST_PORT \
   >"$D/log/slurmrestd.log" 2>&1 </dev/null &
 echo $! >"$D/slurmrestd.pid"
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$REST_PORT/openapi/v3" && break; sleep 0.1; done
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$REST_PORT") 2>/dev/null && break; sleep 0.1; done
 "$D/bin/scontrol" token username=root lifespan=86400 >"$D/token.env"   # SLURM_JWT=...
 echo "export ORDO_SLURM24_DIR=$D   # PATH=$D/bin:\$PATH runs its clients"
