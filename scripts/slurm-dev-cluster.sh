@@ -79,54 +79,8 @@ else
   ACCT_LINES="AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none"
 fi
-H=$(hostname)
-cat > "$D/slurm.conf" <<CONF
-ClusterName=dev
-SlurmctldHost=localhost
-SlurmUser=root
-SlurmctldPort=6817
-AuthType=auth/munge
-CredType=cred/munge
-AuthAltTypes=auth/jwt
-AuthAltParameters=jwt_key=$D/jwt.key
-StateSaveLocation=$D/state
-SlurmdSpoolDir=$D/spool/%n
-SlurmctldPidFile=$D/slurmctld.pid
-SlurmdPidFile=$D/slurmd-%n.pid
-SlurmctldLogFile=$D/log/slurmctld.log
-SlurmdLogFile=$D/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-MailProg=/bin/true
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=1
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-PriorityType=priority/basic
-ReturnToService=2
-SlurmctldTimeout=30
-SlurmdTimeout=30
-InactiveLimit=0
-MinJobAge=300
-MaxJobCount=100000
-KillWait=5
-Waittime=0
-GresTypes=gpu
-$ACCT_LINES
-JobCompType=jobcomp/filetxt
-JobCompLoc=$D/log/jobcomp.txt
-NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=17001 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
-NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=17002 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
-NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=17003 CPUs=2 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
-PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
-PartitionName=other Nodes=n3 MaxTime=INFINITE State=UP
-CONF
-cat > "$D/gres.conf" <<CONF
-AutoDetect=off
-NodeName=n[1-2] Name=gpu File=$D/fakegpu/nvidia[0-7]
-NodeName=n3 Name=gpu File=$D/fakegpu/nvidia[0-3]
-CONF
+. "$(dirname "$0")/slurm-dev-conf.sh"
+write_dev_conf "$D" dev 6817 17001 "$ACCT_LINES"
 export SLURM_CONF=$D/slurm.conf
 
 if [ "$ACCT" = --acct ]; then

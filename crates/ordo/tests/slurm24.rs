@@ -1,0 +1,147 @@
+//! `ordo slurm` against Slurm 24.11 (REST API v0.0.42, `squeue --json` from the v0.0.42 data
+//! parser): the dev cluster of `scripts/slurm24-dev-cluster.sh`, named by `ORDO_SLURM24_DIR`,
+//! with the same nodes as the 22.05 one (n1, n2 with 8 GPUs, n3 with 4) on its own ports. The
+//! scenarios are `tests/slurm.rs`'s, shared in `slurm_common`. Skipped where `ORDO_SLURM24_DIR`
+//! is unset, except under `CI=true`.
+
+#![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+
+mod slurm_common;
+
+use ordo_slurm::client::run_with_timeout;
+use slurm_common::*;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The 24.11 cluster's directory, once this process's clients (and the `ordo` it runs) are
+/// pointed at it; `None` after saying why not (a failure under CI=true).
+fn slurm24() -> Option<PathBuf> {
+    static ANSWER: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let why = match ANSWER.get_or_init(find_slurm24) {
+        Ok(dir) => return Some(dir.clone()),
+        Err(why) => why,
+    };
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("Slurm 24.11 test: {why}; CI must start it (scripts/slurm24-dev-cluster.sh)");
+    }
+    let _ = writeln!(std::io::stderr(), "skipped: {why}");
+    None
+}
+
+/// Called once, under `LOCK` (every test takes it first), so no other test runs a command while
+/// the environment changes.
+fn find_slurm24() -> Result<PathBuf, String> {
+    let dir = std::env::var_os("ORDO_SLURM24_DIR").map(PathBuf::from).ok_or(
+        "ORDO_SLURM24_DIR is not set: no Slurm 24.11 to test against (start one with \
+         `scripts/slurm24-dev-cluster.sh start DIR` and export ORDO_SLURM24_DIR=DIR)",
+    )?;
+    let bin = dir.join("bin");
+    if !bin.join("squeue").is_file() {
+        return Err(format!("{} has no bin/squeue: not started by slurm24-dev-cluster.sh", dir.display()));
+    }
+    // Its client wrappers first in PATH and its configuration in SLURM_CONF (which may name the
+    // 22.05 cluster), for this process and the `ordo` processes it starts.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path))).unwrap();
+    std::env::set_var("PATH", path);
+    std::env::set_var("SLURM_CONF", dir.join("slurm.conf"));
+    let version = run_with_timeout("sinfo", &["--version"], Duration::from_secs(10)).map_err(|e| {
+        format!("the Slurm 24.11 clients in {}/bin do not run (is that cluster started?): {e}", dir.display())
+    })?;
+    if !version.trim().starts_with("slurm-wlm 24.11") && !version.trim().starts_with("slurm 24.11") {
+        return Err(format!("{}/bin runs {}, not Slurm 24.11", dir.display(), version.trim()));
+    }
+    check_dev_nodes().map_err(|e| format!("the Slurm 24.11 cluster in {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// slurmrestd of the 24.11 cluster: port 6920, API v0.0.42, the root JWT `start` wrote.
+fn rest_args(dir: &std::path::Path) -> Vec<String> {
+    let token = dir.join("token.env");
+    assert!(token.is_file(), "slurm24-dev-cluster.sh wrote no {}", token.display());
+    ["--rest", "http://127.0.0.1:6920", "--rest-version", "v0.0.42", "--rest-token-file"]
+        .into_iter()
+        .map(String::from)
+        .chain([token.display().to_string()])
+        .collect()
+}
+
+/// The queue and nodes read with 24.11's `sinfo`, `squeue` and `scontrol`: `--dry-run --once`
+/// changes nothing, a real pass sets sjf's order, `release` brings submit order back.
+#[test]
+fn dry_run_drive_and_release_through_the_clients() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    dry_run_then_drive_then_release(&[], &[], &[]);
+}
+
+/// The same, every step through slurmrestd's v0.0.42 API (numbers as `{set, infinite, number}`
+/// objects, states as lists).
+#[test]
+fn dry_run_drive_and_release_through_slurmrestd_v0_0_42() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = slurm24() else {
+        return;
+    };
+    let rest = rest_args(&dir);
+    dry_run_then_drive_then_release(&rest, &rest, &rest);
+}
+
+/// A running drive makes 24.11's scheduler start the jobs in ordo's order (its GPUs read from the
+/// jobs' gres requests, `tres-per-node`: this cluster does not account `gres/gpu`); 24.11's
+/// `jobcomp/filetxt` log of them imports, every job once with its user (the log holds no GPU
+/// counts without `AccountingStorageTRES=gres/gpu`).
+#[test]
+fn drive_starts_pending_jobs_in_ordos_order_then_jobcomp_import_matches() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    let mut jobs = Jobs::default();
+    let q = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &[]);
+    jobcomp_import_matches(&jobs.0, Gpus::NotRecorded, &q);
+}
+
+/// Newcomers wait below the ranked queue under 24.11's priority/basic; a priority set by hand
+/// and a nice value are left alone.
+#[test]
+fn newcomers_wait_below_the_ranked_queue_and_hand_set_jobs_are_left_alone() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    slurm_common::newcomers_wait_below_the_ranked_queue_and_hand_set_jobs_are_left_alone();
+}
+
+/// Partitions, CPUs and job arrays as 24.11's `squeue` and `sinfo` report them.
+#[test]
+fn partitions_cpus_and_arrays_are_planned_as_slurm_will_start_them() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    slurm_common::partitions_cpus_and_arrays_are_planned_as_slurm_will_start_them();
+}
+
+/// 24.11's clients while no controller answers: a running drive waits it out and resumes.
+#[test]
+fn drive_survives_a_controller_outage() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    slurm_common::drive_survives_a_controller_outage("slurm24-dev-cluster.sh");
+}
+
+/// 24.11's `scontrol` when the controller stops during a pass's updates: the pass stops.
+#[test]
+fn an_outage_during_the_updates_stops_the_pass() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if slurm24().is_none() {
+        return;
+    }
+    slurm_common::an_outage_during_the_updates_stops_the_pass("slurm24-dev-cluster.sh");
+}

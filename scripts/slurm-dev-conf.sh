@@ -1,0 +1,58 @@
+# Sourced by slurm-dev-cluster.sh (22.05) and slurm24-dev-cluster.sh (24.11): the dev cluster's
+# slurm.conf and gres.conf, the same for both but for the names and ports.
+#
+#   write_dev_conf DIR CLUSTER CTLD_PORT SLURMD_PORT_1 ACCT_LINES
+#
+# DIR: the state directory (the files go there); SLURMD_PORT_1: n1's port (n2, n3: the next two);
+# ACCT_LINES: the accounting settings, one per line.
+write_dev_conf() {
+  local D=$1 name=$2 ctld_port=$3 p1=$4 acct_lines=$5 H
+  H=$(hostname)
+  cat >"$D/slurm.conf" <<CONF
+ClusterName=$name
+SlurmctldHost=localhost
+SlurmUser=root
+SlurmctldPort=$ctld_port
+AuthType=auth/munge
+CredType=cred/munge
+AuthAltTypes=auth/jwt
+AuthAltParameters=jwt_key=$D/jwt.key
+StateSaveLocation=$D/state
+SlurmdSpoolDir=$D/spool/%n
+SlurmctldPidFile=$D/slurmctld.pid
+SlurmdPidFile=$D/slurmd-%n.pid
+SlurmctldLogFile=$D/log/slurmctld.log
+SlurmdLogFile=$D/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=2,bf_interval=1
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+PriorityType=priority/basic
+ReturnToService=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+MaxJobCount=100000
+KillWait=5
+Waittime=0
+GresTypes=gpu
+$acct_lines
+JobCompType=jobcomp/filetxt
+JobCompLoc=$D/log/jobcomp.txt
+NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=$p1 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
+NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 1)) CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
+NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 2)) CPUs=2 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
+PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
+PartitionName=other Nodes=n3 MaxTime=INFINITE State=UP
+CONF
+  cat >"$D/gres.conf" <<CONF
+AutoDetect=off
+NodeName=n[1-2] Name=gpu File=$D/fakegpu/nvidia[0-7]
+NodeName=n3 Name=gpu File=$D/fakegpu/nvidia[0-3]
+CONF
+}
