@@ -700,6 +700,21 @@ impl Scheduler {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
+        if let (false, false, Some(w)) = (preemptive, explain, self.policy.max_wait) {
+            if self.policy.order.is_static() {
+                // A static order with the starvation guard: the jobs past the guard first,
+                // oldest first (key `[0, submit]`, then id), then the others in queue order (key
+                // `[1, static key]`), both read lazily: no job keyed, nothing sorted. A
+                // non-preemptive job never has run time before it starts, so its guard falls due
+                // at `submit + w` and `wait_due` holds the overdue ones in (submit, id) order.
+                // The explaining pass takes the keyed path below, and the property tests compare.
+                let overdue = self.wait_due.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| self.queue_req(id));
+                let rest = self.queue.values().filter(move |r| now - r.submit < w);
+                let mut plan = self.plan_in_order(now, explain, overdue.chain(rest));
+                plan.wake_at = self.next_wake(now, &plan);
+                return plan;
+            }
+        }
         let ctx = self.pass_ctx(now);
         let mut plan = if preemptive {
             let mut keyed: Vec<(Key, JobId, bool)> =

@@ -1069,7 +1069,7 @@ impl Scheduler {
         self.scratch.what_if(&self.cap)
     }
 
-    fn queue_req(&self, job: JobId) -> &JobReq {
+    pub(crate) fn queue_req(&self, job: JobId) -> &JobReq {
         &self.queue[&(self.waiting[&job], job)]
     }
 

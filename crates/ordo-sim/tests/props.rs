@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 27] = [
+const POLICIES: [&str; 29] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -30,6 +30,8 @@ const POLICIES: [&str; 27] = [
     "las:thresholds=100,promote=2,compat=tiresias",
     "gittins:quantum=50,window=20",
     "sjf+easy+maxwait=100",
+    "fifo+maxwait=100",
+    "sgf+conservative+maxwait=150",
     "srtf+maxwait=200",
     "las+maxwait=150",
     "fair",
