@@ -144,6 +144,9 @@ stop
 echo "$R" >"$D/tree"
 rm -rf "$D"/{state,log,fakegpu,spool,bin}
 mkdir -p "$D"/{state,log,fakegpu,spool/n1,spool/n2,spool/n3,bin}
+# Jobs of the account `nobody` run in DIR's spool: a directory from `mktemp -d` (mode 700) would
+# make each of them fail at once (NonZeroExitCode), so DIR is opened to others for reading.
+chmod go+rx "$D"
 for i in 0 1 2 3 4 5 6 7; do mknod "$D/fakegpu/nvidia$i" c 195 $i; done
 dd if=/dev/urandom of="$D/jwt.key" bs=32 count=1 status=none; chmod 600 "$D/jwt.key"
 

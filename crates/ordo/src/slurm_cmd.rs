@@ -235,6 +235,18 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     if t.skipped_bad > 0 {
         msg.push_str(&format!("; skipped {} bad rows", t.skipped_bad));
     }
+    if gpus == 0 && !w.jobs.is_empty() {
+        // Every job at 0 GPUs: a comparison of GPU schedules on it would compare nothing.
+        let why = match format {
+            Format::Jobcomp => {
+                "the jobcomp log records GPUs only where gres/gpu is an accounted TRES \
+                 (AccountingStorageTRES=gres/gpu in slurm.conf); import with sacct instead, which \
+                 also reads the GPUs a job asked for"
+            }
+            _ => "neither the GPUs allocated (AllocTRES) nor those asked for (ReqTRES) name gres/gpu",
+        };
+        eprintln!("warning: no job in {name} records a GPU (all {} jobs at 0 GPUs): {why}", w.jobs.len());
+    }
     let started = w.jobs.iter().filter(|j| j.start.is_some()).count();
     msg.push_str(&format!(
         "\nstart times: {started} of {} jobs (`ordo compare` shows the schedule as run beside the policies when every job has one)",

@@ -301,7 +301,10 @@ pub fn jobcomp_import_matches(ids: &[u64], gpus: Gpus, q: &HashMap<u64, SlurmJob
                 .arg(&trace)
                 .output()
                 .expect("import");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            // A log without GPU counts is imported with a warning saying why, not silently.
+            assert_eq!(err.contains("records a GPU"), gpus == Gpus::NotRecorded, "{err}");
             check_trace(&trace, ids, gpus, q);
         }
         None => {
