@@ -4,7 +4,10 @@
 //!
 //! Run: `SLURM_CONF=DIR/slurm.conf cargo bench -p ordo-slurm --bench drive_at_scale` (as root, on
 //! the dev cluster only: it fills the cluster, submits up to 20,000 jobs and cancels them at the
-//! end). `ORDO_BENCH_SIZES=5000,20000` and `ORDO_BENCH_ROUNDS=3` change what it does. Prints one
+//! end). `ORDO_BENCH_SIZES=5000,20000` and `ORDO_BENCH_ROUNDS=3` change what it does;
+//! `ORDO_BENCH_REST=URL ORDO_BENCH_REST_VERSION=v0.0.42` point it at another slurmrestd (the
+//! Slurm 24.11 dev cluster, `scripts/slurm24-dev-cluster.sh`, with its `bin/` first in PATH and
+//! `SLURM_CONF` naming its slurm.conf). Prints one
 //! line per pass and the medians; no criterion: each sample is a whole pass against a real
 //! controller.
 
@@ -130,7 +133,11 @@ fn main() {
     let rounds: usize = std::env::var("ORDO_BENCH_ROUNDS").map_or(3, |r| r.parse().expect("ORDO_BENCH_ROUNDS"));
     let token = std::fs::read_to_string(conf.parent().unwrap().join("token.env")).expect("token.env beside SLURM_CONF");
     let cli = SlurmCli::new(T);
-    let rest = SlurmRest::new("http://127.0.0.1:6820", "root", &token, "v0.0.38", T);
+    // ORDO_BENCH_REST / ORDO_BENCH_REST_VERSION: another slurmrestd (the 24.11 dev cluster's:
+    // http://127.0.0.1:6920, v0.0.42, with its bin/ first in PATH and its slurm.conf).
+    let url = std::env::var("ORDO_BENCH_REST").unwrap_or_else(|_| "http://127.0.0.1:6820".into());
+    let version = std::env::var("ORDO_BENCH_REST_VERSION").unwrap_or_else(|_| "v0.0.38".into());
+    let rest = SlurmRest::new(&url, "root", &token, &version, T);
     // ORDO_BENCH_AUDIT: an audit log to go on from (the priorities it says ordo set stay ordo's).
     let (log, keep_log) = match std::env::var_os("ORDO_BENCH_AUDIT") {
         Some(p) => (PathBuf::from(p), true),
