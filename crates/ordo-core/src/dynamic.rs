@@ -715,6 +715,41 @@ impl Scheduler {
                 return plan;
             }
         }
+        if let (false, false, None, Order::Priority(pp)) =
+            (preemptive, explain, self.policy.max_wait, &self.policy.order)
+        {
+            if pp.age >= 0.0 {
+                // Within one (user, GPUs, static priority) class every term of the multifactor
+                // priority is the same but age, which falls with the submit time (and f64
+                // arithmetic keeps that order), so the class's key order is its (submit, id)
+                // order at any instant: merge the classes lazily, keying only their heads, as
+                // the plain pass would sort them (key, then id). The explaining pass sorts
+                // everything (below) and the property tests compare the two.
+                let ctx = self.pass_ctx(now);
+                let mut iters = Vec::with_capacity(self.by_class.len());
+                let mut heap = BinaryHeap::with_capacity(self.by_class.len());
+                for class in self.by_class.values() {
+                    let mut it = class.values();
+                    if let Some(r) = it.next() {
+                        heap.push(Reverse((self.key_in(&ctx, r, now, false), r.id, iters.len())));
+                        iters.push((it, r));
+                    }
+                }
+                let order = std::iter::from_fn(move || {
+                    let Reverse((_, _, c)) = heap.pop()?;
+                    let (it, head) = &mut iters[c];
+                    let r = *head;
+                    if let Some(next) = it.next() {
+                        *head = next;
+                        heap.push(Reverse((self.key_in(&ctx, next, now, false), next.id, c)));
+                    }
+                    Some(r)
+                });
+                let mut plan = self.plan_in_order(now, explain, order);
+                plan.wake_at = self.next_wake(now, &plan);
+                return plan;
+            }
+        }
         let ctx = self.pass_ctx(now);
         let mut plan = if preemptive {
             let mut keyed: Vec<(Key, JobId, bool)> =

@@ -265,6 +265,9 @@ struct Reservations {
     by_start: BTreeSet<(Time, QueueKey)>,
 }
 
+/// The waiting jobs of one `priority` class, in (submit, id) order.
+pub(crate) type PriorityClass = BTreeMap<(Time, JobId), JobReq>;
+
 /// Scheduler state for one cluster under one policy.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -302,6 +305,9 @@ pub struct Scheduler {
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
     /// the reservation without looking it up.
     pub(crate) buckets: BTreeMap<(u32, u32, u32), BTreeSet<(QueueKey, Time)>>,
+    /// `priority`: waiting jobs by (user, GPUs, static priority), each class in (submit, id)
+    /// order, which is its key order at any instant (see `Scheduler::priority_classes`).
+    pub(crate) by_class: BTreeMap<(u32, u32, i64), PriorityClass>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
@@ -359,6 +365,7 @@ impl Scheduler {
             cons,
             min_run: 0,
             dyn_wait: BTreeMap::new(),
+            by_class: BTreeMap::new(),
             dyn_key: HashMap::default(),
             run_keys: SumSet::default(),
             run_key_of: HashMap::default(),
@@ -464,6 +471,7 @@ impl Scheduler {
         self.refresh_run_keys(now);
         let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
         self.queue.insert((key, req.id), req);
+        self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.buckets
             .entry((req.gpus, req.nodes, est_class(req.estimate)))
@@ -515,6 +523,7 @@ impl Scheduler {
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
+        self.class_remove(&req);
         let b = (req.gpus, req.nodes, est_class(req.estimate));
         if let Some(set) = self.buckets.get_mut(&b) {
             set.remove(&((key, job), req.estimate));
@@ -598,6 +607,7 @@ impl Scheduler {
         p.preemptions += 1;
         let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
         self.queue.insert((key, job), r.req);
+        self.class_insert(&r.req);
         self.waiting.insert(job, key);
         self.buckets
             .entry((r.req.gpus, r.req.nodes, est_class(r.req.estimate)))
@@ -606,6 +616,24 @@ impl Scheduler {
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
+    }
+
+    /// Adds a waiting job to its `priority` class (kept under `priority` only).
+    fn class_insert(&mut self, req: &JobReq) {
+        if matches!(self.policy.order, crate::policy::Order::Priority(_)) {
+            self.by_class.entry((req.user, req.gpus, req.priority)).or_default().insert((req.submit, req.id), *req);
+        }
+    }
+
+    /// Takes a job out of its `priority` class.
+    fn class_remove(&mut self, req: &JobReq) {
+        let c = (req.user, req.gpus, req.priority);
+        if let Some(set) = self.by_class.get_mut(&c) {
+            set.remove(&(req.submit, req.id));
+            if set.is_empty() {
+                self.by_class.remove(&c);
+            }
+        }
     }
 
     /// `+maxwait`: records when a waiting job (submitted at `submit`) becomes overdue: its total

@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 29] = [
+const POLICIES: [&str; 31] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -38,6 +38,8 @@ const POLICIES: [&str; 29] = [
     "fair:by=group+easy",
     "priority:age=100,fairshare=1000,size=-10,qos=1,half_life=300,max_age=600",
     "priority+conservative",
+    "priority:age=1000,fairshare=10000,size=-1000,max_age=300",
+    "priority:age=100,size=1000,qos=10,max_age=120+easy",
     "qssf",
     "qssf+easy+maxwait=100",
 ];
