@@ -306,7 +306,7 @@ pub struct Scheduler {
     /// the reservation without looking it up.
     pub(crate) buckets: BTreeMap<(u32, u32, u32), BTreeSet<(QueueKey, Time)>>,
     /// `priority`: waiting jobs by (user, GPUs, static priority), each class in (submit, id)
-    /// order, which is its key order at any instant (see `Scheduler::priority_classes`).
+    /// order, which is its key order at any instant (merged lazily by `schedule_dynamic`).
     pub(crate) by_class: BTreeMap<(u32, u32, i64), PriorityClass>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
