@@ -25,6 +25,20 @@ pub trait Backend {
     /// `scontrol release` does: the plugin computes it again), in the order given. Callers
     /// must only pass jobs that are not held (on a held job this releases the hold).
     fn reset_priorities(&self, jobs: &[u64]) -> Batch;
+    /// Fresh records of those of `jobs` whose record from the last read may be older than it
+    /// ([`crate::SlurmRest`] reading job states only, between full reads): `None` for a job
+    /// the controller no longer knows. Empty where every record of the last read is its own.
+    /// The driver calls it before changing jobs, so that it never overrides a hold, a
+    /// hand-set priority or a nice value it has not seen.
+    fn recheck(&self, jobs: &[u64]) -> Result<Vec<(u64, Option<SlurmJob>)>, SlurmError> {
+        let _ = jobs;
+        Ok(Vec::new())
+    }
+    /// How the last read of the jobs went, for the pass line (`full read, N records`, `states
+    /// of N jobs, K records fetched`), where there is something to say.
+    fn read_note(&self) -> Option<String> {
+        None
+    }
     /// What this backend talks to, for messages (`scontrol`, `slurmrestd http://...`).
     fn describe(&self) -> String;
 }

@@ -10,7 +10,7 @@ use crate::audit::{self, AuditRecord};
 use crate::client::Backend;
 use crate::config::{priority_range, PriorityRange, SlurmConfig};
 use crate::error::SlurmError;
-use crate::job::JobState;
+use crate::job::{JobState, SlurmJob};
 use crate::order::{intended_order, Intended, PlanSpec, Skip};
 use crate::pace::Pace;
 use crate::priorities::{assign, Slot};
@@ -46,13 +46,18 @@ pub struct PassReport {
     pub intended: Intended,
     /// Changes made (with `dry_run`, that would be made): `(job, old, new)`, in order.
     pub changes: Vec<(u64, u64, u64)>,
-    /// Changes Slurm refused because the job ended, started or was held meanwhile.
+    /// Changes not made: Slurm refused them because the job ended, started or was held
+    /// meanwhile, or the job's record, read again just before the update, showed such a change
+    /// (or a priority or nice value someone set) since the pass's read.
     pub failed: Vec<(u64, String)>,
     /// Jobs at the end of the order beyond ordo's range (more jobs than values); they keep
     /// Slurm's priorities.
     pub beyond_range: usize,
     /// Reading the nodes and jobs.
     pub read_time: Duration,
+    /// How the jobs were read, where the backend says (slurmrestd: a full read, or job states
+    /// and the records of new and changed jobs).
+    pub read_note: Option<String>,
     /// Computing the order and the priorities.
     pub plan_time: Duration,
     /// Sending the updates (waits for the pace included).
@@ -127,6 +132,7 @@ impl<'a> Driver<'a> {
         let nodes = if self.cfg.plan.cluster.is_some() { Vec::new() } else { self.slurm.nodes()? };
         let jobs = self.slurm.jobs()?;
         let read_time = t0.elapsed();
+        let read_note = self.slurm.read_note();
         let t1 = Instant::now();
         let by_id: HashMap<u64, usize> = jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
         let mut log: Vec<AuditRecord> = Vec::new();
@@ -181,7 +187,7 @@ impl<'a> Driver<'a> {
             .map(|r| Slot { current: r.priority, ours: self.ours.get(&r.job) == Some(&r.priority) })
             .collect();
         let a = assign(&slots, range);
-        let changes: Vec<(u64, u64, u64)> =
+        let mut changes: Vec<(u64, u64, u64)> =
             a.changes.iter().map(|&(i, p)| (ranked[i].job, ranked[i].priority, p)).collect();
         let plan_time = t1.elapsed();
         let t2 = Instant::now();
@@ -190,6 +196,7 @@ impl<'a> Driver<'a> {
             failed: Vec::new(),
             beyond_range,
             read_time,
+            read_note,
             plan_time,
             update_time: Duration::ZERO,
             latency: None,
@@ -201,8 +208,28 @@ impl<'a> Driver<'a> {
             report.changes = changes;
             return Ok(report);
         }
-        let intended = &report.intended;
         audit::append(&self.cfg.audit_log, &log)?;
+        // Records older than this read (slurmrestd between full reads) are read again first.
+        let ids: Vec<u64> = changes.iter().map(|c| c.0).collect();
+        let fresh = match self.slurm.recheck(&ids) {
+            Ok(f) => f,
+            Err(e) if e.is_unreachable() => {
+                report.outage = Some(e);
+                report.update_time = t2.elapsed();
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut changed_since: HashMap<u64, String> = HashMap::new();
+        for (job, now) in fresh {
+            if let Some(why) = by_id.get(&job).and_then(|&i| changed_since_read(&jobs[i], now.as_ref())) {
+                changed_since.insert(job, why);
+            }
+        }
+        if !changed_since.is_empty() {
+            changes.retain(|c| !changed_since.contains_key(&c.0));
+        }
+        let intended = &report.intended;
         let position: HashMap<u64, usize> = intended.order.iter().map(|r| (r.job, r.position)).collect();
         let mut latencies: Vec<Duration> = Vec::new();
         let (mut applied, mut failed, mut outage) = (Vec::new(), Vec::new(), None);
@@ -249,7 +276,9 @@ impl<'a> Driver<'a> {
             }
         }
         report.changes = applied;
-        report.failed = failed;
+        report.failed = changed_since.into_iter().collect();
+        report.failed.sort_unstable();
+        report.failed.extend(failed);
         report.outage = outage;
         report.update_time = t2.elapsed();
         latencies.sort_unstable();
@@ -260,7 +289,7 @@ impl<'a> Driver<'a> {
 
     /// Pending jobs ordo will not touch because people set them: a priority changed since ordo
     /// set it, a priority set by hand above what Slurm gives on its own, a nice value.
-    fn left_alone(&self, jobs: &[crate::job::SlurmJob], range: PriorityRange) -> Skip {
+    fn left_alone(&self, jobs: &[SlurmJob], range: PriorityRange) -> Skip {
         let mut skip = Skip::new();
         for j in jobs.iter().filter(|j| j.state == JobState::Pending && j.priority > 0) {
             let why = match self.ours.get(&j.id) {
@@ -287,6 +316,30 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// Why a job's update is dropped because its record, read again just before the update,
+/// differs from the one the pass planned with in what decides whether ordo may change it.
+fn changed_since_read(read: &SlurmJob, now: Option<&SlurmJob>) -> Option<String> {
+    let Some(now) = now else {
+        return Some("ended since the read: not changed".into());
+    };
+    if now.state != JobState::Pending {
+        return Some("started or ended since the read: not changed".into());
+    }
+    if now.orderable() != read.orderable() {
+        return Some(format!(
+            "held or waiting since the read (priority {}, {}): not changed",
+            now.priority, now.reason
+        ));
+    }
+    if now.priority != read.priority {
+        return Some(format!("priority changed since the read ({} -> {}): not changed", read.priority, now.priority));
+    }
+    if now.nice != read.nice {
+        return Some(format!("nice set since the read ({}): not changed", now.nice));
+    }
+    None
+}
+
 /// Refuses preemptive policies: the driver only sets priorities of pending jobs, it never stops
 /// a running one.
 pub fn check_policy(policy: &ordo_core::PolicySpec) -> Result<(), SlurmError> {
@@ -298,4 +351,111 @@ pub fn check_policy(policy: &ordo_core::PolicySpec) -> Result<(), SlurmError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests may panic on a broken expectation
+mod tests {
+    use super::*;
+    use crate::client::Batch;
+    use crate::job::SlurmNode;
+    use std::cell::RefCell;
+
+    /// A Slurm whose reads show `view` (what a read by states still holds) while its jobs are
+    /// really `truth` (what a job's record, read again, shows).
+    struct Stale {
+        view: Vec<SlurmJob>,
+        truth: Vec<SlurmJob>,
+        set: RefCell<Vec<(u64, u64)>>,
+        rechecked: RefCell<Vec<u64>>,
+    }
+
+    impl Backend for Stale {
+        fn nodes(&self) -> Result<Vec<SlurmNode>, SlurmError> {
+            Ok(Vec::new())
+        }
+        fn jobs(&self) -> Result<Vec<SlurmJob>, SlurmError> {
+            Ok(self.view.clone())
+        }
+        fn config(&self) -> Result<Option<SlurmConfig>, SlurmError> {
+            Ok(None)
+        }
+        fn set_priorities(&self, changes: &[(u64, u64)]) -> Batch {
+            self.set.borrow_mut().extend_from_slice(changes);
+            Batch { done: changes.iter().map(|c| c.0).collect(), ..Batch::default() }
+        }
+        fn reset_priorities(&self, _: &[u64]) -> Batch {
+            Batch::default()
+        }
+        fn recheck(&self, jobs: &[u64]) -> Result<Vec<(u64, Option<SlurmJob>)>, SlurmError> {
+            self.rechecked.borrow_mut().extend_from_slice(jobs);
+            Ok(jobs.iter().map(|id| (*id, self.truth.iter().find(|j| j.id == *id).cloned())).collect())
+        }
+        fn describe(&self) -> String {
+            "stale".into()
+        }
+    }
+
+    fn pending(id: u64, limit: u64) -> SlurmJob {
+        SlurmJob {
+            id,
+            state: JobState::Pending,
+            priority: 1000 - id,
+            nice: 0,
+            time_limit_min: Some(limit),
+            submit: id as i64,
+            start: 0,
+            user: "u".into(),
+            account: "a".into(),
+            partitions: vec!["gpu".into()],
+            gpus: 4,
+            cpus: 1,
+            mem_mib: 0,
+            alloc: Vec::new(),
+            reason: "Priority".into(),
+            array: None,
+        }
+    }
+
+    /// A job held, re-prioritised, niced or ended since the read that planned the pass is not
+    /// changed; the others are.
+    #[test]
+    fn jobs_changed_since_the_read_are_not_updated() {
+        let view: Vec<SlurmJob> = (1..=5).map(|id| pending(id, 10 - id)).collect();
+        let mut truth = view.clone();
+        truth[0].priority = 0;
+        truth[0].reason = "JobHeldUser".into();
+        truth[1].priority = 7;
+        truth[2].nice = 50;
+        truth.remove(3);
+        let slurm = Stale { view, truth, set: RefCell::default(), rechecked: RefCell::default() };
+        let log = std::env::temp_dir().join(format!("ordo-drive-stale-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        let cfg = DriveConfig {
+            plan: PlanSpec {
+                policy: "sjf".parse().unwrap(),
+                placement: ordo_core::Placement::Consolidated,
+                partitions: None,
+                model_memory: false,
+                cluster: Some(ordo_core::ClusterSpec::parse("1x4").unwrap()),
+            },
+            priority_floor: None,
+            priority_top: None,
+            dry_run: false,
+            audit_log: log.clone(),
+            max_rate: 1e6,
+            max_batch: 100,
+        };
+        let mut d = Driver::new(&slurm, cfg).unwrap();
+        let r = d.pass().unwrap();
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(slurm.rechecked.borrow().len(), 5, "every job to change is read again first");
+        assert_eq!(slurm.set.borrow().iter().map(|c| c.0).collect::<Vec<_>>(), [5], "only the unchanged job");
+        assert_eq!(r.changes.iter().map(|c| c.0).collect::<Vec<_>>(), [5]);
+        let why: HashMap<u64, &str> = r.failed.iter().map(|(j, w)| (*j, w.as_str())).collect();
+        assert!(why[&1].contains("held"), "{why:?}");
+        assert!(why[&2].contains("priority changed since the read (998 -> 7)"), "{why:?}");
+        assert!(why[&3].contains("nice"), "{why:?}");
+        assert!(why[&4].contains("ended"), "{why:?}");
+    }
 }

@@ -58,20 +58,23 @@ pub fn parse_jobs(text_in: &str, source_name: &str) -> Result<Vec<SlurmJob>, Slu
 /// As [`parse_jobs`], from a parsed document.
 pub fn jobs_from_doc(doc: &Value, source_name: &str) -> Result<Vec<SlurmJob>, SlurmError> {
     let bad = |location: String, what: String| SlurmError::Parse { source_name: source_name.into(), location, what };
-    if let Some(errs) = doc.get("errors").and_then(Value::as_array) {
-        if let Some(e) = errs.first() {
-            return Err(bad("errors".into(), format!("Slurm reported an error: {e}")));
-        }
-    }
-    let jobs = doc
-        .get("jobs")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("top level".into(), "expected a `jobs` array".into()))?;
+    let jobs = jobs_array(doc, &bad)?;
     let mut out = Vec::with_capacity(jobs.len());
     for (i, j) in jobs.iter().enumerate() {
         out.push(job_from_value(j, i, &bad)?);
     }
     Ok(out)
+}
+
+/// A document's `jobs` array; an error when Slurm reported one in `errors` or there is none.
+pub(crate) fn jobs_array<'a>(
+    doc: &'a Value,
+    bad: &dyn Fn(String, String) -> SlurmError,
+) -> Result<&'a Vec<Value>, SlurmError> {
+    if let Some(e) = doc.get("errors").and_then(Value::as_array).and_then(|a| a.first()) {
+        return Err(bad("errors".into(), format!("Slurm reported an error: {e}")));
+    }
+    doc.get("jobs").and_then(Value::as_array).ok_or_else(|| bad("top level".into(), "expected a `jobs` array".into()))
 }
 
 fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmError) -> Result<SlurmJob, SlurmError> {

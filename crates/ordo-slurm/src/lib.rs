@@ -4,7 +4,8 @@
 //!
 //! - [`client::Backend`] is what the driver needs from Slurm: [`SlurmCli`] (`sinfo`, `squeue`,
 //!   `scontrol` with updates batched through one process, `sacct`, each bounded by a timeout)
-//!   or [`SlurmRest`] (slurmrestd with a JWT over one kept-alive connection);
+//!   or [`SlurmRest`] (slurmrestd with a JWT over one kept-alive connection; between full reads
+//!   it reads job states only and fetches the records of new and changed jobs, [`jobcache`]);
 //! - [`squeue`] and [`json`] read what they print into [`SlurmNode`]s and [`SlurmJob`]s (with
 //!   [`values`] for gres, TRES, host lists and array task lists); [`config`] reads the
 //!   controller's priority plugin and weights, which set ordo's [`config::PriorityRange`];
@@ -24,6 +25,7 @@ pub mod config;
 pub mod drive;
 pub mod error;
 pub mod job;
+pub mod jobcache;
 pub mod json;
 pub mod order;
 pub mod pace;

@@ -130,6 +130,13 @@ struct SlurmConn {
     /// A file holding the JWT (`SLURM_JWT=...` as `scontrol token` prints, or the bare token).
     #[arg(long)]
     rest_token_file: Option<PathBuf>,
+    /// With --rest and API v0.0.40 or later: read every job's full record at least this often.
+    /// Between full reads a pass reads job states only (`GET /jobs/state`) and fetches the
+    /// records of new and changed jobs, and of each job before changing it; what changes on a
+    /// job without changing its state (a new time limit or dependency) is seen at the next full
+    /// read. 0s: a full read every pass.
+    #[arg(long, default_value = "5m", value_parser = parse_duration_or_zero)]
+    rest_full_read: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -149,6 +156,13 @@ struct ReleaseArgs {
 
 /// `10s`, `500ms`, `2m`, `1h`, or a plain number of seconds (the policy language's durations,
 /// `ordo_core::policy::parse_duration`), more than 0 and at most a year.
+fn parse_duration_or_zero(s: &str) -> Result<Duration, String> {
+    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     let ms = ordo_core::policy::parse_duration(s)
         .ok_or_else(|| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m, 1h)"))?;
@@ -281,7 +295,7 @@ fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> String {
 
 /// The Slurm connection: slurmrestd when `rest` is given, else the command-line clients.
 fn backend(conn: &SlurmConn) -> Result<Box<dyn Backend>> {
-    let SlurmConn { rest, rest_user: user, rest_token_file: token_file, rest_version, timeout } = conn;
+    let SlurmConn { rest, rest_user: user, rest_token_file: token_file, rest_version, timeout, rest_full_read } = conn;
     let timeout = *timeout;
     let Some(url) = rest else {
         return Ok(Box::new(SlurmCli::new(timeout)));
@@ -296,7 +310,9 @@ fn backend(conn: &SlurmConn) -> Result<Box<dyn Backend>> {
         bail!("--rest: the JWT is empty");
     }
     let user = user.clone().or_else(|| std::env::var("USER").ok()).unwrap_or_else(|| "root".into());
-    Ok(Box::new(SlurmRest::new(url, &user, &token, rest_version, timeout)))
+    let mut rest = SlurmRest::new(url, &user, &token, rest_version, timeout);
+    rest.full_read_every = *rest_full_read;
+    Ok(Box::new(rest))
 }
 
 fn stamp() -> String {
@@ -324,7 +340,7 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
     }
     s.push_str(&format!("; {verb} {} priorities", r.changes.len()));
     if !r.failed.is_empty() {
-        s.push_str(&format!(" ({} refused: job gone)", r.failed.len()));
+        s.push_str(&format!(" ({} not changed: ended, started, held or changed since the read)", r.failed.len()));
     }
     s.push_str(&format!(
         " in {} (read {}, plan {}",
@@ -336,6 +352,9 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
         s.push_str(&format!(", updates {}", secs(r.update_time)));
     }
     s.push(')');
+    if let Some(n) = &r.read_note {
+        s.push_str(&format!("; {n}"));
+    }
     if let Some(l) = r.latency {
         s.push_str(&format!("; controller {:.1} ms per update, at most {:.0}/s", l.as_secs_f64() * 1000.0, r.rate));
     }

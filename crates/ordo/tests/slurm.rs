@@ -54,7 +54,7 @@ fn drive_starts_pending_jobs_in_ordos_order_and_logs_every_change_then_import_ma
         return;
     }
     let mut jobs = Jobs::default();
-    let q = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &[]);
+    let (q, _) = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &[]);
 
     // The accounting of that run, imported, matches what was submitted.
     let trace = tmp("import.csv");

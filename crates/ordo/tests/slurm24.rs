@@ -8,7 +8,8 @@
 
 mod slurm_common;
 
-use ordo_slurm::client::run_with_timeout;
+use ordo_slurm::client::{run_with_timeout, Backend};
+use ordo_slurm::{JobState, SlurmRest};
 use slurm_common::*;
 use std::io::Write;
 use std::path::PathBuf;
@@ -101,8 +102,85 @@ fn drive_starts_pending_jobs_in_ordos_order_then_jobcomp_import_matches() {
         return;
     }
     let mut jobs = Jobs::default();
-    let q = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &[]);
+    let (q, _) = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &[]);
     jobcomp_import_matches(&jobs.0, Gpus::NotRecorded, &q);
+}
+
+/// The same through slurmrestd v0.0.42: after its first full read, every pass reads job
+/// states only (`GET /jobs/state`) and fetches the records of new and changed jobs (here the
+/// ones that started and ended), and Slurm still starts the jobs in ordo's order with the
+/// priorities of the audit log.
+#[test]
+fn drive_through_slurmrestd_reads_job_states_between_full_reads() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = slurm24() else {
+        return;
+    };
+    let mut jobs = Jobs::default();
+    let (_, printed) = drive_starts_pending_jobs_in_sjf_order(&mut jobs, &rest_args(&dir));
+    assert!(printed.contains("; full read, "), "the first pass reads every record:\n{printed}");
+    assert!(printed.contains(" records fetched"), "later passes read job states:\n{printed}");
+}
+
+/// Reads by states against 24.11's slurmrestd give the queue a full read gives (a newcomer, an
+/// array, a job that started, one that ended), and a job held since the last full read, which
+/// a read by states cannot see, is seen when read again before a change.
+#[test]
+fn slurmrestd_reads_by_states_match_a_full_read() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = slurm24() else {
+        return;
+    };
+    wait_idle();
+    let mut jobs = Jobs::default();
+    let blockers = fill_cluster(&mut jobs, 120);
+    let p: Vec<u64> = [5u32, 3].iter().map(|&l| jobs.submit(4, l, 120, false)).collect();
+    let token = std::fs::read_to_string(dir.join("token.env")).unwrap();
+    let t = Duration::from_secs(30);
+    let rest = SlurmRest::new("http://127.0.0.1:6920", "root", &token, "v0.0.42", t);
+    let full = || SlurmRest::new("http://127.0.0.1:6920", "root", &token, "v0.0.42", t).jobs().unwrap();
+    // What a pass plans with (not Slurm's expected start or its pending reason, which change
+    // without a state change and are only refreshed by full reads).
+    let seen = |js: Vec<ordo_slurm::SlurmJob>| {
+        let mut v: Vec<_> = js
+            .into_iter()
+            .filter(|j| matches!(j.state, JobState::Pending | JobState::Running))
+            .map(|j| (j.id, j.state.clone(), j.priority, j.nice, j.gpus, j.tasks(), j.time_limit_min, j.alloc))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    };
+    let first = rest.jobs().unwrap();
+    let note = rest.read_note().unwrap_or_default();
+    assert!(note.starts_with("full read, "), "{note}");
+    assert_eq!(seen(first), seen(full()));
+    // A newcomer and a three-task array arrive; the blocker on n3 ends and the oldest pending
+    // job starts there.
+    let newcomer = jobs.submit(4, 1, 120, false);
+    let array = jobs.submit_with(4, 2, 120, &["--array=0-2"]);
+    run_with_timeout("scancel", &[&blockers[2].to_string()], T).unwrap();
+    wait_for("the oldest pending job to start on n3", Duration::from_secs(30), || {
+        squeue().get(&p[0]).is_some_and(|j| j.state == JobState::Running)
+    });
+    let by_states = rest.jobs().unwrap();
+    let note = rest.read_note().unwrap_or_default();
+    // The newcomer and the array are new, the oldest job changed state; the list also holds
+    // the jobs that ended within Slurm's MinJobAge.
+    assert!(note.starts_with("states of ") && note.ends_with(" jobs, 3 records fetched"), "{note}");
+    let by_states = seen(by_states);
+    assert_eq!(by_states, seen(full()), "a read by states differs from a full read");
+    let ids: Vec<u64> = by_states.iter().map(|x| x.0).collect();
+    assert!(ids.contains(&newcomer) && ids.contains(&array) && !ids.contains(&blockers[2]), "{ids:?}");
+    // Held by its user: a read by states still shows the old record; reading it again before a
+    // change shows the hold.
+    run_with_timeout("scontrol", &["hold", &p[1].to_string()], T).unwrap();
+    let stale = rest.jobs().unwrap().into_iter().find(|j| j.id == p[1]).unwrap();
+    assert!(stale.orderable(), "the state list cannot show a hold: {stale:?}");
+    let again = rest.recheck(&[p[1], newcomer]).unwrap();
+    assert_eq!(again.len(), 2, "both were read before this read: {again:?}");
+    let held = again[0].1.as_ref().unwrap();
+    assert!(!held.orderable() && held.priority == 0, "{held:?}");
+    assert!(rest.jobs().unwrap().into_iter().any(|j| j.id == p[1] && !j.orderable()), "the fresh record is kept");
 }
 
 /// Newcomers wait below the ranked queue under 24.11's priority/basic; a priority set by hand

@@ -234,8 +234,8 @@ fn with_conn<'a>(args: &[&'a str], conn: &'a [String]) -> Vec<&'a str> {
 
 /// A running `ordo slurm drive --policy sjf` (reaching Slurm through `conn`) makes Slurm start
 /// eight 4-GPU jobs, submitted longest time limit first, in ordo's order, and logs every change.
-/// Returns the queue at the end.
-pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) -> HashMap<u64, SlurmJob> {
+/// Returns the queue at the end and what the drive printed.
+pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) -> (HashMap<u64, SlurmJob>, String) {
     wait_idle();
     fill_cluster(jobs, 12);
     // Eight 4-GPU jobs, submitted longest time limit first: Slurm alone (FIFO by submit) would
@@ -255,6 +255,7 @@ pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) 
         let q = squeue();
         ids.iter().all(|id| q.get(id).is_some_and(|j| !matches!(j.state, JobState::Pending | JobState::Running)))
     });
+    let printed = driver.text();
     drop(driver);
     let q = squeue();
     let recs = audit(&log);
@@ -284,7 +285,7 @@ pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) 
         assert!(!last.reason.is_empty() && !last.time.is_empty());
     }
     assert!(recs.iter().all(|r| ids.contains(&r.job)), "only pending test jobs were changed: {recs:?}");
-    q
+    (q, printed)
 }
 
 /// The `jobcomp/filetxt` log beside $SLURM_CONF (which needs no accounting database), imported,
