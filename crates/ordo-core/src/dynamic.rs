@@ -671,14 +671,14 @@ impl Scheduler {
                     merged.groups.push((g, it));
                 }
             }
-            let mut plan = self.select_preemptive(now, merged, false, Some(&bound));
+            let mut plan = self.select_preemptive(now, merged, false, Some(&bound), None);
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
         if let Order::Rr { quantum } = self.policy.order {
             let keyed = self.rr_order(now, quantum);
             let mut plan = if preemptive {
-                self.select_preemptive(now, keyed.into_iter(), explain, None)
+                self.select_preemptive(now, keyed.into_iter(), explain, None, None)
             } else {
                 self.plan_in_order(now, explain, keyed.iter().map(|k| &self.queue[&(self.waiting[&k.1], k.1)]))
             };
@@ -752,14 +752,21 @@ impl Scheduler {
         }
         let ctx = self.pass_ctx(now);
         let mut plan = if preemptive {
-            let mut keyed: Vec<(Key, JobId, bool)> =
-                self.queue.values().map(|r| (self.key_in(&ctx, r, now, false), r.id, false)).collect();
-            keyed.extend(self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)));
             // Unless explaining, the ranking stops once the cluster is full and every running
             // job is ranked, so it usually needs only the first jobs in key order: a heap
-            // (built in linear time) yields them lazily instead of a sort of everything.
-            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> = keyed.into_iter().map(Reverse).collect();
-            self.select_preemptive(now, std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k)), explain, None)
+            // (built in linear time) yields the waiting ones lazily instead of a sort of
+            // everything, merged with the running ones, sorted (at most one per GPU). Once the
+            // ranking state is full no waiting job can start, and `select_preemptive` says so
+            // through `full`: from then on only the running jobs left are yielded, in the same
+            // order, instead of popping the waiting ones between them.
+            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
+                self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
+            let mut running: Vec<(Key, JobId, bool)> =
+                self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)).collect();
+            running.sort_unstable();
+            let full = Cell::new(false);
+            let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
+            self.select_preemptive(now, merge_ranked(waiting, running.into_iter(), &full), explain, None, Some(&full))
         } else {
             // Each job's key with its position in `reqs`, so the plan walks the jobs themselves
             // (no map lookups per job and pass).
@@ -895,6 +902,7 @@ impl Scheduler {
         keyed: impl Iterator<Item = (Key, JobId, bool)>,
         explain: bool,
         bound: Option<&Cell<u64>>,
+        full: Option<&Cell<bool>>,
     ) -> Plan {
         let mut plan = Plan::default();
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
@@ -958,6 +966,14 @@ impl Scheduler {
             }
             if let Some(b) = bound {
                 b.set(virt.total_free());
+            }
+            if let Some(f) = full {
+                // Nothing left in the ranking state: a waiting job (none needs no GPU) cannot be
+                // placed, so only the running jobs still to rank matter (each is preempted
+                // unless pinned or GPU-less), in the same order.
+                if !explain && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
+                    f.set(true);
+                }
             }
             if running {
                 running_left -= 1;
@@ -1079,6 +1095,27 @@ impl<R: Iterator<Item = (Key, JobId, bool)>> Iterator for GroupMerge<'_, R> {
         }
         self.running.next()
     }
+}
+
+/// Merges waiting and running jobs, each sorted by (key, job), for `select_preemptive`; once
+/// `full` is set, yields only the running jobs left.
+fn merge_ranked<'a>(
+    waiting: impl Iterator<Item = (Key, JobId, bool)> + 'a,
+    running: impl Iterator<Item = (Key, JobId, bool)> + 'a,
+    full: &'a Cell<bool>,
+) -> impl Iterator<Item = (Key, JobId, bool)> + 'a {
+    let mut waiting = waiting.peekable();
+    let mut running = running.peekable();
+    std::iter::from_fn(move || {
+        if full.get() {
+            return running.next();
+        }
+        match (waiting.peek(), running.peek()) {
+            (Some(w), Some(r)) if (w.0, w.1) > (r.0, r.1) => running.next(),
+            (Some(_), _) => waiting.next(),
+            (None, _) => running.next(),
+        }
+    })
 }
 
 /// Merges two iterators sorted by (key, job).
