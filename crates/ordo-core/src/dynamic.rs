@@ -366,6 +366,9 @@ impl Scheduler {
     fn rr_order(&self, now: Time, quantum: Option<Time>) -> Vec<(Key, JobId, bool)> {
         let mut out: Vec<(Key, JobId, bool)> = Vec::with_capacity(self.queue.len() + self.running.len());
         let mut per_user: BTreeMap<u32, VecDeque<(JobId, Time, bool)>> = BTreeMap::new();
+        // Runners whose slice is over, per user, in (start, id) order: they queue behind the
+        // user's waiting jobs.
+        let mut expired: BTreeMap<u32, Vec<(JobId, Time, bool)>> = BTreeMap::new();
         let mut next = 0i64;
         let mut push = |out: &mut Vec<(Key, JobId, bool)>, id: JobId, running: bool| {
             out.push(([1, next, 0, 0, 0], id, running));
@@ -382,7 +385,7 @@ impl Scheduler {
                 self.running.values().filter(|r| now - r.start >= q).collect();
             over.sort_by_key(|r| (r.start, r.req.id));
             for r in over {
-                per_user.entry(r.req.user).or_default().push_back((r.req.id, r.start, true));
+                expired.entry(r.req.user).or_default().push((r.req.id, r.start, true));
             }
         }
         for req in self.queue.values() {
@@ -392,11 +395,10 @@ impl Scheduler {
                 per_user.entry(req.user).or_default().push_back((req.id, req.submit, false));
             }
         }
-        // Waiting jobs before a user's own expired runners: a slice that is over goes behind.
-        for q in per_user.values_mut() {
-            let mut v: Vec<_> = q.drain(..).collect();
-            v.sort_by_key(|&(id, t, running)| (running, t, id));
-            q.extend(v);
+        // Waiting jobs (in (submit, id) order: the queue's order under `rr`) before a user's
+        // own expired runners: a slice that is over goes behind.
+        for (u, runners) in expired {
+            per_user.entry(u).or_default().extend(runners);
         }
         let mut heap: BinaryHeap<Reverse<(u64, Time, u32)>> = per_user
             .iter()
