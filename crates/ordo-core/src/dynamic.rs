@@ -279,6 +279,28 @@ impl Scheduler {
             }
     }
 
+    /// Whether waiting jobs' keys without the starvation guard stay fixed while they wait, so
+    /// `dyn_wait` keeps them sorted between passes: `srtf` without `+maxwait`, and `las`
+    /// without promotion, also with `+maxwait` (see [`Scheduler::guard_indexed`]).
+    pub(crate) fn waiting_keys_indexed(&self) -> bool {
+        match &self.policy.order {
+            Order::Srtf => self.policy.max_wait.is_none(),
+            Order::Las(lp) => lp.promote == 0.0,
+            _ => false,
+        }
+    }
+
+    /// `las+maxwait` without promotion: `dyn_wait` keeps the waiting jobs by their keys without
+    /// the guard, and the jobs past the guard are read from `due_fresh` / `due_resumed`.
+    pub(crate) fn guard_indexed(&self) -> bool {
+        self.policy.max_wait.is_some() && self.waiting_keys_indexed()
+    }
+
+    /// A job's key by its order alone, without the starvation guard (what `dyn_wait` keeps).
+    pub(crate) fn unguarded_key(&self, req: &JobReq, now: Time, running: bool) -> Key {
+        self.order_key_in(&self.pass_ctx(now), req, now, running)
+    }
+
     pub(crate) fn key(&self, req: &JobReq, now: Time, running: bool) -> Key {
         self.key_in(&self.pass_ctx(now), req, now, running)
     }
@@ -326,6 +348,11 @@ impl Scheduler {
         if self.policy.max_wait.is_some_and(|w| self.total_wait(req, now, running) >= w) {
             return [0, req.submit, 0, 0, 0];
         }
+        self.order_key_in(ctx, req, now, running)
+    }
+
+    /// [`Scheduler::key_in`] without the starvation guard.
+    fn order_key_in(&self, ctx: &PassCtx, req: &JobReq, now: Time, running: bool) -> Key {
         match &self.policy.order {
             Order::Fifo | Order::Sjf | Order::Sgf => {
                 let k = self.policy.order.key(req.submit, req.gpus, req.estimate);
@@ -761,12 +788,61 @@ impl Scheduler {
             // ranking state is full no waiting job can start, and `select_preemptive` says so
             // through `full`: from then on only the running jobs left are yielded, in the same
             // order, instead of popping the waiting ones between them.
-            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
-                self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
             let mut running: Vec<(Key, JobId, bool)> =
                 self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)).collect();
             running.sort_unstable();
             let full = Cell::new(false);
+            if !explain && self.guard_indexed() {
+                // `las+maxwait`: no waiting job keyed. The jobs past the guard (key `[0, submit]`)
+                // come first: those that never ran in due order (due = submit + guard, so
+                // submit order), merged with those that ran before (few), sorted; then the others
+                // from `dyn_wait`, kept sorted by their keys without the guard, skipping the
+                // jobs past it.
+                let w = self.policy.max_wait.unwrap_or(0);
+                let fresh = self
+                    .due_fresh
+                    .range(..=(now, JobId(u32::MAX)))
+                    .map(move |&(due, id)| ([0, due - w, 0, 0, 0], id, false));
+                let mut resumed: Vec<(Key, JobId, bool)> = self
+                    .due_resumed
+                    .range(..=(now, JobId(u32::MAX)))
+                    .map(|&(_, id)| ([0, self.queue_req(id).submit, 0, 0, 0], id, false))
+                    .collect();
+                resumed.sort_unstable();
+                let overdue = Merge2 { a: fresh.peekable(), b: resumed.into_iter().peekable() };
+                let mut groups: Vec<_> = self
+                    .dyn_wait
+                    .values()
+                    .map(|set| set.iter().filter(move |(_, id)| self.due_of.get(id).is_none_or(|&d| d > now)))
+                    .collect();
+                let mut heads: BinaryHeap<Reverse<(Key, JobId, usize)>> = BinaryHeap::with_capacity(groups.len());
+                for (i, g) in groups.iter_mut().enumerate() {
+                    if let Some(&(k, id)) = g.next() {
+                        heads.push(Reverse((k, id, i)));
+                    }
+                }
+                let others = std::iter::from_fn(move || {
+                    let Reverse((k, id, i)) = heads.pop()?;
+                    if let Some(&(k2, id2)) = groups[i].next() {
+                        heads.push(Reverse((k2, id2, i)));
+                    }
+                    Some((k, id, false))
+                });
+                let waiting = Merge2 { a: overdue.peekable(), b: others.peekable() };
+                return {
+                    let mut plan = self.select_preemptive(
+                        now,
+                        merge_ranked(waiting, running.into_iter(), &full),
+                        explain,
+                        None,
+                        Some(&full),
+                    );
+                    plan.wake_at = self.next_wake(now, &plan);
+                    plan
+                };
+            }
+            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
+                self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
             let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
             self.select_preemptive(now, merge_ranked(waiting, running.into_iter(), &full), explain, None, Some(&full))
         } else {

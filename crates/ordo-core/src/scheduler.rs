@@ -313,6 +313,12 @@ pub struct Scheduler {
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
     /// a job waits), so a pass finds the next promotion without looking at every job.
     pub(crate) wait_due: BTreeSet<(Time, JobId)>,
+    /// `las+maxwait` (see `Scheduler::guard_indexed`): `wait_due` split into jobs that never ran
+    /// (due at `submit + max_wait`, so in submit order) and jobs that ran before, with each
+    /// waiting job's due instant.
+    pub(crate) due_fresh: BTreeSet<(Time, JobId)>,
+    pub(crate) due_resumed: BTreeSet<(Time, JobId)>,
+    pub(crate) due_of: HashMap<JobId, Time>,
     /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
     pub(crate) scratch: Scratch,
     /// Quotas, array limits and shares, with what running jobs hold against them.
@@ -372,6 +378,9 @@ impl Scheduler {
             run_expiry: BTreeSet::new(),
             buckets: BTreeMap::new(),
             wait_due: BTreeSet::new(),
+            due_fresh: BTreeSet::new(),
+            due_resumed: BTreeSet::new(),
+            due_of: HashMap::default(),
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
@@ -520,6 +529,10 @@ impl Scheduler {
         if let Some(w) = self.policy.max_wait {
             let executed = self.progress.get(&job).map_or(0, |p| p.executed);
             self.wait_due.remove(&(req.submit + executed + w, job));
+            if let Some(due) = self.due_of.remove(&job) {
+                self.due_fresh.remove(&(due, job));
+                self.due_resumed.remove(&(due, job));
+            }
         }
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
@@ -641,17 +654,26 @@ impl Scheduler {
     fn index_due(&mut self, job: JobId, submit: Time) {
         if let Some(w) = self.policy.max_wait {
             let executed = self.progress.get(&job).map_or(0, |p| p.executed);
-            self.wait_due.insert((submit + executed + w, job));
+            let due = submit + executed + w;
+            self.wait_due.insert((due, job));
+            if self.guard_indexed() {
+                self.due_of.insert(job, due);
+                if executed == 0 {
+                    self.due_fresh.insert((due, job));
+                } else {
+                    self.due_resumed.insert((due, job));
+                }
+            }
         }
     }
 
     /// Adds a waiting job to the sorted set of dynamic keys, where those are kept.
     fn index_waiting(&mut self, job: JobId, now: Time) {
-        if !self.waiting_keys_static() {
+        if !self.waiting_keys_indexed() {
             return;
         }
         let req = self.queue[&(self.waiting[&job], job)];
-        let k = self.key(&req, now, false);
+        let k = self.unguarded_key(&req, now, false);
         self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
         self.dyn_key.insert(job, k);
     }
@@ -849,6 +871,20 @@ impl Scheduler {
             return Err("queue and waiting set differ".into());
         }
         self.limits.check_counts(self.running.values().map(|r| &r.req))?;
+        if self.guard_indexed()
+            && (self.due_of.len() != self.queue.len()
+                || self.due_fresh.len() + self.due_resumed.len() != self.queue.len()
+                || self.dyn_key.len() != self.queue.len())
+        {
+            return Err(format!(
+                "{} due instants ({} + {} indexed), {} indexed keys for {} waiting jobs",
+                self.due_of.len(),
+                self.due_fresh.len(),
+                self.due_resumed.len(),
+                self.dyn_key.len(),
+                self.queue.len()
+            ));
+        }
         if self.waiting_keys_static()
             && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
         {
