@@ -280,18 +280,19 @@ impl Scheduler {
     }
 
     /// Whether waiting jobs' keys without the starvation guard stay fixed while they wait, so
-    /// `dyn_wait` keeps them sorted between passes: `srtf` without `+maxwait`, and `las`
-    /// without promotion, also with `+maxwait` (see [`Scheduler::guard_indexed`]).
+    /// `dyn_wait` keeps them sorted between passes: `srtf`, and `las` without promotion, also
+    /// with `+maxwait` (see [`Scheduler::guard_indexed`]).
     pub(crate) fn waiting_keys_indexed(&self) -> bool {
         match &self.policy.order {
-            Order::Srtf => self.policy.max_wait.is_none(),
+            Order::Srtf => true,
             Order::Las(lp) => lp.promote == 0.0,
             _ => false,
         }
     }
 
-    /// `las+maxwait` without promotion: `dyn_wait` keeps the waiting jobs by their keys without
-    /// the guard, and the jobs past the guard are read from `due_fresh` / `due_resumed`.
+    /// `srtf+maxwait`, `las+maxwait` without promotion: `dyn_wait` keeps the waiting jobs by
+    /// their keys without the guard, and the jobs past the guard are read from `due_fresh` /
+    /// `due_resumed`.
     pub(crate) fn guard_indexed(&self) -> bool {
         self.policy.max_wait.is_some() && self.waiting_keys_indexed()
     }
@@ -793,7 +794,7 @@ impl Scheduler {
             running.sort_unstable();
             let full = Cell::new(false);
             if !explain && self.guard_indexed() {
-                // `las+maxwait`: no waiting job keyed. The jobs past the guard (key `[0, submit]`)
+                // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard (key `[0, submit]`)
                 // come first: those that never ran in due order (due = submit + guard, so
                 // submit order), merged with those that ran before (few), sorted; then the others
                 // from `dyn_wait`, kept sorted by their keys without the guard, skipping the
