@@ -156,6 +156,8 @@ struct PassCtx {
     fairshare: HashMap<u32, f64>,
     /// `gittins`: the index of a job with no service yet (most waiting jobs), once per pass.
     gittins_fresh: f64,
+    /// `gittins`: its LAS queues (Tiresias's limits), built once per pass, not once per key.
+    gittins_lp: Option<LasParams>,
 }
 
 /// Maps a float to an i64 with the same order (for keys).
@@ -184,33 +186,45 @@ impl Scheduler {
     /// a job stopped by preemption goes to the front of the waiting ones (the latest first); new
     /// and promoted jobs join at the back.
     fn las_queue(&self, lp: &LasParams, req: &JobReq, now: Time) -> (usize, Time) {
-        let (executed, attained, p) = self.served(req.id, now);
+        let (q, entry, _) = self.las_queue_served(lp, req, now);
+        (q, entry)
+    }
+
+    /// [`Scheduler::las_queue`] and the job's attained service at `now`, from one lookup of
+    /// its progress and one of its run.
+    fn las_queue_served(&self, lp: &LasParams, req: &JobReq, now: Time) -> (usize, Time, i64) {
+        let p = self.progress.get(&req.id).copied().unwrap_or_default();
+        let run = self.running.get(&req.id);
+        let (executed, attained) = match run {
+            Some(r) => (p.executed + (now - r.start), p.attained + r.req.gpus as i64 * (now - r.start)),
+            None => (p.executed, p.attained),
+        };
         let (base_a, base_e) = p.las_base;
         let a = attained - base_a;
         let q = lp.thresholds.partition_point(|&t| t <= a);
-        if let Some(r) = self.running.get(&req.id) {
+        if let Some(r) = run {
             // Crossed a threshold during the current run: it joined this queue's runners then.
             if q > 0 {
                 let a0 = p.attained - base_a;
                 let t = lp.thresholds[q - 1];
                 if a0 < t {
                     let g = r.req.gpus.max(1) as i64;
-                    return (q, r.start + (t - a0 + g - 1) / g);
+                    return (q, r.start + (t - a0 + g - 1) / g, attained);
                 }
             }
-            return (q, r.start);
+            return (q, r.start, attained);
         }
         if q > 0 && lp.promote > 0.0 {
             let starved = p.starved + (now - p.waiting_since);
             let due = (lp.promote * (executed - base_e) as f64).ceil() as Time;
             if executed > base_e && starved >= due {
-                return (0, now - (starved - due));
+                return (0, now - (starved - due), attained);
             }
         }
         if p.preemptions > 0 && p.waiting_since > p.queue_entry {
-            (q, -p.waiting_since - 1)
+            (q, -p.waiting_since - 1, attained)
         } else {
-            (q, p.queue_entry)
+            (q, p.queue_entry, attained)
         }
     }
 
@@ -330,6 +344,7 @@ impl Scheduler {
         }
         if let Order::Gittins(gp) = &self.policy.order {
             ctx.gittins_fresh = self.history.gittins(0, gp.quantum);
+            ctx.gittins_lp = Some(LasParams { thresholds: gittins_queues(gp), ..LasParams::default() });
         }
         ctx
     }
@@ -371,9 +386,15 @@ impl Scheduler {
                 [1, q as i64, i64::from(!running), small, entry]
             }
             Order::Gittins(gp) => {
-                let lp = LasParams { thresholds: gittins_queues(gp), ..LasParams::default() };
-                let (q, _) = self.las_queue(&lp, req, now);
-                let (_, attained, _) = self.served(req.id, now);
+                let built;
+                let lp = match &ctx.gittins_lp {
+                    Some(lp) => lp,
+                    None => {
+                        built = LasParams { thresholds: gittins_queues(gp), ..LasParams::default() };
+                        &built
+                    }
+                };
+                let (q, _, attained) = self.las_queue_served(lp, req, now);
                 let index = if attained == 0 { ctx.gittins_fresh } else { self.history.gittins(attained, gp.quantum) };
                 [1, q as i64, -ord_f64(index), req.submit, 0]
             }
