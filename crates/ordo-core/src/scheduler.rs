@@ -313,9 +313,9 @@ pub struct Scheduler {
     /// `+maxwait`: waiting jobs by the instant their total wait reaches the guard (fixed while
     /// a job waits), so a pass finds the next promotion without looking at every job.
     pub(crate) wait_due: BTreeSet<(Time, JobId)>,
-    /// `srtf+maxwait`, `las+maxwait` (see `Scheduler::guard_indexed`): `wait_due` split into jobs that never ran
-    /// (due at `submit + max_wait`, so in submit order) and jobs that ran before, with each
-    /// waiting job's due instant.
+    /// `srtf+maxwait`, `las+maxwait` (see `Scheduler::guard_indexed`): `wait_due` split into
+    /// jobs that never ran (due at `submit + max_wait`, so in submit order) and jobs that ran
+    /// before, with each waiting job's due instant.
     pub(crate) due_fresh: BTreeSet<(Time, JobId)>,
     pub(crate) due_resumed: BTreeSet<(Time, JobId)>,
     pub(crate) due_of: HashMap<JobId, Time>,
