@@ -722,15 +722,7 @@ impl Scheduler {
                 .map(|((k, id), _)| (self.actual_run_key(k, now), id, true));
             let running = Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() };
             let bound = Cell::new(u64::MAX);
-            let mut merged =
-                GroupMerge { running: running.peekable(), heap: BinaryHeap::new(), groups: Vec::new(), bound: &bound };
-            for (&g, set) in &self.dyn_wait {
-                let mut it = set.range(..);
-                if let Some(&(k, id)) = it.next() {
-                    merged.heap.push(Reverse((k, id, merged.groups.len())));
-                    merged.groups.push((g, it));
-                }
-            }
+            let merged = GroupMerge::new(running, self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
             let mut plan = self.select_preemptive(now, merged, false, Some(&bound), None);
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
@@ -824,11 +816,11 @@ impl Scheduler {
             running.sort_unstable();
             let full = Cell::new(false);
             if !explain && self.guard_indexed() {
-                // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard (key `[0, submit]`)
-                // come first: those that never ran in due order (due = submit + guard, so
-                // submit order), merged with those that ran before (few), sorted; then the others
-                // from `dyn_wait`, kept sorted by their keys without the guard, skipping the
-                // jobs past it.
+                // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard
+                // (key `[0, submit]`) come first: those that never ran in due order (due =
+                // submit + guard, so submit order), merged with those that ran before (few),
+                // sorted; then the others from `dyn_wait`, kept sorted by their keys without
+                // the guard, skipping the jobs past it.
                 let w = self.policy.max_wait.unwrap_or(0);
                 let fresh = self
                     .due_fresh
@@ -841,41 +833,31 @@ impl Scheduler {
                     .collect();
                 resumed.sort_unstable();
                 let overdue = Merge2 { a: fresh.peekable(), b: resumed.into_iter().peekable() };
-                let mut groups: Vec<_> = self
-                    .dyn_wait
-                    .values()
-                    .map(|set| set.iter().filter(move |(_, id)| self.due_of.get(id).is_none_or(|&d| d > now)))
-                    .collect();
-                let mut heads: BinaryHeap<Reverse<(Key, JobId, usize)>> = BinaryHeap::with_capacity(groups.len());
-                for (i, g) in groups.iter_mut().enumerate() {
-                    if let Some(&(k, id)) = g.next() {
-                        heads.push(Reverse((k, id, i)));
-                    }
-                }
-                let others = std::iter::from_fn(move || {
-                    let Reverse((k, id, i)) = heads.pop()?;
-                    if let Some(&(k2, id2)) = groups[i].next() {
-                        heads.push(Reverse((k2, id2, i)));
-                    }
-                    Some((k, id, false))
+                let groups = self.dyn_wait.iter().map(|(&g, set)| {
+                    (g, set.iter().filter(move |(_, id)| self.due_of.get(id).is_none_or(|&d| d > now)))
                 });
+                let unbounded = Cell::new(u64::MAX);
+                let others = GroupMerge::new(std::iter::empty(), groups, &unbounded);
                 let waiting = Merge2 { a: overdue.peekable(), b: others.peekable() };
-                return {
-                    let mut plan = self.select_preemptive(
-                        now,
-                        merge_ranked(waiting, running.into_iter(), &full),
-                        explain,
-                        None,
-                        Some(&full),
-                    );
-                    plan.wake_at = self.next_wake(now, &plan);
-                    plan
-                };
+                self.select_preemptive(
+                    now,
+                    merge_ranked(waiting, running.into_iter(), &full),
+                    explain,
+                    None,
+                    Some(&full),
+                )
+            } else {
+                let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
+                    self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
+                let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
+                self.select_preemptive(
+                    now,
+                    merge_ranked(waiting, running.into_iter(), &full),
+                    explain,
+                    None,
+                    Some(&full),
+                )
             }
-            let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
-                self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
-            let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
-            self.select_preemptive(now, merge_ranked(waiting, running.into_iter(), &full), explain, None, Some(&full))
         } else {
             // Each job's key with its position in `reqs`, so the plan walks the jobs themselves
             // (no map lookups per job and pass).
@@ -961,19 +943,8 @@ impl Scheduler {
             }
         };
         let bound = Cell::new(free);
-        let mut waiting = GroupMerge {
-            running: std::iter::empty().peekable(),
-            heap: BinaryHeap::new(),
-            groups: Vec::new(),
-            bound: &bound,
-        };
-        for (&g, set) in &self.dyn_wait {
-            let mut it = set.range(..);
-            if let Some(&(k, id)) = it.next() {
-                waiting.heap.push(Reverse((k, id, waiting.groups.len())));
-                waiting.groups.push((g, it));
-            }
-        }
+        let waiting =
+            GroupMerge::new(std::iter::empty(), self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
         let mut chosen = Vec::new();
         let mut lo: Option<(Key, JobId)> = None;
         for (k, id, _) in waiting {
@@ -1178,14 +1149,30 @@ impl Scheduler {
 /// Merges running jobs (sorted) with waiting jobs kept sorted per GPU count, in key order,
 /// dropping every group whose GPU count exceeds `bound` (the GPUs still free: it only falls
 /// during a pass, so a dropped group never comes back).
-struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>> {
+struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> {
     running: std::iter::Peekable<R>,
     heap: BinaryHeap<Reverse<(Key, JobId, usize)>>,
-    groups: Vec<(u32, std::collections::btree_set::Range<'a, (Key, JobId)>)>,
+    groups: Vec<(u32, G)>,
     bound: &'a Cell<u64>,
 }
 
-impl<R: Iterator<Item = (Key, JobId, bool)>> Iterator for GroupMerge<'_, R> {
+impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> GroupMerge<'a, R, G> {
+    /// The merge of `running` with the `(GPU count, sorted jobs)` groups.
+    fn new(running: R, groups: impl Iterator<Item = (u32, G)>, bound: &'a Cell<u64>) -> Self {
+        let mut m = GroupMerge { running: running.peekable(), heap: BinaryHeap::new(), groups: Vec::new(), bound };
+        for (g, mut it) in groups {
+            if let Some(&(k, id)) = it.next() {
+                m.heap.push(Reverse((k, id, m.groups.len())));
+                m.groups.push((g, it));
+            }
+        }
+        m
+    }
+}
+
+impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> Iterator
+    for GroupMerge<'a, R, G>
+{
     type Item = (Key, JobId, bool);
     fn next(&mut self) -> Option<Self::Item> {
         while let Some(&Reverse((k, id, gi))) = self.heap.peek() {
@@ -1213,6 +1200,8 @@ fn merge_ranked<'a>(
     running: impl Iterator<Item = (Key, JobId, bool)> + 'a,
     full: &'a Cell<bool>,
 ) -> impl Iterator<Item = (Key, JobId, bool)> + 'a {
+    // Not `Merge2` with a flag: written out, the ranking passes run about a fifth faster
+    // (measured on the Philly window: gittins 549 ms against 640 ms).
     let mut waiting = waiting.peekable();
     let mut running = running.peekable();
     std::iter::from_fn(move || {

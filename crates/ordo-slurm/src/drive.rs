@@ -226,9 +226,7 @@ impl<'a> Driver<'a> {
                 changed_since.insert(job, why);
             }
         }
-        if !changed_since.is_empty() {
-            changes.retain(|c| !changed_since.contains_key(&c.0));
-        }
+        changes.retain(|c| !changed_since.contains_key(&c.0));
         let intended = &report.intended;
         let position: HashMap<u64, usize> = intended.order.iter().map(|r| (r.job, r.position)).collect();
         let mut latencies: Vec<Duration> = Vec::new();
