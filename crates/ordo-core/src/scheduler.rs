@@ -13,6 +13,7 @@ use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Bound::{Excluded, Included};
 
 /// A fast, fixed hasher for job ids: deterministic iteration order across runs and processes
 /// (std's default hasher is seeded randomly) and much cheaper than SipHash on small keys.
@@ -319,6 +320,10 @@ pub struct Scheduler {
     pub(crate) due_fresh: BTreeSet<(Time, JobId)>,
     pub(crate) due_resumed: BTreeSet<(Time, JobId)>,
     pub(crate) due_of: HashMap<JobId, Time>,
+    /// With those indexes, `dyn_wait` holds only the jobs not yet past the guard at this
+    /// instant (`advance` takes out the ones that passed it since), so a pass does not skip
+    /// over every overdue job of every group (under overload most of the queue).
+    pub(crate) overdue_until: Time,
     /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
     pub(crate) scratch: Scratch,
     /// Quotas, array limits and shares, with what running jobs hold against them.
@@ -381,6 +386,7 @@ impl Scheduler {
             due_fresh: BTreeSet::new(),
             due_resumed: BTreeSet::new(),
             due_of: HashMap::default(),
+            overdue_until: Time::MIN,
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
@@ -674,8 +680,36 @@ impl Scheduler {
         }
         let req = self.queue[&(self.waiting[&job], job)];
         let k = self.unguarded_key(&req, now, false);
-        self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+        // Past the guard already (a job that ran because it was overdue): not in `dyn_wait`.
+        if self.due_of.get(&job).is_none_or(|&due| due > self.overdue_until) {
+            self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+        }
         self.dyn_key.insert(job, k);
+    }
+
+    /// `guard_indexed`: takes the jobs whose guard fell due since the last call out of
+    /// `dyn_wait` (they rank by the guard now, read from `due_fresh` / `due_resumed`).
+    fn drop_overdue(&mut self, now: Time) {
+        if !self.guard_indexed() || now <= self.overdue_until {
+            return;
+        }
+        let after = (self.overdue_until, JobId(u32::MAX));
+        let upto = (now, JobId(u32::MAX));
+        let due: Vec<JobId> = (self.due_fresh.range((Excluded(after), Included(upto))))
+            .chain(self.due_resumed.range((Excluded(after), Included(upto))))
+            .map(|&(_, id)| id)
+            .collect();
+        for id in due {
+            let (Some(&k), Some(&key)) = (self.dyn_key.get(&id), self.waiting.get(&id)) else { continue };
+            let gpus = self.queue[&(key, id)].gpus;
+            if let Some(set) = self.dyn_wait.get_mut(&gpus) {
+                set.remove(&(k, id));
+                if set.is_empty() {
+                    self.dyn_wait.remove(&gpus);
+                }
+            }
+        }
+        self.overdue_until = now;
     }
 
     /// Stores a running job's key (where running keys are kept sorted).
@@ -702,6 +736,7 @@ impl Scheduler {
     /// slower after a wake-up with no other event.
     pub fn advance(&mut self, now: Time) {
         self.refresh_run_keys(now);
+        self.drop_overdue(now);
     }
 
     /// Re-keys running jobs whose stored key stopped holding by `now`.
@@ -874,14 +909,17 @@ impl Scheduler {
         if self.guard_indexed()
             && (self.due_of.len() != self.queue.len()
                 || self.due_fresh.len() + self.due_resumed.len() != self.queue.len()
-                || self.dyn_key.len() != self.queue.len())
+                || self.dyn_key.len() != self.queue.len()
+                || self.dyn_wait.values().map(|s| s.len()).sum::<usize>()
+                    != self.due_of.values().filter(|&&d| d > self.overdue_until).count())
         {
             return Err(format!(
-                "{} due instants ({} + {} indexed), {} indexed keys for {} waiting jobs",
+                "{} due instants ({} + {} indexed), {} indexed keys ({} not past the guard) for {} waiting jobs",
                 self.due_of.len(),
                 self.due_fresh.len(),
                 self.due_resumed.len(),
                 self.dyn_key.len(),
+                self.dyn_wait.values().map(|s| s.len()).sum::<usize>(),
                 self.queue.len()
             ));
         }
