@@ -1067,7 +1067,15 @@ impl Scheduler {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
+        // Once fewer GPUs are free than the smallest waiting job asks for, no later job can
+        // backfill: the plain pass stops there (the explaining one goes on, to say why each
+        // waits). Counts only: not on a cluster that tracks shares, CPUs or memory.
+        let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _)| u64::from(g));
+        let stop_early = !explain && !cap.is_detailed();
         for req in order {
+            if stop_early && cap.total_free() < smallest {
+                break;
+            }
             if limited {
                 if let Some(r) = self.limits.check(req, &used) {
                     if explain {
