@@ -767,16 +767,17 @@ impl Scheduler {
                 return plan;
             }
         }
-        if let (false, false, None, Order::Priority(pp)) =
+        if let (false, false, None, Order::Priority(_) | Order::Qssf) =
             (preemptive, explain, self.policy.max_wait, &self.policy.order)
         {
-            if pp.age >= 0.0 {
+            if !matches!(&self.policy.order, Order::Priority(pp) if pp.age < 0.0) {
                 // Within one (user, GPUs, static priority) class every term of the multifactor
                 // priority is the same but age, which falls with the submit time (and f64
                 // arithmetic keeps that order), so the class's key order is its (submit, id)
-                // order at any instant: merge the classes lazily, keying only their heads, as
-                // the plain pass would sort them (key, then id). The explaining pass sorts
-                // everything (below) and the property tests compare the two.
+                // order at any instant; within one (user, group) class `qssf`'s prediction is
+                // the same, and its key goes by submit next. So merge the classes lazily,
+                // keying only their heads, as the plain pass would sort them (key, then id).
+                // The explaining pass sorts everything (below) and the property tests compare.
                 let ctx = self.pass_ctx(now);
                 let mut iters = Vec::with_capacity(self.by_class.len());
                 let mut heap = BinaryHeap::with_capacity(self.by_class.len());

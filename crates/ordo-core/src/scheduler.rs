@@ -306,8 +306,9 @@ pub struct Scheduler {
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
     /// the reservation without looking it up.
     pub(crate) buckets: BTreeMap<(u32, u32, u32), BTreeSet<(QueueKey, Time)>>,
-    /// `priority`: waiting jobs by (user, GPUs, static priority), each class in (submit, id)
-    /// order, which is its key order at any instant (merged lazily by `schedule_dynamic`).
+    /// `priority`: waiting jobs by (user, GPUs, static priority); `qssf`: by (user, group, 0).
+    /// Each class in (submit, id) order, which is its key order at any instant (merged lazily
+    /// by `schedule_dynamic`).
     pub(crate) by_class: BTreeMap<(u32, u32, i64), PriorityClass>,
     /// Per-user and per-group accounting for `priority` and `qssf`.
     pub(crate) accounts: crate::dynamic::Accounts,
@@ -637,16 +638,28 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Adds a waiting job to its `priority` class (kept under `priority` only).
-    fn class_insert(&mut self, req: &JobReq) {
-        if matches!(self.policy.order, crate::policy::Order::Priority(_)) {
-            self.by_class.entry((req.user, req.gpus, req.priority)).or_default().insert((req.submit, req.id), *req);
+    /// A waiting job's class in `by_class` (kept under `priority` and `qssf` only): the jobs
+    /// whose keys differ only by submit time at any instant.
+    fn class_of(&self, req: &JobReq) -> Option<(u32, u32, i64)> {
+        match self.policy.order {
+            // Every multifactor term but age is the user's, the size's or the static priority's.
+            crate::policy::Order::Priority(_) => Some((req.user, req.gpus, req.priority)),
+            // The prediction is the user's mean, else the group's, else everyone's.
+            crate::policy::Order::Qssf => Some((req.user, req.group, 0)),
+            _ => None,
         }
     }
 
-    /// Takes a job out of its `priority` class.
+    /// Adds a waiting job to its class (see `class_of`).
+    fn class_insert(&mut self, req: &JobReq) {
+        if let Some(c) = self.class_of(req) {
+            self.by_class.entry(c).or_default().insert((req.submit, req.id), *req);
+        }
+    }
+
+    /// Takes a job out of its class.
     fn class_remove(&mut self, req: &JobReq) {
-        let c = (req.user, req.gpus, req.priority);
+        let Some(c) = self.class_of(req) else { return };
         if let Some(set) = self.by_class.get_mut(&c) {
             set.remove(&(req.submit, req.id));
             if set.is_empty() {
