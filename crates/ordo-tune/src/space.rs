@@ -27,9 +27,6 @@ pub struct Family {
     pub preemptive: bool,
     /// Relative weight of the family when sampling at random.
     pub weight: f64,
-    /// Rough cost of one simulation relative to others (drives how often slow variants are
-    /// sampled; measured on the Philly window, see docs/TUNE.md).
-    pub cost: f64,
 }
 
 /// One point of the space: indices into a [`Space`]'s tables.
@@ -63,8 +60,8 @@ fn dim(key: &'static str, values: &[&'static str], default: usize) -> Dim {
     Dim { key, values: values.to_vec(), default }
 }
 
-fn fam(name: &'static str, dims: Vec<Dim>, preemptive: bool, weight: f64, cost: f64) -> Family {
-    Family { name, dims, preemptive, weight, cost }
+fn fam(name: &'static str, dims: Vec<Dim>, preemptive: bool, weight: f64) -> Family {
+    Family { name, dims, preemptive, weight }
 }
 
 impl Default for Space {
@@ -78,11 +75,11 @@ impl Space {
     /// non-preemptive, and with a quantum, preemptive).
     pub fn standard() -> Space {
         let families = vec![
-            fam("fifo", vec![], false, 1.0, 0.05),
-            fam("sjf", vec![], false, 1.0, 0.1),
-            fam("sgf", vec![], false, 1.0, 0.05),
-            fam("qssf", vec![], false, 1.0, 0.4),
-            fam("fair", vec![dim("by", &["user", "group"], 0)], false, 1.0, 0.45),
+            fam("fifo", vec![], false, 1.0),
+            fam("sjf", vec![], false, 1.0),
+            fam("sgf", vec![], false, 1.0),
+            fam("qssf", vec![], false, 1.0),
+            fam("fair", vec![dim("by", &["user", "group"], 0)], false, 1.0),
             fam(
                 "priority",
                 vec![
@@ -95,11 +92,10 @@ impl Space {
                 ],
                 false,
                 1.0,
-                0.65,
             ),
-            fam("rr", vec![], false, 1.0, 0.5),
-            fam("rr", vec![dim("quantum", &["10m", "1h", "6h", "1d"], 1)], true, 0.5, 1.5),
-            fam("srtf", vec![], true, 1.0, 0.3),
+            fam("rr", vec![], false, 1.0),
+            fam("rr", vec![dim("quantum", &["10m", "1h", "6h", "1d"], 1)], true, 0.5),
+            fam("srtf", vec![], true, 1.0),
             fam(
                 "las",
                 vec![
@@ -120,14 +116,12 @@ impl Space {
                 ],
                 true,
                 1.0,
-                0.15,
             ),
             fam(
                 "gittins",
                 vec![dim("quantum", &["60", "600", "3250", "10000", "36000"], 2), dim("window", &["1000", "10000"], 1)],
                 true,
                 0.5,
-                2.0,
             ),
         ];
         Space {
@@ -169,36 +163,68 @@ impl Space {
         self.name(c).parse()
     }
 
-    /// Rough relative cost of simulating a candidate (see [`Family::cost`]): conservative
-    /// backfill over a dynamic order, the starvation guard and LAS promotion make runs much
-    /// slower (measured on the Philly window; see docs/TUNE.md).
+    /// Rough cost of simulating a candidate, in seconds of one core on the Philly window
+    /// (`--from 42 --to 49`, 7,729 jobs at 314% offered load; medians measured on 2026-12-02 on
+    /// the 2-core machine of docs/TUNE.md with `ordo bench`). It orders each round (longest
+    /// first), the refinement steps (cheap first) and how often [`Space::sample`] keeps a draw.
+    /// What sets it: conservative backfill over an order whose keys move (every dynamic order,
+    /// and any order with the starvation guard) rebuilds every reservation each pass; EASY over
+    /// such an order walks the queue in key order each pass; the guard makes every order key
+    /// jobs by their wait; `rr` with a short slice, LAS promotion and Gittins re-rank running
+    /// jobs at every pass.
     pub fn cost(&self, c: &Candidate) -> f64 {
         let f = &self.families[c.family];
-        // The starvation guard makes every order dynamic (keys change as jobs wait).
-        let dynamic = !matches!(f.name, "fifo" | "sjf" | "sgf") || c.maxwait > 0;
-        let mut cost = f.cost;
-        match (c.backfill, dynamic) {
-            // Measured on the Philly window: a dynamic order under conservative backfill
-            // rebuilds every reservation each pass, 2.6-4.3 s a run, 10-20x the order alone.
-            (2, true) => cost = 10.0,
-            (2, false) => cost *= 2.0,
-            (1, true) => cost *= 1.5,
-            _ => {}
-        }
-        if c.maxwait > 0 {
-            // The guard makes every order dynamic; with conservative backfill, very slow.
-            cost += if c.backfill == 2 { 3.0 } else { 2.0 };
-        }
+        let guard = c.maxwait > 0;
         let first = c.params.first().copied();
-        match (f.name, f.preemptive) {
-            // Starvation promotion makes LAS runs 10-100x slower (jobs cycle between queues).
-            ("las", _) if c.params.get(1).is_some_and(|&p| p > 0) => cost += 5.0,
-            // A 10-minute round-robin slice preempts all the time.
-            ("rr", true) if first == Some(0) => cost = cost.max(5.0),
-            ("gittins", _) if first == Some(0) => cost += 1.0,
-            _ => {}
+        let static_order = matches!(f.name, "fifo" | "sjf" | "sgf");
+        match (c.backfill, f.preemptive) {
+            // Conservative: cheap only for a static order without the guard (reservations are
+            // kept between passes); otherwise 1.9-3.3 s whatever the order.
+            (2, _) => {
+                if static_order && !guard {
+                    0.03
+                } else {
+                    2.3
+                }
+            }
+            // EASY: static orders skip whole groups; dynamic ones walk the queue (0.09-0.3 s).
+            (1, _) => match (static_order, guard) {
+                (true, false) => 0.03,
+                (true, true) => 0.12,
+                (false, false) => 0.16,
+                (false, true) => 0.25,
+            },
+            (_, false) => match (f.name, guard) {
+                ("fifo" | "sjf" | "sgf", _) => 0.03,
+                ("qssf" | "priority", false) => 0.03,
+                ("qssf" | "priority", true) => 0.6,
+                ("fair", false) => 0.22,
+                ("fair", true) => 0.34,
+                ("rr", false) => 0.39,
+                ("rr", true) => 0.43,
+                _ => 0.5,
+            },
+            (_, true) => {
+                let base = match (f.name, first) {
+                    // A slice of 10 minutes, 1 hour, 6 hours, 1 day.
+                    ("rr", Some(0)) => 9.0,
+                    ("rr", Some(1)) => 1.6,
+                    ("rr", Some(2)) => 1.0,
+                    ("rr", _) => 0.45,
+                    ("las", _) if c.params.get(1).is_some_and(|&p| p > 0) => 2.0,
+                    ("las" | "srtf", _) => 0.06,
+                    ("gittins", Some(0)) => 1.9,
+                    ("gittins", _) => 1.4,
+                    _ => 1.0,
+                };
+                match (f.name, guard) {
+                    (_, false) => base,
+                    ("srtf", true) => 0.34,
+                    ("las", true) if base < 1.0 => 0.62,
+                    (_, true) => base * 1.2,
+                }
+            }
         }
-        cost
     }
 
     /// The starting grid: every order with its default parameters under every backfill it
