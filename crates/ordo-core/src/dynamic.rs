@@ -315,6 +315,15 @@ impl Scheduler {
         self.policy.max_wait.is_some() && self.waiting_keys_indexed()
     }
 
+    /// Whether running jobs' keys are kept in `run_keys` (each holds until its job's next LAS
+    /// threshold): where waiting keys are static, and under `las+maxwait` without promotion
+    /// (a running job's total wait, hence its guard, does not change while it runs). Not under
+    /// `srtf+maxwait`: `run_keys` stores `srtf`'s remaining time shifted by the instant it
+    /// was stored, which a guarded key `[0, submit]` does not follow.
+    pub(crate) fn run_keys_stored(&self) -> bool {
+        self.waiting_keys_static() || (self.guard_indexed() && matches!(self.policy.order, Order::Las(_)))
+    }
+
     /// A job's key by its order alone, without the starvation guard (what `dyn_wait` keeps).
     pub(crate) fn unguarded_key(&self, req: &JobReq, now: Time, running: bool) -> Key {
         self.order_key_in(&self.pass_ctx(now), req, now, running)
@@ -648,7 +657,7 @@ impl Scheduler {
                     }
                 })
             };
-            if self.waiting_keys_static() && !lp.compat_tiresias {
+            if self.run_keys_stored() && !lp.compat_tiresias {
                 // Stored running keys hold until their job's next crossing.
                 if let Some(&(t, _)) = self.run_expiry.range((now + 1, JobId(0))..).next() {
                     at(t);
@@ -708,19 +717,7 @@ impl Scheduler {
             // (at most one per GPU) and stop once the cluster is full.
             // Running jobs are kept sorted too (see `run_key`): only those whose key has moved
             // since it was stored (a LAS threshold crossed) are keyed afresh.
-            let mut moved: Vec<(Key, JobId, bool)> = self
-                .run_expiry
-                .range(..=(now, JobId(u32::MAX)))
-                .map(|&(_, id)| (self.key(&self.running[&id].req, now, true), id, true))
-                .collect();
-            moved.sort_unstable_by_key(|k| (k.0, k.1));
-            let moved_ids: Vec<JobId> = moved.iter().map(|m| m.1).collect();
-            let kept = self
-                .run_keys
-                .iter()
-                .filter(|((_, id), _)| !moved_ids.contains(id))
-                .map(|((k, id), _)| (self.actual_run_key(k, now), id, true));
-            let running = Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() };
+            let running = self.stored_running(now);
             let bound = Cell::new(u64::MAX);
             let merged = GroupMerge::new(running, self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
             let mut plan = self.select_preemptive(now, merged, false, Some(&bound), None);
@@ -812,9 +809,6 @@ impl Scheduler {
             // ranking state is full no waiting job can start, and `select_preemptive` says so
             // through `full`: from then on only the running jobs left are yielded, in the same
             // order, instead of popping the waiting ones between them.
-            let mut running: Vec<(Key, JobId, bool)> =
-                self.running.values().map(|r| (self.key_in(&ctx, &r.req, now, true), r.req.id, true)).collect();
-            running.sort_unstable();
             let full = Cell::new(false);
             if !explain && self.guard_indexed() {
                 // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard
@@ -840,14 +834,23 @@ impl Scheduler {
                 let unbounded = Cell::new(u64::MAX);
                 let others = GroupMerge::new(std::iter::empty(), groups, &unbounded);
                 let waiting = Merge2 { a: overdue.peekable(), b: others.peekable() };
-                self.select_preemptive(
-                    now,
-                    merge_ranked(waiting, running.into_iter(), &full),
-                    explain,
-                    None,
-                    Some(&full),
-                )
+                if self.run_keys_stored() {
+                    // `las+maxwait`: running jobs in their stored order, those whose key moved
+                    // since it was stored keyed afresh (see the static path above).
+                    let running = self.stored_running(now);
+                    self.select_preemptive(now, merge_ranked(waiting, running, &full), explain, None, Some(&full))
+                } else {
+                    let running = self.running_keyed(&ctx, now);
+                    self.select_preemptive(
+                        now,
+                        merge_ranked(waiting, running.into_iter(), &full),
+                        explain,
+                        None,
+                        Some(&full),
+                    )
+                }
             } else {
+                let running = self.running_keyed(&ctx, now);
                 let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
                     self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
                 let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
@@ -877,6 +880,32 @@ impl Scheduler {
         };
         plan.wake_at = self.next_wake(now, &plan);
         plan
+    }
+
+    /// Running jobs sorted by key, from `run_keys` (see `run_keys_stored`): only those whose
+    /// stored key has stopped holding by `now` (a LAS threshold crossed) are keyed afresh.
+    fn stored_running(&self, now: Time) -> impl Iterator<Item = (Key, JobId, bool)> + '_ {
+        let mut moved: Vec<(Key, JobId, bool)> = self
+            .run_expiry
+            .range(..=(now, JobId(u32::MAX)))
+            .map(|&(_, id)| (self.key(&self.running[&id].req, now, true), id, true))
+            .collect();
+        moved.sort_unstable_by_key(|k| (k.0, k.1));
+        let moved_ids: Vec<JobId> = moved.iter().map(|m| m.1).collect();
+        let kept = self
+            .run_keys
+            .iter()
+            .filter(move |((_, id), _)| !moved_ids.contains(id))
+            .map(move |((k, id), _)| (self.actual_run_key(k, now), id, true));
+        Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() }
+    }
+
+    /// Every running job keyed at `now`, sorted.
+    fn running_keyed(&self, ctx: &PassCtx, now: Time) -> Vec<(Key, JobId, bool)> {
+        let mut running: Vec<(Key, JobId, bool)> =
+            self.running.values().map(|r| (self.key_in(ctx, &r.req, now, true), r.req.id, true)).collect();
+        running.sort_unstable();
+        running
     }
 
     /// Whether even the smallest waiting job asks for more GPUs than are free in the whole

@@ -727,7 +727,7 @@ impl Scheduler {
 
     /// Stores a running job's key (where running keys are kept sorted).
     fn store_run_key(&mut self, job: JobId, now: Time) {
-        if !self.waiting_keys_static() || !self.running.contains_key(&job) {
+        if !self.run_keys_stored() || !self.running.contains_key(&job) {
             return;
         }
         self.drop_run_key(job);
@@ -936,7 +936,7 @@ impl Scheduler {
                 self.queue.len()
             ));
         }
-        if self.waiting_keys_static()
+        if self.run_keys_stored()
             && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
         {
             return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
