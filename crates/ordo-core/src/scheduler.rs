@@ -461,6 +461,26 @@ impl Scheduler {
         self.queue.keys().map(|&(_, id)| id)
     }
 
+    /// Why a gang job can never be placed, whatever runs: its GPUs do not split evenly.
+    fn gang_refusal(req: &JobReq) -> Option<String> {
+        (req.nodes > 0 && (req.gpus == 0 || !req.gpus.is_multiple_of(req.nodes) || req.demand().milli > 0)).then(|| {
+            format!(
+                "a gang of {} nodes needs whole GPUs in a multiple of {} (it asks {})",
+                req.nodes, req.nodes, req.gpus
+            )
+        })
+    }
+
+    /// Whether [`Scheduler::submit`] takes a job of whole GPUs whatever runs: the cluster alone
+    /// decides (enough GPUs, a gang that splits, empty nodes it fits). `false` for a job asking
+    /// a share of a GPU, which `submit` judges only after the cluster starts tracking shares.
+    pub fn accepts(&self, req: &JobReq) -> bool {
+        req.demand().milli == 0
+            && req.gpus as u64 <= self.cap.total()
+            && Self::gang_refusal(req).is_none()
+            && self.cap.can_ever_fit_for(req.demand())
+    }
+
     /// Adds a waiting job at `now`. Refuses a job that can never fit. Under conservative
     /// backfill the job gets its reservation here: the earliest slot that delays no other.
     pub fn submit(&mut self, req: JobReq, now: Time) -> Result<(), SubmitError> {
@@ -470,11 +490,7 @@ impl Scheduler {
         if self.waiting.contains_key(&req.id) || self.running.contains_key(&req.id) {
             return Err(SubmitError::Duplicate(req.id));
         }
-        if req.nodes > 0 && (req.gpus == 0 || !req.gpus.is_multiple_of(req.nodes) || req.demand().milli > 0) {
-            let why = format!(
-                "a gang of {} nodes needs whole GPUs in a multiple of {} (it asks {})",
-                req.nodes, req.nodes, req.gpus
-            );
+        if let Some(why) = Self::gang_refusal(&req) {
             return Err(SubmitError::NeverPlaced { job: req.id, why });
         }
         if req.demand().milli > 0 && !self.cap.is_detailed() {

@@ -200,14 +200,19 @@ struct Live {
 /// `t` plus its work left; one that never started at `t + runtime`), and all together on a
 /// relaxation where the whole cluster works on one job at a time, preemptively, shortest work
 /// first from `t` (every real schedule is one of that machine's schedules, and on one machine
-/// shortest-work-first gives the least sum of ends). A job not yet submitted takes at least
-/// its run time, unless it is rejected on arrival (then the mean leaves it out), so the future
-/// jobs counted are those that lower the mean most: the shortest ones, while they are below the
-/// mean so far. `future` is every job's (run time, position in arrival order), shortest first;
-/// `total_milli` the cluster's GPUs in thousandths. A job that arrived but still waits on its
-/// dependencies (`deps`) may yet never run (a dependency that fails), so it counts like a future
-/// job: at least `t + runtime` less its submit time, only if that lowers the mean; one that
-/// will never run (`ended` without a record) counts nothing.
+/// shortest-work-first gives the least sum of ends). Jobs not yet submitted that are `sure` to
+/// run and be counted whatever the policy count too: each at least its submit plus its run
+/// time, and all together on the same machine from their submit times, shortest remaining work
+/// first (the least sum of ends on one machine with release times); the jobs now and those to
+/// come count the larger of (now's bound + the sure jobs' bound) and the machine's sum over
+/// both. Another job not yet submitted takes at least its run time, unless it is rejected on
+/// arrival or never runs (then the mean leaves it out), so those counted are the ones that
+/// lower the mean most: the shortest, while below the mean so far. `future` is those jobs'
+/// (run time, position in arrival order), shortest first; `total_milli` the cluster's GPUs in
+/// thousandths. A job that arrived but still waits on its dependencies (`deps`) may yet never
+/// run (a dependency that fails), so it counts like such a future job: at least `t + runtime`
+/// less its submit time, only if that lowers the mean; one that will never run (`ended`
+/// without a record) counts nothing.
 #[allow(clippy::too_many_arguments)]
 fn mean_jct_lower_bound(
     w: &Workload,
@@ -215,18 +220,20 @@ fn mean_jct_lower_bound(
     live: &[Live],
     deps: &Dependencies,
     ended: &[Option<bool>],
-    arrived: &[u32],
+    arrivals: &[u32],
+    next_arrival: usize,
+    sure: &[bool],
     future: &[(Time, u32)],
     total_milli: u64,
     t: Time,
-    work: &mut Vec<u128>,
+    (work, fut): (&mut Vec<u128>, &mut Vec<(Time, u128)>),
 ) -> f64 {
     let (mut done_sum, mut n) = (0i128, 0u64);
     let (mut each_sum, mut submit_sum) = (0i128, 0i128);
     work.clear();
     // Arrived jobs held back by dependencies: their least JCT (ms).
     let mut held: Vec<i128> = Vec::new();
-    for &i in arrived {
+    for &i in &arrivals[..next_arrival] {
         let (job, l) = (&w.jobs[i as usize], &live[i as usize]);
         let (end, left) = match &records[i as usize] {
             Some(r) if l.done => {
@@ -250,19 +257,39 @@ fn mean_jct_lower_bound(
         n += 1;
     }
     work.sort_unstable();
+    let m = u128::from(total_milli.max(1));
     let (mut cum, mut spt_sum) = (0u128, 0i128);
     for &x in work.iter() {
         cum += x;
-        spt_sum += i128::from(t) + (cum / u128::from(total_milli.max(1))) as i128;
+        spt_sum += i128::from(t) + (cum / m) as i128;
     }
-    let mut sum = done_sum + each_sum.max(spt_sum) - submit_sum;
+    // The jobs sure to come.
+    fut.clear();
+    let mut fut_each = 0i128;
+    for &i in &arrivals[next_arrival..] {
+        if sure[i as usize] {
+            let job = &w.jobs[i as usize];
+            fut.push((job.submit, u128::from(milli_of(job)) * job.runtime.max(0) as u128));
+            fut_each += i128::from(job.submit + job.runtime);
+            submit_sum += i128::from(job.submit);
+            n += 1;
+        }
+    }
+    let ends = if fut.is_empty() {
+        each_sum.max(spt_sum)
+    } else {
+        let both = srpt_ends(t, work, fut, m);
+        let alone = srpt_ends(t, &[], fut, m);
+        both.max(each_sum.max(spt_sum) + fut_each.max(alone))
+    };
+    let mut sum = done_sum + ends - submit_sum;
     if n == 0 {
         return 0.0; // every later job may be rejected, and the mean of no job is 0
     }
     held.sort_unstable();
     let mut held = held.into_iter().peekable();
     let mut future =
-        future.iter().filter(|&&(_, pos)| pos as usize >= arrived.len()).map(|&(r, _)| i128::from(r)).peekable();
+        future.iter().filter(|&&(_, pos)| pos as usize >= next_arrival).map(|&(r, _)| i128::from(r)).peekable();
     loop {
         // The least of the optional jobs left, held and future (both sorted).
         let x = match (held.peek(), future.peek()) {
@@ -279,6 +306,43 @@ fn mean_jct_lower_bound(
         n += 1;
     }
     sum as f64 / 1000.0 / n as f64
+}
+
+/// The least sum of ends (ms, each rounded down) of jobs on one machine that does `m` units of
+/// work per ms, preemptively, from `start`: `now` are jobs there at `start` (work units),
+/// `fut` jobs (release time, work units) in release order. Shortest remaining work first is
+/// optimal there.
+fn srpt_ends(start: Time, now: &[u128], fut: &[(Time, u128)], m: u128) -> i128 {
+    // Time from `start` in work units (a release before `start` counts from it: earlier ends,
+    // still a lower bound).
+    let at = |t: Time| u128::from((t - start).max(0) as u64) * m;
+    let mut heap: BinaryHeap<Reverse<u128>> = now.iter().map(|&x| Reverse(x)).collect();
+    let mut cur = 0u128;
+    let mut sum = 0i128;
+    for &(release, x) in fut {
+        let r = at(release);
+        // Finish what ends before this release, then work on the shortest until it.
+        while let Some(&Reverse(top)) = heap.peek() {
+            if cur + top > r {
+                break;
+            }
+            heap.pop();
+            cur += top;
+            sum += i128::from(start) + (cur / m) as i128;
+        }
+        if r > cur {
+            if let Some(Reverse(top)) = heap.pop() {
+                heap.push(Reverse(top - (r - cur)));
+            }
+            cur = r;
+        }
+        heap.push(Reverse(x));
+    }
+    while let Some(Reverse(top)) = heap.pop() {
+        cur += top;
+        sum += i128::from(start) + (cur / m) as i128;
+    }
+    sum
 }
 
 fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimError {
@@ -361,15 +425,59 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     // With `check_invariants`: the highest bound seen, checked against the final mean below.
     let mut highest_bound = 0f64;
     let mut bound_work: Vec<u128> = Vec::new();
-    // Every job's (run time, arrival position), shortest first, for the bound's future jobs.
-    let future: Vec<(Time, u32)> = if cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants {
-        let mut f: Vec<(Time, u32)> =
-            arrivals.iter().enumerate().map(|(pos, &i)| (w.jobs[i as usize].runtime, pos as u32)).collect();
+    let req_of = |id: JobId| {
+        let job = &w.jobs[id.idx()];
+        JobReq {
+            id,
+            submit: job.submit,
+            gpus: job.gpus,
+            estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
+            user: job.user,
+            group: job.group,
+            priority: job.priority.unwrap_or(0),
+            gpu_milli: job.gpu_milli,
+            cpus: job.cpus.unwrap_or(0),
+            mem_mib: job.mem_mib.unwrap_or(0),
+            nodes: 0,
+            array: 0,
+        }
+    };
+    let bounded = cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants;
+    // Jobs certain to run and be counted, whatever the policy: no dependency, whole GPUs, no
+    // CPUs or memory asked, within every quota, and taken by the cluster (what decides a
+    // rejection depends on the cluster, not on what runs). The bound counts them before they
+    // arrive.
+    let sure: Vec<bool> = if bounded {
+        w.jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                j.after.is_empty()
+                    && j.gpu_milli.is_none()
+                    && j.cpus.is_none()
+                    && j.mem_mib.is_none()
+                    && over_quota(sched.quotas(), w, j).is_none()
+                    && sched.accepts(&req_of(JobId(i as u32)))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // The other jobs' (run time, arrival position), shortest first, for the bound's optional
+    // future jobs.
+    let future: Vec<(Time, u32)> = if bounded {
+        let mut f: Vec<(Time, u32)> = arrivals
+            .iter()
+            .enumerate()
+            .filter(|&(_, &i)| !sure[i as usize])
+            .map(|(pos, &i)| (w.jobs[i as usize].runtime, pos as u32))
+            .collect();
         f.sort_unstable();
         f
     } else {
         Vec::new()
     };
+    let mut bound_fut: Vec<(Time, u128)> = Vec::new();
 
     loop {
         let next_event = heap.peek().map(|e| e.0 .0);
@@ -463,20 +571,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         while let Some(&id) = to_submit.get(next) {
             next += 1;
             let job = &w.jobs[id.idx()];
-            let req = JobReq {
-                id,
-                submit: job.submit,
-                gpus: job.gpus,
-                estimate: job.estimate.or(default_estimate).unwrap_or(job.runtime),
-                user: job.user,
-                group: job.group,
-                priority: job.priority.unwrap_or(0),
-                gpu_milli: job.gpu_milli,
-                cpus: job.cpus.unwrap_or(0),
-                mem_mib: job.mem_mib.unwrap_or(0),
-                nodes: 0,
-                array: 0,
-            };
+            let req = req_of(id);
             // A job larger than its user's or group's GPU quota could never start.
             let submitted = match over_quota(sched.quotas(), w, job) {
                 Some(why) => Err(Rejected { job: id, gpus: job.gpus, why }),
@@ -611,11 +706,13 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 &live,
                 &deps,
                 &ended,
-                &arrivals[..next_arrival],
+                &arrivals,
+                next_arrival,
+                &sure,
                 &future,
                 total_milli,
                 t,
-                &mut bound_work,
+                (&mut bound_work, &mut bound_fut),
             );
             highest_bound = highest_bound.max(lb);
             if limit.is_some_and(|limit| lb > limit * (1.0 + 1e-12)) {
