@@ -837,30 +837,16 @@ impl Scheduler {
                 if self.run_keys_stored() {
                     // `las+maxwait`: running jobs in their stored order, those whose key moved
                     // since it was stored keyed afresh (see the static path above).
-                    let running = self.stored_running(now);
-                    self.select_preemptive(now, merge_ranked(waiting, running, &full), explain, None, Some(&full))
+                    self.rank_merged(now, waiting, self.stored_running(now), explain, &full)
                 } else {
-                    let running = self.running_keyed(&ctx, now);
-                    self.select_preemptive(
-                        now,
-                        merge_ranked(waiting, running.into_iter(), &full),
-                        explain,
-                        None,
-                        Some(&full),
-                    )
+                    self.rank_merged(now, waiting, self.running_keyed(&ctx, now).into_iter(), explain, &full)
                 }
             } else {
                 let running = self.running_keyed(&ctx, now);
                 let mut heap: BinaryHeap<Reverse<(Key, JobId, bool)>> =
                     self.queue.values().map(|r| Reverse((self.key_in(&ctx, r, now, false), r.id, false))).collect();
                 let waiting = std::iter::from_fn(move || heap.pop().map(|Reverse(k)| k));
-                self.select_preemptive(
-                    now,
-                    merge_ranked(waiting, running.into_iter(), &full),
-                    explain,
-                    None,
-                    Some(&full),
-                )
+                self.rank_merged(now, waiting, running.into_iter(), explain, &full)
             }
         } else {
             // Each job's key with its position in `reqs`, so the plan walks the jobs themselves
@@ -901,6 +887,19 @@ impl Scheduler {
     }
 
     /// Every running job keyed at `now`, sorted.
+    /// A preemptive pass over the waiting and the running jobs, each given in key order,
+    /// merged (`merge_ranked`: once `full` is set only the running jobs are still yielded).
+    fn rank_merged(
+        &self,
+        now: Time,
+        waiting: impl Iterator<Item = (Key, JobId, bool)>,
+        running: impl Iterator<Item = (Key, JobId, bool)>,
+        explain: bool,
+        full: &Cell<bool>,
+    ) -> Plan {
+        self.select_preemptive(now, merge_ranked(waiting, running, full), explain, None, Some(full))
+    }
+
     fn running_keyed(&self, ctx: &PassCtx, now: Time) -> Vec<(Key, JobId, bool)> {
         let mut running: Vec<(Key, JobId, bool)> =
             self.running.values().map(|r| (self.key_in(ctx, &r.req, now, true), r.req.id, true)).collect();
