@@ -31,8 +31,9 @@ pub struct SimConfig {
     pub quotas: Option<ordo_core::QuotaConfig>,
     /// Give up with [`SimError::Beaten`] as soon as the run's mean job completion time is
     /// certain to exceed this many seconds (a lower bound from the jobs finished, running and
-    /// waiting so far; checked about 64 times per run). Like `deadline` it can only stop a run,
-    /// never change its result; `ordo tune` uses it to drop candidates that cannot win.
+    /// waiting so far; checked up to about 64 times per run, less often while it stays far
+    /// below the limit: `CHECK_GAPS`). Like `deadline` it can only stop a run, never change
+    /// its result; `ordo tune` uses it to drop candidates that cannot win.
     pub give_up_above_mean_jct_s: Option<f64>,
 }
 
