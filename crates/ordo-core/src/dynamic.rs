@@ -9,6 +9,7 @@ use crate::time::Time;
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::ops::Bound::{Excluded, Included};
 
 /// A sort key: smaller runs first; ties go to the lower job id.
 pub(crate) type Key = [i64; 5];
@@ -308,6 +309,32 @@ impl Scheduler {
         }
     }
 
+    /// `las` with promotion, without `+maxwait` and Tiresias's timing: a waiting job's key
+    /// changes once while it waits, when its promotion falls due, so `dyn_wait` keeps the
+    /// waiting jobs not yet promoted and `promoted` those promoted (see `promo_wake`).
+    pub(crate) fn promote_indexed(&self) -> bool {
+        self.policy.max_wait.is_none()
+            && matches!(&self.policy.order, Order::Las(lp) if lp.promote > 0.0 && !lp.compat_tiresias)
+    }
+
+    /// `las` with promotion: for a waiting job that can be promoted while it waits (it ran
+    /// since its base and is not in the first queue), the instant its key becomes
+    /// `[.., queue 0, .., that instant]` (`las_queue_served`) and the instant the general pass
+    /// wakes for it (the same, or one millisecond after it started waiting if it was
+    /// promoted already then).
+    pub(crate) fn promotion(&self, req: &JobReq) -> Option<(Time, Time)> {
+        let Order::Las(lp) = &self.policy.order else { return None };
+        if lp.promote <= 0.0 {
+            return None;
+        }
+        let p = self.progress.get(&req.id)?;
+        if p.executed <= p.las_base.1 || lp.thresholds.partition_point(|&t| t <= p.attained - p.las_base.0) == 0 {
+            return None;
+        }
+        let due = (lp.promote * (p.executed - p.las_base.1) as f64).ceil() as Time;
+        Some((p.waiting_since + (due - p.starved), p.waiting_since + (due - p.starved).max(1)))
+    }
+
     /// `srtf+maxwait`, `las+maxwait` without promotion: `dyn_wait` keeps the waiting jobs by
     /// their keys without the guard, and the jobs past the guard are read from `due_fresh` /
     /// `due_resumed`.
@@ -321,7 +348,9 @@ impl Scheduler {
     /// `srtf+maxwait`: `run_keys` stores `srtf`'s remaining time shifted by the instant it
     /// was stored, which a guarded key `[0, submit]` does not follow.
     pub(crate) fn run_keys_stored(&self) -> bool {
-        self.waiting_keys_static() || (self.guard_indexed() && matches!(self.policy.order, Order::Las(_)))
+        self.waiting_keys_static()
+            || self.promote_indexed()
+            || (self.guard_indexed() && matches!(self.policy.order, Order::Las(_)))
     }
 
     /// A job's key by its order alone, without the starvation guard (what `dyn_wait` keeps).
@@ -679,7 +708,11 @@ impl Scheduler {
                     at(t);
                 }
             }
-            if lp.promote > 0.0 {
+            if self.promote_indexed() {
+                if let Some(&(t, _)) = self.promo_wake.range((now + 1, JobId(0))..).next() {
+                    at(t);
+                }
+            } else if lp.promote > 0.0 {
                 for req in self.queue.values() {
                     // A waiting job has no current run: its executed time is its progress's.
                     // Most never ran since their base and cannot be promoted: one lookup each.
@@ -810,7 +843,36 @@ impl Scheduler {
             // through `full`: from then on only the running jobs left are yielded, in the same
             // order, instead of popping the waiting ones between them.
             let full = Cell::new(false);
-            if !explain && self.guard_indexed() {
+            if !explain && self.promote_indexed() {
+                // `las` with promotion: no waiting job keyed. The promoted ones by their key
+                // (`promoted`, and those promoted since `advance` last ran, found by their
+                // instant, keyed and sorted: usually none), merged with the others from
+                // `dyn_wait`, skipping those promoted since.
+                let mut late: Vec<(Key, JobId, bool)> = self
+                    .promo_wake
+                    .range((Excluded((self.promoted_until, JobId(u32::MAX))), Included((now, JobId(u32::MAX)))))
+                    .filter(|&&(_, id)| self.promo_of[&id].0 <= now)
+                    .filter(|&&(_, id)| !self.promoted.contains(&(self.dyn_key[&id], id)))
+                    .map(|&(_, id)| (self.unguarded_key(self.queue_req(id), now, false), id, false))
+                    .collect();
+                late.sort_unstable();
+                let skip = !late.is_empty();
+                let promoted = Merge2 {
+                    a: self.promoted.iter().map(|&(k, id)| (k, id, false)).peekable(),
+                    b: late.into_iter().peekable(),
+                };
+                let groups = self.dyn_wait.iter().map(|(&g, set)| {
+                    (
+                        g,
+                        set.iter()
+                            .filter(move |(_, id)| !skip || self.promo_of.get(id).is_none_or(|&(at, _)| at > now)),
+                    )
+                });
+                let unbounded = Cell::new(u64::MAX);
+                let others = GroupMerge::new(std::iter::empty(), groups, &unbounded);
+                let waiting = Merge2 { a: promoted.peekable(), b: others.peekable() };
+                self.rank_merged(now, waiting, self.stored_running(now), explain, &full)
+            } else if !explain && self.guard_indexed() {
                 // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard
                 // (key `[0, submit]`) come first: those that never ran in due order (due =
                 // submit + guard, so submit order), merged with those that ran before (few),

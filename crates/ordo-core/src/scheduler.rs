@@ -294,7 +294,7 @@ pub struct Scheduler {
     /// while a job waits (see `waiting_keys_static`), with each job's key.
     /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
     pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
-    dyn_key: HashMap<JobId, crate::dynamic::Key>,
+    pub(crate) dyn_key: HashMap<JobId, crate::dynamic::Key>,
     /// Running jobs by their stored key (where waiting keys are kept sorted) with their GPUs,
     /// so that a pass can sum the GPUs of a range of them; the stored key and until when it
     /// holds, and those validity ends in time order.
@@ -325,6 +325,16 @@ pub struct Scheduler {
     /// instant (`advance` takes out the ones that passed it since), so a pass does not skip
     /// over every overdue job of every group (under overload most of the queue).
     pub(crate) overdue_until: Time,
+    /// `las` with promotion (see `Scheduler::promote_indexed`): a waiting job's key changes
+    /// once while it waits, when its promotion falls due (fixed when it starts waiting). The
+    /// waiting jobs that can be promoted, by the instant the general pass wakes for that
+    /// (`promo_wake`), with the instant they are promoted and that wake (`promo_of`); `promoted` holds by
+    /// their key the waiting jobs promoted by `promoted_until` (`advance` moves them there
+    /// from `dyn_wait`), so `dyn_wait` and `promoted` together hold every waiting job once.
+    pub(crate) promo_wake: BTreeSet<(Time, JobId)>,
+    pub(crate) promo_of: HashMap<JobId, (Time, Time)>,
+    pub(crate) promoted: BTreeSet<(crate::dynamic::Key, JobId)>,
+    pub(crate) promoted_until: Time,
     /// Copies of `cap` that passes change and roll back instead of cloning `cap`.
     pub(crate) scratch: Scratch,
     /// Quotas, array limits and shares, with what running jobs hold against them.
@@ -388,6 +398,10 @@ impl Scheduler {
             due_resumed: BTreeSet::new(),
             due_of: HashMap::default(),
             overdue_until: Time::MIN,
+            promo_wake: BTreeSet::new(),
+            promo_of: HashMap::default(),
+            promoted: BTreeSet::new(),
+            promoted_until: Time::MIN,
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
@@ -548,6 +562,10 @@ impl Scheduler {
                     self.dyn_wait.remove(&req.gpus);
                 }
             }
+            self.promoted.remove(&(k, job));
+        }
+        if let Some((_, wake)) = self.promo_of.remove(&job) {
+            self.promo_wake.remove(&(wake, job));
         }
         if let Some(w) = self.policy.max_wait {
             let executed = self.progress.get(&job).map_or(0, |p| p.executed);
@@ -704,16 +722,28 @@ impl Scheduler {
 
     /// Adds a waiting job to the sorted set of dynamic keys, where those are kept.
     fn index_waiting(&mut self, job: JobId, now: Time) {
-        if !self.waiting_keys_indexed() {
+        if !self.waiting_keys_indexed() && !self.promote_indexed() {
             return;
         }
         let req = self.queue[&(self.waiting[&job], job)];
         let k = self.unguarded_key(&req, now, false);
+        self.dyn_key.insert(job, k);
+        if let Some((at, wake)) = self.promotion(&req) {
+            self.promo_of.insert(job, (at, wake));
+            self.promo_wake.insert((wake, job));
+            if at <= now.max(self.promoted_until) {
+                // Promoted already (it starved before it last ran), or due by the instant
+                // `advance` reached: its key from then on.
+                let k = self.unguarded_key(&req, now.max(at), false);
+                self.dyn_key.insert(job, k);
+                self.promoted.insert((k, job));
+                return;
+            }
+        }
         // Past the guard already (a job that ran because it was overdue): not in `dyn_wait`.
         if self.due_of.get(&job).is_none_or(|&due| due > self.overdue_until) {
             self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
         }
-        self.dyn_key.insert(job, k);
     }
 
     /// `guard_indexed`: takes the jobs whose guard fell due since the last call out of
@@ -766,6 +796,40 @@ impl Scheduler {
     pub fn advance(&mut self, now: Time) {
         self.refresh_run_keys(now);
         self.drop_overdue(now);
+        self.move_promoted(now);
+    }
+
+    /// `promote_indexed`: moves the waiting jobs promoted since the last call from `dyn_wait`
+    /// to `promoted`, under their new key.
+    fn move_promoted(&mut self, now: Time) {
+        if !self.promote_indexed() || now <= self.promoted_until {
+            return;
+        }
+        let after = (self.promoted_until, JobId(u32::MAX));
+        let due: Vec<JobId> = self
+            .promo_wake
+            .range((Excluded(after), Included((now, JobId(u32::MAX)))))
+            .map(|&(_, id)| id)
+            .filter(|id| self.promo_of[id].0 <= now)
+            .collect();
+        for id in due {
+            let (Some(&old), Some(&key)) = (self.dyn_key.get(&id), self.waiting.get(&id)) else { continue };
+            let req = self.queue[&(key, id)];
+            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
+                if !set.remove(&(old, id)) {
+                    continue; // promoted when it was queued: in `promoted` already
+                }
+                if set.is_empty() {
+                    self.dyn_wait.remove(&req.gpus);
+                }
+            } else {
+                continue;
+            }
+            let k = self.unguarded_key(&req, now, false);
+            self.promoted.insert((k, id));
+            self.dyn_key.insert(id, k);
+        }
+        self.promoted_until = now;
     }
 
     /// Re-keys running jobs whose stored key stopped holding by `now`.
@@ -949,6 +1013,20 @@ impl Scheduler {
                 self.due_resumed.len(),
                 self.dyn_key.len(),
                 self.dyn_wait.values().map(|s| s.len()).sum::<usize>(),
+                self.queue.len()
+            ));
+        }
+        if self.promote_indexed()
+            && (self.dyn_key.len() != self.queue.len()
+                || self.dyn_wait.values().map(|s| s.len()).sum::<usize>() + self.promoted.len() != self.queue.len()
+                || self.promo_of.len() != self.promo_wake.len())
+        {
+            return Err(format!(
+                "{} indexed keys, {} + {} kept sorted, {} promotion instants for {} waiting jobs",
+                self.dyn_key.len(),
+                self.dyn_wait.values().map(|s| s.len()).sum::<usize>(),
+                self.promoted.len(),
+                self.promo_of.len(),
                 self.queue.len()
             ));
         }
