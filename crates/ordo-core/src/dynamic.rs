@@ -309,12 +309,12 @@ impl Scheduler {
         }
     }
 
-    /// `las` with promotion, without `+maxwait` and Tiresias's timing: a waiting job's key
-    /// changes once while it waits, when its promotion falls due, so `dyn_wait` keeps the
-    /// waiting jobs not yet promoted and `promoted` those promoted (see `promo_wake`).
+    /// `las` with promotion, without Tiresias's timing: a waiting job's key changes once
+    /// while it waits, when its promotion falls due, so `dyn_wait` keeps the waiting jobs not
+    /// yet promoted and `promoted` those promoted (see `promo_wake`); with `+maxwait` only
+    /// those not past the guard (see [`Scheduler::guard_indexed`]).
     pub(crate) fn promote_indexed(&self) -> bool {
-        self.policy.max_wait.is_none()
-            && matches!(&self.policy.order, Order::Las(lp) if lp.promote > 0.0 && !lp.compat_tiresias)
+        matches!(&self.policy.order, Order::Las(lp) if lp.promote > 0.0 && !lp.compat_tiresias)
     }
 
     /// `las` with promotion: for a waiting job that can be promoted while it waits (it ran
@@ -335,11 +335,11 @@ impl Scheduler {
         Some((p.waiting_since + (due - p.starved), p.waiting_since + (due - p.starved).max(1)))
     }
 
-    /// `srtf+maxwait`, `las+maxwait` without promotion: `dyn_wait` keeps the waiting jobs by
+    /// `srtf+maxwait`, `las+maxwait` (also with promotion): `dyn_wait` keeps the waiting jobs by
     /// their keys without the guard, and the jobs past the guard are read from `due_fresh` /
     /// `due_resumed`.
     pub(crate) fn guard_indexed(&self) -> bool {
-        self.policy.max_wait.is_some() && self.waiting_keys_indexed()
+        self.policy.max_wait.is_some() && (self.waiting_keys_indexed() || self.promote_indexed())
     }
 
     /// Whether running jobs' keys are kept in `run_keys` (each holds until its job's next LAS
@@ -843,41 +843,17 @@ impl Scheduler {
             // through `full`: from then on only the running jobs left are yielded, in the same
             // order, instead of popping the waiting ones between them.
             let full = Cell::new(false);
-            if !explain && self.promote_indexed() {
-                // `las` with promotion: no waiting job keyed. The promoted ones by their key
-                // (`promoted`, and those promoted since `advance` last ran, found by their
-                // instant, keyed and sorted: usually none), merged with the others from
-                // `dyn_wait`, skipping those promoted since.
-                let mut late: Vec<(Key, JobId, bool)> = self
-                    .promo_wake
-                    .range((Excluded((self.promoted_until, JobId(u32::MAX))), Included((now, JobId(u32::MAX)))))
-                    .filter(|&&(_, id)| self.promo_of[&id].0 <= now)
-                    .filter(|&&(_, id)| !self.promoted.contains(&(self.dyn_key[&id], id)))
-                    .map(|&(_, id)| (self.unguarded_key(self.queue_req(id), now, false), id, false))
-                    .collect();
-                late.sort_unstable();
-                let skip = !late.is_empty();
-                let promoted = Merge2 {
-                    a: self.promoted.iter().map(|&(k, id)| (k, id, false)).peekable(),
-                    b: late.into_iter().peekable(),
-                };
-                let groups = self.dyn_wait.iter().map(|(&g, set)| {
-                    (
-                        g,
-                        set.iter()
-                            .filter(move |(_, id)| !skip || self.promo_of.get(id).is_none_or(|&(at, _)| at > now)),
-                    )
-                });
-                let unbounded = Cell::new(u64::MAX);
-                let others = GroupMerge::new(std::iter::empty(), groups, &unbounded);
-                let waiting = Merge2 { a: promoted.peekable(), b: others.peekable() };
-                self.rank_merged(now, waiting, self.stored_running(now), explain, &full)
-            } else if !explain && self.guard_indexed() {
-                // `srtf+maxwait`, `las+maxwait`: no waiting job keyed. The jobs past the guard
-                // (key `[0, submit]`) come first: those that never ran in due order (due =
-                // submit + guard, so submit order), merged with those that ran before (few),
-                // sorted; then the others from `dyn_wait`, kept sorted by their keys without
-                // the guard, skipping the jobs past it.
+            if !explain && (self.guard_indexed() || self.promote_indexed()) {
+                // `srtf+maxwait`, `las+maxwait`, `las` with promotion: no waiting job keyed.
+                // The jobs past the guard (key `[0, submit]`) come first: those that never ran
+                // in due order (due = submit + guard, so submit order), merged with those that
+                // ran before (few), sorted. Then the promoted ones by their key (`promoted`,
+                // and those promoted since `advance` last ran, found by their instant, keyed
+                // and sorted: usually none), merged with the others from `dyn_wait`, kept
+                // sorted by their keys without the guard; both skip the jobs past the guard,
+                // and `dyn_wait` those promoted since `advance`.
+                let guard = self.guard_indexed();
+                let overdue_now = move |id: &JobId| guard && self.due_of.get(id).is_some_and(|&d| d <= now);
                 let w = self.policy.max_wait.unwrap_or(0);
                 let fresh = self
                     .due_fresh
@@ -890,15 +866,40 @@ impl Scheduler {
                     .collect();
                 resumed.sort_unstable();
                 let overdue = Merge2 { a: fresh.peekable(), b: resumed.into_iter().peekable() };
-                let groups = self.dyn_wait.iter().map(|(&g, set)| {
-                    (g, set.iter().filter(move |(_, id)| self.due_of.get(id).is_none_or(|&d| d > now)))
+                let mut late: Vec<(Key, JobId, bool)> = self
+                    .promo_wake
+                    .range((Excluded((self.promoted_until, JobId(u32::MAX))), Included((now, JobId(u32::MAX)))))
+                    .filter(|&&(_, id)| self.promo_of[&id].0 <= now && !overdue_now(&id))
+                    .filter(|&&(_, id)| !self.promoted.contains(&(self.dyn_key[&id], id)))
+                    .map(|&(_, id)| (self.unguarded_key(self.queue_req(id), now, false), id, false))
+                    .collect();
+                late.sort_unstable();
+                let skip_late = !late.is_empty();
+                let promoted = Merge2 {
+                    a: self
+                        .promoted
+                        .iter()
+                        .filter(move |(_, id)| !overdue_now(id))
+                        .map(|&(k, id)| (k, id, false))
+                        .peekable(),
+                    b: late.into_iter().peekable(),
+                };
+                let groups = self.dyn_wait.iter().map(move |(&g, set)| {
+                    (
+                        g,
+                        set.iter().filter(move |(_, id)| {
+                            !overdue_now(id) && (!skip_late || self.promo_of.get(id).is_none_or(|&(at, _)| at > now))
+                        }),
+                    )
                 });
                 let unbounded = Cell::new(u64::MAX);
                 let others = GroupMerge::new(std::iter::empty(), groups, &unbounded);
-                let waiting = Merge2 { a: overdue.peekable(), b: others.peekable() };
+                let rest = Merge2 { a: promoted.peekable(), b: others.peekable() };
+                let waiting = Merge2 { a: overdue.peekable(), b: rest.peekable() };
                 if self.run_keys_stored() {
-                    // `las+maxwait`: running jobs in their stored order, those whose key moved
-                    // since it was stored keyed afresh (see the static path above).
+                    // `las+maxwait`, `las` with promotion: running jobs in their stored order,
+                    // those whose key moved since it was stored keyed afresh (see the static
+                    // path above).
                     self.rank_merged(now, waiting, self.stored_running(now), explain, &full)
                 } else {
                     self.rank_merged(now, waiting, self.running_keyed(&ctx, now).into_iter(), explain, &full)

@@ -726,23 +726,27 @@ impl Scheduler {
             return;
         }
         let req = self.queue[&(self.waiting[&job], job)];
-        let k = self.unguarded_key(&req, now, false);
-        self.dyn_key.insert(job, k);
+        let mut k = self.unguarded_key(&req, now, false);
+        // Past the guard already (a job that ran because it was overdue): in neither set.
+        let overdue = self.due_of.get(&job).is_some_and(|&due| due <= self.overdue_until);
+        let mut promoted = false;
         if let Some((at, wake)) = self.promotion(&req) {
             self.promo_of.insert(job, (at, wake));
             self.promo_wake.insert((wake, job));
             if at <= now.max(self.promoted_until) {
                 // Promoted already (it starved before it last ran), or due by the instant
                 // `advance` reached: its key from then on.
-                let k = self.unguarded_key(&req, now.max(at), false);
-                self.dyn_key.insert(job, k);
-                self.promoted.insert((k, job));
-                return;
+                k = self.unguarded_key(&req, now.max(at), false);
+                promoted = true;
             }
         }
-        // Past the guard already (a job that ran because it was overdue): not in `dyn_wait`.
-        if self.due_of.get(&job).is_none_or(|&due| due > self.overdue_until) {
-            self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+        self.dyn_key.insert(job, k);
+        if !overdue {
+            if promoted {
+                self.promoted.insert((k, job));
+            } else {
+                self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+            }
         }
     }
 
@@ -767,6 +771,7 @@ impl Scheduler {
                     self.dyn_wait.remove(&gpus);
                 }
             }
+            self.promoted.remove(&(k, id));
         }
         self.overdue_until = now;
     }
@@ -999,12 +1004,13 @@ impl Scheduler {
             return Err("queue and waiting set differ".into());
         }
         self.limits.check_counts(self.running.values().map(|r| &r.req))?;
+        // Waiting jobs kept sorted by key (`dyn_wait`, and `promoted` under promotion).
+        let sorted = self.dyn_wait.values().map(|s| s.len()).sum::<usize>() + self.promoted.len();
         if self.guard_indexed()
             && (self.due_of.len() != self.queue.len()
                 || self.due_fresh.len() + self.due_resumed.len() != self.queue.len()
                 || self.dyn_key.len() != self.queue.len()
-                || self.dyn_wait.values().map(|s| s.len()).sum::<usize>()
-                    != self.due_of.values().filter(|&&d| d > self.overdue_until).count())
+                || sorted != self.due_of.values().filter(|&&d| d > self.overdue_until).count())
         {
             return Err(format!(
                 "{} due instants ({} + {} indexed), {} indexed keys ({} not past the guard) for {} waiting jobs",
@@ -1012,13 +1018,13 @@ impl Scheduler {
                 self.due_fresh.len(),
                 self.due_resumed.len(),
                 self.dyn_key.len(),
-                self.dyn_wait.values().map(|s| s.len()).sum::<usize>(),
+                sorted,
                 self.queue.len()
             ));
         }
         if self.promote_indexed()
             && (self.dyn_key.len() != self.queue.len()
-                || self.dyn_wait.values().map(|s| s.len()).sum::<usize>() + self.promoted.len() != self.queue.len()
+                || (!self.guard_indexed() && sorted != self.queue.len())
                 || self.promo_of.len() != self.promo_wake.len())
         {
             return Err(format!(

@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 31] = [
+const POLICIES: [&str; 32] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -42,6 +42,7 @@ const POLICIES: [&str; 31] = [
     "priority:age=100,size=1000,qos=10,max_age=120+easy",
     "qssf",
     "qssf+easy+maxwait=100",
+    "las:thresholds=100,promote=2+maxwait=150",
 ];
 
 fn cluster() -> impl Strategy<Value = ClusterSpec> {

@@ -213,7 +213,7 @@ impl Space {
                     ("rr", Some(2)) => 1.0,
                     ("rr", _) => 0.45,
                     // With promotion: its waiting jobs kept sorted between passes (about two
-                    // thirds of the 2.0 s they cost keyed each pass), except under the guard.
+                    // thirds of the 2.0 s they cost keyed each pass; half under the guard).
                     ("las", _) if promotes => 1.4,
                     ("las" | "srtf", _) => 0.06,
                     ("gittins", Some(0)) => 1.9,
@@ -223,7 +223,7 @@ impl Space {
                 match (f.name, guard) {
                     (_, false) => base,
                     ("srtf", true) => 0.34,
-                    ("las", true) if promotes => 2.4,
+                    ("las", true) if promotes => 1.2,
                     ("las", true) if base < 1.0 => 0.62,
                     (_, true) => base * 1.2,
                 }
