@@ -797,9 +797,7 @@ impl Scheduler {
                 return plan;
             }
         }
-        if let (false, false, None, Order::Priority(_) | Order::Qssf) =
-            (preemptive, explain, self.policy.max_wait, &self.policy.order)
-        {
+        if let (false, false, Order::Priority(_) | Order::Qssf) = (preemptive, explain, &self.policy.order) {
             if !matches!(&self.policy.order, Order::Priority(pp) if pp.age < 0.0) {
                 // Within one (user, GPUs, static priority) class every term of the multifactor
                 // priority is the same but age, which falls with the submit time (and f64
@@ -808,11 +806,22 @@ impl Scheduler {
                 // the same, and its key goes by submit next. So merge the classes lazily,
                 // keying only their heads, as the plain pass would sort them (key, then id).
                 // The explaining pass sorts everything (below) and the property tests compare.
+                // With `+maxwait` the jobs past the guard come first, in (submit, id) order
+                // from the guard's index (`wait_due`: a waiting job never ran, so it is due at
+                // `submit + w`), and each class starts after them: they are its oldest jobs.
                 let ctx = self.pass_ctx(now);
+                let fresh_from = self.policy.max_wait.map_or(Time::MIN, |w| now.saturating_sub(w).saturating_add(1));
+                let overdue = self
+                    .policy
+                    .max_wait
+                    .is_some()
+                    .then(|| self.wait_due.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| self.queue_req(id)))
+                    .into_iter()
+                    .flatten();
                 let mut iters = Vec::with_capacity(self.by_class.len());
                 let mut heap = BinaryHeap::with_capacity(self.by_class.len());
                 for class in self.by_class.values() {
-                    let mut it = class.values();
+                    let mut it = class.range((fresh_from, JobId(0))..).map(|(_, r)| r);
                     if let Some(r) = it.next() {
                         heap.push(Reverse((self.key_in(&ctx, r, now, false), r.id, iters.len())));
                         iters.push((it, r));
@@ -828,7 +837,7 @@ impl Scheduler {
                     }
                     Some(r)
                 });
-                let mut plan = self.plan_in_order(now, explain, order);
+                let mut plan = self.plan_in_order(now, explain, overdue.chain(order));
                 plan.wake_at = self.next_wake(now, &plan);
                 return plan;
             }

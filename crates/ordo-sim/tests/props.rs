@@ -10,7 +10,7 @@ use ordo_sim::engine::validate;
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 32] = [
+const POLICIES: [&str; 34] = [
     "fifo",
     "rr",
     "rr:quantum=40",
@@ -43,6 +43,8 @@ const POLICIES: [&str; 32] = [
     "qssf",
     "qssf+easy+maxwait=100",
     "las:thresholds=100,promote=2+maxwait=150",
+    "priority:age=100,fairshare=1000,size=-10,max_age=600+maxwait=100",
+    "qssf+conservative+maxwait=120",
 ];
 
 fn cluster() -> impl Strategy<Value = ClusterSpec> {

@@ -197,7 +197,8 @@ impl Space {
             (_, false) => match (f.name, guard) {
                 ("fifo" | "sjf" | "sgf", _) => 0.03,
                 ("qssf" | "priority", false) => 0.03,
-                ("qssf" | "priority", true) => 0.6,
+                // The guard read lazily too (0.27 -> 0.04 s for `priority+maxwait=6h`).
+                ("qssf" | "priority", true) => 0.05,
                 ("fair", false) => 0.22,
                 ("fair", true) => 0.34,
                 ("rr", false) => 0.39,
