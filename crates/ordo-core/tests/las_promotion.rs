@@ -10,25 +10,8 @@ use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler};
 
 const S: i64 = 1000;
 
-/// Runs one pass: explained and fast plans must decide the same; commits them.
-fn pass(s: &mut Scheduler, now: i64, advance: bool) -> ordo_core::Plan {
-    if advance {
-        s.advance(now);
-    }
-    let plan = s.schedule(now, true);
-    let fast = s.schedule(now, false);
-    assert_eq!(plan.starts, fast.starts, "explain decided differently at {now}");
-    assert_eq!(plan.preempt, fast.preempt, "explain preempted differently at {now}");
-    assert_eq!(plan.wake_at, fast.wake_at, "explain wakes differently at {now}");
-    for p in &plan.preempt {
-        s.preempt(*p, now).unwrap();
-    }
-    for st in &plan.starts {
-        s.start(st.job, &st.alloc, now).unwrap();
-    }
-    s.sanity_check().unwrap();
-    plan
-}
+mod common;
+use common::pass_after as pass;
 
 fn started(p: &ordo_core::Plan) -> Vec<u32> {
     p.starts.iter().map(|s| s.job.0).collect()

@@ -14,20 +14,11 @@ fn sched(nodes: u32, gpus: u32, policy: &str) -> Scheduler {
     Scheduler::new(&ClusterSpec::uniform(nodes, gpus), Placement::Consolidated, policy.parse::<PolicySpec>().unwrap())
 }
 
-/// Runs one pass: explained and fast plans must decide the same; commits the starts.
+mod common;
+
+/// Runs one pass (no `advance`): see `common::pass_after`.
 fn pass(s: &mut Scheduler, now: i64) -> ordo_core::Plan {
-    let plan = s.schedule(now, true);
-    let fast = s.schedule(now, false);
-    assert_eq!(plan.starts, fast.starts, "explain decided differently");
-    assert_eq!(plan.preempt, fast.preempt, "explain preempted differently");
-    for p in &plan.preempt {
-        s.preempt(*p, now).unwrap();
-    }
-    for st in &plan.starts {
-        s.start(st.job, &st.alloc, now).unwrap();
-    }
-    s.sanity_check().unwrap();
-    plan
+    common::pass_after(s, now, false)
 }
 
 fn started(p: &ordo_core::Plan) -> Vec<u32> {
