@@ -9,7 +9,6 @@ use crate::time::Time;
 use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
-use std::ops::Bound::{Excluded, Included};
 
 /// A sort key: smaller runs first; ties go to the lower job id.
 pub(crate) type Key = [i64; 5];
@@ -713,17 +712,10 @@ impl Scheduler {
                     at(t);
                 }
             } else if lp.promote > 0.0 {
+                // Tiresias's timing: no index, so every waiting job's promotion is looked up.
                 for req in self.queue.values() {
-                    // A waiting job has no current run: its executed time is its progress's.
-                    // Most never ran since their base and cannot be promoted: one lookup each.
-                    let Some(p) = self.progress.get(&req.id) else { continue };
-                    if p.executed <= p.las_base.1 {
-                        continue;
-                    }
-                    let (q, _) = self.las_queue(&lp, req, now);
-                    if q > 0 {
-                        let due = (lp.promote * (p.executed - p.las_base.1) as f64).ceil() as Time;
-                        at(p.waiting_since + (due - p.starved).max(1));
+                    if let Some((_, wake)) = self.promotion(req) {
+                        at(wake);
                     }
                 }
             }
@@ -790,9 +782,8 @@ impl Scheduler {
                 // non-preemptive job never has run time before it starts, so its guard falls due
                 // at `submit + w` and `wait_due` holds the overdue ones in (submit, id) order.
                 // The explaining pass takes the keyed path below, and the property tests compare.
-                let overdue = self.wait_due.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| self.queue_req(id));
                 let rest = self.queue.values().filter(move |r| now - r.submit < w);
-                let mut plan = self.plan_in_order(now, explain, overdue.chain(rest));
+                let mut plan = self.plan_in_order(now, explain, self.past_guard(now).chain(rest));
                 plan.wake_at = self.next_wake(now, &plan);
                 return plan;
             }
@@ -811,13 +802,6 @@ impl Scheduler {
                 // `submit + w`), and each class starts after them: they are its oldest jobs.
                 let ctx = self.pass_ctx(now);
                 let fresh_from = self.policy.max_wait.map_or(Time::MIN, |w| now.saturating_sub(w).saturating_add(1));
-                let overdue = self
-                    .policy
-                    .max_wait
-                    .is_some()
-                    .then(|| self.wait_due.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| self.queue_req(id)))
-                    .into_iter()
-                    .flatten();
                 let mut iters = Vec::with_capacity(self.by_class.len());
                 let mut heap = BinaryHeap::with_capacity(self.by_class.len());
                 for class in self.by_class.values() {
@@ -837,7 +821,7 @@ impl Scheduler {
                     }
                     Some(r)
                 });
-                let mut plan = self.plan_in_order(now, explain, overdue.chain(order));
+                let mut plan = self.plan_in_order(now, explain, self.past_guard(now).chain(order));
                 plan.wake_at = self.next_wake(now, &plan);
                 return plan;
             }
@@ -876,11 +860,9 @@ impl Scheduler {
                 resumed.sort_unstable();
                 let overdue = Merge2 { a: fresh.peekable(), b: resumed.into_iter().peekable() };
                 let mut late: Vec<(Key, JobId, bool)> = self
-                    .promo_wake
-                    .range((Excluded((self.promoted_until, JobId(u32::MAX))), Included((now, JobId(u32::MAX)))))
-                    .filter(|&&(_, id)| self.promo_of[&id].0 <= now && !overdue_now(&id))
-                    .filter(|&&(_, id)| !self.promoted.contains(&(self.dyn_key[&id], id)))
-                    .map(|&(_, id)| (self.unguarded_key(self.queue_req(id), now, false), id, false))
+                    .promoted_since_advance(now)
+                    .filter(|id| !overdue_now(id) && !self.promoted.contains(&(self.dyn_key[id], *id)))
+                    .map(|id| (self.unguarded_key(self.queue_req(id), now, false), id, false))
                     .collect();
                 late.sort_unstable();
                 let skip_late = !late.is_empty();
@@ -958,7 +940,13 @@ impl Scheduler {
         Merge2 { a: kept.peekable(), b: moved.into_iter().peekable() }
     }
 
-    /// Every running job keyed at `now`, sorted.
+    /// Non-preemptive orders with `+maxwait`: the waiting jobs past the guard at `now`, in
+    /// (submit, id) order (a waiting job never ran, so it is due at `submit + w`; `wait_due`
+    /// is empty without the guard).
+    fn past_guard(&self, now: Time) -> impl Iterator<Item = &JobReq> + '_ {
+        self.wait_due.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| self.queue_req(id))
+    }
+
     /// A preemptive pass over the waiting and the running jobs, each given in key order,
     /// merged (`merge_ranked`: once `full` is set only the running jobs are still yielded).
     fn rank_merged(
@@ -972,6 +960,7 @@ impl Scheduler {
         self.select_preemptive(now, merge_ranked(waiting, running, full), explain, None, Some(full))
     }
 
+    /// Every running job keyed at `now`, sorted.
     fn running_keyed(&self, ctx: &PassCtx, now: Time) -> Vec<(Key, JobId, bool)> {
         let mut running: Vec<(Key, JobId, bool)> =
             self.running.values().map(|r| (self.key_in(ctx, &r.req, now, true), r.req.id, true)).collect();

@@ -726,23 +726,20 @@ impl Scheduler {
             return;
         }
         let req = self.queue[&(self.waiting[&job], job)];
-        let mut k = self.unguarded_key(&req, now, false);
         // Past the guard already (a job that ran because it was overdue): in neither set.
         let overdue = self.due_of.get(&job).is_some_and(|&due| due <= self.overdue_until);
-        let mut promoted = false;
+        // Promoted already (it starved before it last ran), or due by the instant `advance`
+        // reached: keyed as from its promotion on.
+        let mut promoted = None;
         if let Some((at, wake)) = self.promotion(&req) {
             self.promo_of.insert(job, (at, wake));
             self.promo_wake.insert((wake, job));
-            if at <= now.max(self.promoted_until) {
-                // Promoted already (it starved before it last ran), or due by the instant
-                // `advance` reached: its key from then on.
-                k = self.unguarded_key(&req, now.max(at), false);
-                promoted = true;
-            }
+            promoted = Some(at).filter(|&at| at <= now.max(self.promoted_until));
         }
+        let k = self.unguarded_key(&req, promoted.map_or(now, |at| now.max(at)), false);
         self.dyn_key.insert(job, k);
         if !overdue {
-            if promoted {
+            if promoted.is_some() {
                 self.promoted.insert((k, job));
             } else {
                 self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
@@ -804,31 +801,34 @@ impl Scheduler {
         self.move_promoted(now);
     }
 
+    /// The waiting jobs promoted after `promoted_until` and by `now` (some may have been put
+    /// in `promoted` when they were queued, or be past the guard).
+    pub(crate) fn promoted_since_advance(&self, now: Time) -> impl Iterator<Item = JobId> + '_ {
+        let after = (self.promoted_until, JobId(u32::MAX));
+        self.promo_wake
+            .range((Excluded(after), Included((now, JobId(u32::MAX)))))
+            .map(|&(_, id)| id)
+            .filter(move |id| self.promo_of[id].0 <= now)
+    }
+
     /// `promote_indexed`: moves the waiting jobs promoted since the last call from `dyn_wait`
     /// to `promoted`, under their new key.
     fn move_promoted(&mut self, now: Time) {
         if !self.promote_indexed() || now <= self.promoted_until {
             return;
         }
-        let after = (self.promoted_until, JobId(u32::MAX));
-        let due: Vec<JobId> = self
-            .promo_wake
-            .range((Excluded(after), Included((now, JobId(u32::MAX)))))
-            .map(|&(_, id)| id)
-            .filter(|id| self.promo_of[id].0 <= now)
-            .collect();
+        let due: Vec<JobId> = self.promoted_since_advance(now).collect();
         for id in due {
             let (Some(&old), Some(&key)) = (self.dyn_key.get(&id), self.waiting.get(&id)) else { continue };
             let req = self.queue[&(key, id)];
-            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
-                if !set.remove(&(old, id)) {
-                    continue; // promoted when it was queued: in `promoted` already
-                }
-                if set.is_empty() {
-                    self.dyn_wait.remove(&req.gpus);
-                }
-            } else {
+            // Not in `dyn_wait`: promoted when it was queued (in `promoted` already), or past
+            // the guard.
+            let Some(set) = self.dyn_wait.get_mut(&req.gpus) else { continue };
+            if !set.remove(&(old, id)) {
                 continue;
+            }
+            if set.is_empty() {
+                self.dyn_wait.remove(&req.gpus);
             }
             let k = self.unguarded_key(&req, now, false);
             self.promoted.insert((k, id));
