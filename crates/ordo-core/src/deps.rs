@@ -132,50 +132,120 @@ pub struct Released {
     pub never: Vec<(JobId, Dep, bool)>,
 }
 
-/// The jobs that wait on others, indexed by the jobs they wait on, so that an end finds its
-/// dependents at once. The simulator and the server keep one each.
+/// The jobs that wait on others, indexed by what they wait on, so that an end finds its
+/// dependents at once. A dependency names a job or a *group* ([`Dependencies::add_group`]: a job
+/// array, whose id stands for every element, as in Slurm): a dependency on a group is one entry
+/// however many members it has, and the group keeps counts of how its members ended, so that
+/// every end costs O(the jobs it releases or cancels), whatever the fan-out. The simulator and
+/// the server keep one each.
 #[derive(Debug, Clone, Default)]
 pub struct Dependencies {
-    /// Waiting job -> its dependencies not met yet.
+    /// Waiting job -> its dependencies not met yet, sorted, each once.
     waiting: HashMap<JobId, Vec<Dep>>,
-    /// Job -> the waiting jobs that have a dependency on it.
-    dependents: HashMap<JobId, Vec<JobId>>,
+    /// (Job or group, kind) -> the jobs that wait for it so. A job that stopped waiting
+    /// (released, never satisfiable, removed) may still be listed: it is skipped when the list
+    /// is taken, which happens once, when the dependency is settled.
+    dependents: HashMap<(JobId, DepKind), Vec<JobId>>,
+    /// Groups by id: how many of their members have not ended, and how many ended well or not.
+    groups: HashMap<JobId, Group>,
+    /// Member -> its group.
+    member_of: HashMap<JobId, JobId>,
+}
+
+/// How a group's members ended so far.
+#[derive(Debug, Clone, Copy, Default)]
+struct Group {
+    /// Members that have not ended.
+    left: u32,
+    /// Members that ended successfully.
+    ok: u32,
+    /// Members that ended any other way.
+    failed: u32,
+}
+
+impl Group {
+    /// Whether a dependency of `kind` on the whole group is settled: `Some(true)` met,
+    /// `Some(false)` never satisfiable, `None` not yet. `afterany`: every member ended;
+    /// `afterok`: every member ended well (never once one did not); `afternotok`: every member
+    /// ended unsuccessfully (never once one succeeded).
+    fn settled(&self, kind: DepKind) -> Option<bool> {
+        match kind {
+            DepKind::AfterAny => (self.left == 0).then_some(true),
+            DepKind::AfterOk if self.failed > 0 => Some(false),
+            DepKind::AfterNotOk if self.ok > 0 => Some(false),
+            _ => (self.left == 0).then_some(true),
+        }
+    }
 }
 
 impl Dependencies {
-    /// Records a job's dependencies, given how the jobs that ended so far ended (see
-    /// [`dep_state`]). Returns the job's state: only a `Waiting` job is kept (a `Met` one may
-    /// join the queue now, a `Never` one can never run).
-    pub fn add(&mut self, job: JobId, deps: &[Dep], ended: impl Fn(JobId) -> Option<bool>) -> DepState {
-        let state = dep_state(deps, &ended);
-        if let DepState::Waiting { .. } = state {
-            let mut left: Vec<Dep> = deps.iter().copied().filter(|d| ended(d.job).is_none()).collect();
-            left.sort_unstable();
-            left.dedup();
-            for d in &left {
-                let v = self.dependents.entry(d.job).or_default();
-                if v.last() != Some(&job) {
-                    v.push(job);
+    /// Declares a group (a job array): a dependency on `id` then stands for one on every member
+    /// (`members`, `id` itself among them or not). `ended` says how members that already ended
+    /// ended (see [`dep_state`]). Declare a group before any dependency on it is added.
+    pub fn add_group(&mut self, id: JobId, members: &[JobId], ended: impl Fn(JobId) -> Option<bool>) {
+        let mut g = Group::default();
+        for &m in members {
+            match ended(m) {
+                Some(true) => g.ok += 1,
+                Some(false) => g.failed += 1,
+                None => {
+                    g.left += 1;
+                    self.member_of.insert(m, id);
                 }
             }
-            self.waiting.insert(job, left);
         }
-        state
+        self.groups.insert(id, g);
+    }
+
+    /// Whether `id` names a group.
+    pub fn is_group(&self, id: JobId) -> bool {
+        self.groups.contains_key(&id)
+    }
+
+    /// How a dependency stands now: met (`Some(true)`), never (`Some(false)`), or not yet.
+    fn settled(&self, d: Dep, ended: &impl Fn(JobId) -> Option<bool>) -> Option<bool> {
+        match self.groups.get(&d.job) {
+            Some(g) => g.settled(d.kind),
+            None => ended(d.job).map(|ok| d.kind.met_by(ok)),
+        }
+    }
+
+    /// Records a job's dependencies, given how the jobs that ended so far ended (see
+    /// [`dep_state`]; a dependency on a declared group reads the group's counts). Returns the
+    /// job's state: only a `Waiting` job is kept (a `Met` one may join the queue now, a `Never`
+    /// one can never run).
+    pub fn add(&mut self, job: JobId, deps: &[Dep], ended: impl Fn(JobId) -> Option<bool>) -> DepState {
+        let mut left: Vec<Dep> = Vec::new();
+        for &d in deps {
+            match self.settled(d, &ended) {
+                Some(true) => {}
+                Some(false) => {
+                    // How the job (or the group member that settled it) ended.
+                    let ok = match self.groups.get(&d.job) {
+                        Some(_) => d.kind == DepKind::AfterNotOk,
+                        None => ended(d.job).unwrap_or(false),
+                    };
+                    return DepState::Never { on: d, ok };
+                }
+                None => left.push(d),
+            }
+        }
+        let Some(&on) = left.first() else { return DepState::Met };
+        let n = left.len() as u32;
+        left.sort_unstable();
+        left.dedup();
+        for d in &left {
+            self.dependents.entry((d.job, d.kind)).or_default().push(job);
+        }
+        self.waiting.insert(job, left);
+        DepState::Waiting { on, left: n }
     }
 
     /// Forgets a waiting job (it was cancelled or removed some other way). Its dependents, if
-    /// any, are not told: call [`Dependencies::ended`] for that.
+    /// any, are not told: call [`Dependencies::ended`] for that. O(1): the lists that name it
+    /// drop it when they are settled.
     pub fn remove(&mut self, job: JobId) {
-        if let Some(deps) = self.waiting.remove(&job) {
-            for d in deps {
-                if let Some(v) = self.dependents.get_mut(&d.job) {
-                    v.retain(|&x| x != job);
-                    if v.is_empty() {
-                        self.dependents.remove(&d.job);
-                    }
-                }
-            }
-        }
+        self.waiting.remove(&job);
     }
 
     /// Whether `job` waits on dependencies.
@@ -200,32 +270,59 @@ impl Dependencies {
 
     /// A job ended (`ok`: successfully). Its dependents whose dependencies are now all met are
     /// released; those that can never be met are removed, and count as ended unsuccessfully
-    /// for their own dependents (transitively).
+    /// for their own dependents and for their group (transitively). Costs O(dependencies
+    /// settled + jobs released or removed), each with a small constant.
     pub fn ended(&mut self, job: JobId, ok: bool) -> Released {
         let mut out = Released::default();
         let mut todo = vec![(job, ok)];
         while let Some((j, ok)) = todo.pop() {
-            let Some(deps) = self.dependents.remove(&j) else { continue };
-            for w in deps {
-                let Some(left) = self.waiting.get_mut(&w) else { continue };
-                // Every dependency on `j` (a job may wait on one job in two ways).
-                if !left.iter().any(|d| d.job == j) {
-                    continue;
+            // Dependencies on `j` itself (not when `j` names a group: those wait for its members).
+            if !self.groups.contains_key(&j) {
+                for kind in [DepKind::AfterOk, DepKind::AfterAny, DepKind::AfterNotOk] {
+                    self.settle(Dep { kind, job: j }, kind.met_by(ok), ok, &mut out, &mut todo);
                 }
-                if let Some(d) = left.iter().find(|d| d.job == j && !d.kind.met_by(ok)).copied() {
-                    self.remove(w);
-                    out.never.push((w, d, ok));
-                    todo.push((w, false));
-                    continue;
+            }
+            // Its group's counts, and the dependencies on the group that this end settles.
+            if let Some(gid) = self.member_of.remove(&j) {
+                let Some(g) = self.groups.get_mut(&gid) else { continue };
+                let before = *g;
+                g.left = g.left.saturating_sub(1);
+                if ok {
+                    g.ok += 1;
+                } else {
+                    g.failed += 1;
                 }
-                left.retain(|d| d.job != j);
-                if left.is_empty() {
-                    self.waiting.remove(&w);
-                    out.ready.push(w);
+                let now = *g;
+                for kind in [DepKind::AfterOk, DepKind::AfterAny, DepKind::AfterNotOk] {
+                    if let (None, Some(met)) = (before.settled(kind), now.settled(kind)) {
+                        self.settle(Dep { kind, job: gid }, met, ok, &mut out, &mut todo);
+                    }
                 }
             }
         }
         out
+    }
+
+    /// Settles dependency `d` for every job that waits on it: met, or never satisfiable (`ok`:
+    /// how the job that settled it ended). Never-satisfiable jobs go on `todo` as ended
+    /// unsuccessfully.
+    fn settle(&mut self, d: Dep, met: bool, ok: bool, out: &mut Released, todo: &mut Vec<(JobId, bool)>) {
+        let Some(ws) = self.dependents.remove(&(d.job, d.kind)) else { return };
+        for w in ws {
+            let Some(left) = self.waiting.get_mut(&w) else { continue };
+            let Ok(at) = left.binary_search(&d) else { continue };
+            if !met {
+                self.waiting.remove(&w);
+                out.never.push((w, d, ok));
+                todo.push((w, false));
+                continue;
+            }
+            left.remove(at);
+            if left.is_empty() {
+                self.waiting.remove(&w);
+                out.ready.push(w);
+            }
+        }
     }
 }
 
@@ -302,6 +399,53 @@ mod tests {
         let r = g.ended(JobId(1), true);
         assert_eq!(r.ready, vec![JobId(3)]);
         assert_eq!(r.never, vec![(JobId(4), d(DepKind::AfterNotOk, 1), true)]);
+        assert!(g.is_empty());
+    }
+
+    #[test]
+    fn a_group_stands_for_its_members() {
+        let mut g = Dependencies::default();
+        let m = [JobId(10), JobId(11), JobId(12)];
+        // Member 12 already ended successfully.
+        g.add_group(JobId(10), &m, |j| (j == JobId(12)).then_some(true));
+        assert!(g.is_group(JobId(10)));
+        assert!(matches!(g.add(JobId(20), &[d(DepKind::AfterOk, 10)], |_| None), DepState::Waiting { .. }));
+        g.add(JobId(21), &[d(DepKind::AfterAny, 10)], |_| None);
+        // One member succeeded already: `afternotok` on the group can never be met.
+        let never = g.add(JobId(22), &[d(DepKind::AfterNotOk, 10)], |_| None);
+        assert_eq!(never, DepState::Never { on: d(DepKind::AfterNotOk, 10), ok: true });
+        // Member 10 (whose id is the group's) ends well: no dependency on "10" is settled by it
+        // alone (it names the group).
+        let r = g.ended(JobId(10), true);
+        assert_eq!(r, Released::default());
+        assert_eq!(g.len(), 2);
+        // Member 11 fails: afterok never; afterany met (every member ended).
+        let r = g.ended(JobId(11), false);
+        assert_eq!(r.never, vec![(JobId(20), d(DepKind::AfterOk, 10), false)]);
+        assert_eq!(r.ready, vec![JobId(21)]);
+        assert!(g.is_empty());
+        // Later dependencies read the group's counts.
+        assert_eq!(g.add(JobId(30), &[d(DepKind::AfterAny, 10)], |_| None), DepState::Met);
+        assert!(matches!(g.add(JobId(31), &[d(DepKind::AfterOk, 10)], |_| None), DepState::Never { .. }));
+    }
+
+    #[test]
+    fn a_fan_out_through_groups_costs_the_jobs_it_touches() {
+        // X; A = n jobs after X (afterok); B = n jobs after the whole of A (afterany): X failing
+        // cancels every A and releases every B, with 2n dependency entries in all.
+        let n = 20_000u32;
+        let mut g = Dependencies::default();
+        let a: Vec<JobId> = (1..=n).map(JobId).collect();
+        g.add_group(JobId(1), &a, |_| None);
+        for &j in &a {
+            g.add(j, &[d(DepKind::AfterOk, 0)], |_| None);
+        }
+        for k in 0..n {
+            g.add(JobId(n + 1 + k), &[d(DepKind::AfterAny, 1)], |_| None);
+        }
+        let r = g.ended(JobId(0), false);
+        assert_eq!(r.never.len(), n as usize);
+        assert_eq!(r.ready.len(), n as usize);
         assert!(g.is_empty());
     }
 

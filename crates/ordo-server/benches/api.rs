@@ -109,6 +109,10 @@ fn latency(dir: &Path, samples: usize) {
         activity_every_ms: 5_000,
         addr: None,
         master_ports: Default::default(),
+        // Jobs contained as in production where this machine allows it (root, cgroups).
+        contain: ordo_server::cgroup::Containment::find().is_ok(),
+        max_output: 1 << 30,
+        min_free_mib: 16,
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -164,35 +168,16 @@ fn latency(dir: &Path, samples: usize) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("__supervise") {
-        // The agent's job supervisor, run from this same binary.
-        let mut a = SuperviseArgs {
-            command: vec![],
-            time_limit_ms: 0,
-            grace_ms: 0,
-            status: PathBuf::new(),
-            cpu_list: None,
-            mem: None,
-            umask: 0o077,
-            run_as: None,
-            exec_helper: vec![],
-        };
-        let mut i = 2;
-        while i < args.len() {
-            match args[i].as_str() {
-                "--time-limit-ms" => a.time_limit_ms = args[i + 1].parse().expect("ms"),
-                "--grace-ms" => a.grace_ms = args[i + 1].parse().expect("ms"),
-                "--status" => a.status = PathBuf::from(&args[i + 1]),
-                "--cpu-list" => a.cpu_list = ordo_server::agent::parse_cpu_list(&args[i + 1]),
-                "--umask" => a.umask = u32::from_str_radix(&args[i + 1], 8).expect("octal umask"),
-                "--" => {
-                    a.command = args[i + 1..].to_vec();
-                    break;
-                }
-                other => panic!("supervisor: unexpected `{other}`"),
-            }
-            i += 2;
-        }
+        // The agent's job supervisor, run from this same binary (and its `agent-exec`).
+        let me = std::env::current_exe().expect("bench binary").to_string_lossy().into_owned();
+        let a = SuperviseArgs::parse(&args[2..], vec![me, "__exec".into()]).expect("supervisor options");
         std::process::exit(supervise(&a));
+    }
+    if args.get(1).map(String::as_str) == Some("__exec") {
+        let join: Vec<PathBuf> =
+            args[2..].chunks(2).take_while(|c| c[0] == "--join").map(|c| PathBuf::from(&c[1])).collect();
+        let cmd = &args[2 + 2 * join.len() + 1..];
+        std::process::exit(ordo_server::supervise::exec_as(&join, None, cmd));
     }
     if args.iter().any(|a| a == "--list") {
         return;

@@ -85,6 +85,7 @@ fn agent(
                 .map(|(j, (t, _))| RunningJob { job: *j, started_at: *t, attempt: 0, port: None })
                 .collect(),
             wait_ms: wait,
+            problem: None,
         };
         let resp: PollResponse = c.post("/v1/agent/poll", &req).expect("poll");
         for a in resp.start {

@@ -3,14 +3,15 @@
 
 use crate::activity::{ActivitySource, Sampler};
 use crate::api::*;
+use crate::cgroup::{Containment, JobGroup};
 use crate::client::{Client, ClientError};
 use crate::runas::{job_env, JobUser, RunAs};
-use crate::supervise::Status;
+use crate::supervise::{boot_ms, read_status, reserve_status};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -80,6 +81,14 @@ pub struct AgentConfig {
     /// `--time-limit-ms T --grace-ms G --status FILE [--cpu-list L] [--cgroup DIR ...] -- COMMAND...`
     /// is appended.
     pub supervisor: Vec<String>,
+    /// Put every job in its own cgroup (`ordo agent --no-cgroup`: false). Without, a process a
+    /// job detaches from its process group outlives the job, and keeps its GPUs.
+    pub contain: bool,
+    /// Most bytes of a job's output kept in its files (`--max-output`).
+    pub max_output: u64,
+    /// The agent takes no new work while its work directory has less free space, MiB
+    /// (`--min-free`).
+    pub min_free_mib: u64,
     /// CPU cores to offer (`--cpus N`: the first N the agent may use); `None`: all it may use.
     pub cpus: Option<u32>,
     /// Memory to offer, MiB (`--mem`); `None`: the machine's (MemTotal).
@@ -208,89 +217,6 @@ pub fn total_mem_mib() -> Option<u64> {
     Some(kb / 1024)
 }
 
-/// A memory cgroup the agent can create job groups in: `dir` is its `ordo` group (jobs go in
-/// `dir/job-N`), `home` the group the agent runs in (a supervisor moves back there before it
-/// removes its job's group).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemCgroup {
-    /// The `ordo` group.
-    pub dir: PathBuf,
-    /// The agent's own group.
-    pub home: PathBuf,
-    /// cgroup v2 (`memory.max`) rather than v1 (`memory.limit_in_bytes`).
-    pub v2: bool,
-}
-
-/// Finds a writable memory cgroup: v1 (`/sys/fs/cgroup/memory`) or v2 (`/sys/fs/cgroup` or
-/// `/sys/fs/cgroup/unified`), below the agent's own group or else at the root. Probes by
-/// creating and removing a group. `Err` says why none is usable.
-pub fn find_mem_cgroup() -> Result<MemCgroup, String> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("/proc/self/cgroup: {e}"))?;
-    let mut why = Vec::new();
-    // v1: the line whose controllers include `memory`.
-    let v1 = own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        ctl.split(',').any(|c| c == "memory").then(|| path.to_string())
-    });
-    if let Some(path) = v1 {
-        let root = Path::new("/sys/fs/cgroup/memory");
-        let home = root.join(path.trim_start_matches('/'));
-        for parent in [home.clone(), root.to_path_buf()] {
-            match probe(&parent, false) {
-                Ok(dir) => return Ok(MemCgroup { dir, home, v2: false }),
-                Err(e) => why.push(e),
-            }
-        }
-    }
-    let v2 = own.lines().find_map(|l| l.strip_prefix("0::")).map(str::to_string);
-    if let Some(path) = v2 {
-        for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"].map(Path::new) {
-            let ctl = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if !ctl.split_whitespace().any(|c| c == "memory") {
-                why.push(format!("{}: no memory controller", root.display()));
-                continue;
-            }
-            let home = root.join(path.trim_start_matches('/'));
-            for parent in [home.clone(), root.to_path_buf()] {
-                match probe(&parent, true) {
-                    Ok(dir) => return Ok(MemCgroup { dir, home: home.clone(), v2: true }),
-                    Err(e) => why.push(e),
-                }
-            }
-        }
-    }
-    if why.is_empty() {
-        why.push("no memory controller in /proc/self/cgroup".into());
-    }
-    Err(why.join("; "))
-}
-
-fn probe(parent: &Path, v2: bool) -> Result<PathBuf, String> {
-    let e = |what: &str, p: &Path, err: std::io::Error| format!("{what} {}: {err}", p.display());
-    if v2 {
-        // Let children of `parent` and of `ordo` use the memory controller.
-        let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory");
-    }
-    let dir = parent.join("ordo");
-    std::fs::create_dir_all(&dir).map_err(|err| e("create", &dir, err))?;
-    if v2 {
-        std::fs::write(dir.join("cgroup.subtree_control"), "+memory")
-            .map_err(|err| e("enable memory in", &dir, err))?;
-    }
-    let p = dir.join(format!("probe-{}", std::process::id()));
-    let _ = std::fs::remove_dir(&p);
-    std::fs::create_dir(&p).map_err(|err| e("create", &p, err))?;
-    let file = p.join(if v2 { "memory.max" } else { "memory.limit_in_bytes" });
-    let ok = file.exists();
-    let _ = std::fs::remove_dir(&p);
-    if ok {
-        Ok(dir)
-    } else {
-        Err(format!("{} has no {}", p.display(), file.display()))
-    }
-}
-
 /// GPUs found: count, whether fake, model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gpus {
@@ -338,7 +264,9 @@ fn nvml_gpus() -> Result<Gpus, AgentError> {
 struct Running {
     started_at: i64,
     attempt: u32,
-    stdin: Option<ChildStdin>,
+    /// The write end of its supervisor's control channel (see `supervise.rs`): lease renewals
+    /// and kills.
+    ctl: Option<std::fs::File>,
     /// Its GPUs on this node (activity samples are attributed by them).
     gpu_ids: Vec<u32>,
     /// Rank 0 of a multi-node job: the rendezvous port chosen for it.
@@ -394,7 +322,8 @@ impl Cores {
 #[derive(Debug, Clone)]
 struct Node {
     cores: Arc<Mutex<Cores>>,
-    cgroup: Option<MemCgroup>,
+    /// Where each job's cgroup goes (`None`: `--no-cgroup`).
+    contain: Option<Containment>,
     /// The next rendezvous port to try: ports go round the range, so that one a job just
     /// released (perhaps still in TIME_WAIT) is not the next one handed out.
     next_port: Arc<Mutex<u16>>,
@@ -438,19 +367,27 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         cores.truncate(n as usize);
     }
     let mem_mib = cfg.mem_mib.or_else(total_mem_mib);
-    let cgroup = match find_mem_cgroup() {
-        Ok(c) => {
-            eprintln!("ordo agent {}: memory limits enforced through cgroup {}", cfg.name, c.dir.display());
-            Some(c)
-        }
-        Err(why) => {
-            eprintln!("ordo agent {}: memory limits: not enforced (no writable cgroup: {why})", cfg.name);
-            None
-        }
+    let contain = if cfg.contain {
+        let c = Containment::find()
+            .and_then(|c| c.scoped(&scope_name(&cfg.name, &cfg.work_dir)))
+            .map_err(|why| {
+                AgentError::Resources(format!(
+                    "no usable cgroup to contain jobs in ({why}). Run the agent as root (or in a delegated cgroup) on a machine with cgroup v2 (or the v1 freezer), or give --no-cgroup to run without containment: a process a job detaches from its process group then outlives the job and keeps its GPUs while they are given to the next job"
+                ))
+            })?;
+        eprintln!("ordo agent {}: containment: {}", cfg.name, c.describe());
+        kill_leftovers(&cfg, &c);
+        Some(c)
+    } else {
+        eprintln!(
+            "ordo agent {}: containment: NONE (--no-cgroup): a process a job detaches from its process group outlives the job and keeps its GPUs; memory limits not enforced",
+            cfg.name
+        );
+        None
     };
     let node = Node {
         cores: Arc::new(Mutex::new(Cores { owner: vec![None; cores.len()], ids: cores })),
-        cgroup,
+        contain,
         next_port: Arc::new(Mutex::new(cfg.master_ports.lo)),
     };
     let table: Table = Arc::default();
@@ -466,7 +403,7 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         gpu_model: gpus.model.clone(),
         cpus: Some(lock(&node.cores).ids.len() as u32),
         mem_mib,
-        mem_limits: node.cgroup.is_some(),
+        mem_limits: node.contain.as_ref().is_some_and(|c| c.mem.is_some()),
         clock: None,
         addr: cfg.addr.clone(),
     };
@@ -475,24 +412,32 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         start_sampling(&cfg, s, &table, &short);
     }
     let mut long = client(Duration::from_millis(timing.heartbeat_ms + 10_000))?;
+    let mut health = Health::default();
     loop {
         let running: Vec<RunningJob> = lock(&table)
             .iter()
             .map(|(&job, r)| RunningJob { job, started_at: r.started_at, attempt: r.attempt, port: r.port })
             .collect();
-        let req = PollRequest { node: cfg.name.clone(), running, wait_ms: timing.heartbeat_ms };
+        let problem = health.check(&cfg);
+        let req = PollRequest { node: cfg.name.clone(), running, wait_ms: timing.heartbeat_ms, problem };
+        // The lease counts from the moment the poll is sent: the server heard from this agent
+        // no earlier than that, so it waits at least the lease (and a grace) from then before
+        // it may run this node's jobs elsewhere.
+        let sent = boot_ms();
         match long.post::<_, PollResponse>("/v1/agent/poll", &req) {
             Ok(resp) => {
+                let until = sent + lease_of(&timing) as i64;
+                for r in lock(&table).values_mut() {
+                    tell(r, &format!("renew {until}"));
+                }
                 for a in resp.start {
                     if !lock(&table).contains_key(&a.job) {
-                        start_job(&cfg, &node, &table, &short, a);
+                        start_job(&cfg, &node, &table, &short, a, until);
                     }
                 }
                 for k in resp.kill {
                     if let Some(r) = lock(&table).get_mut(&k) {
-                        if let Some(mut s) = r.stdin.take() {
-                            let _ = s.write_all(b"kill\n");
-                        }
+                        tell(r, "kill");
                     }
                 }
             }
@@ -507,6 +452,102 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
                 std::thread::sleep(Duration::from_millis(timing.heartbeat_ms.min(500)));
             }
         }
+    }
+}
+
+/// The name of this agent's own cgroup below `ordo`: the node name (path-safe) and a hash of the
+/// work directory, so that two agents on one machine never share one, and an agent restarted
+/// with the same name and work directory finds its predecessor's.
+fn scope_name(node: &str, work_dir: &Path) -> String {
+    let safe: String =
+        node.chars().take(64).map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    let h = work_dir
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("agent-{safe}-{:08x}", h as u32)
+}
+
+/// Kills what jobs of an earlier agent of this node left behind (their groups still hold
+/// processes once that agent is gone) and removes their groups, before the agent registers: the
+/// server will run those jobs again, and they must not run twice.
+fn kill_leftovers(cfg: &AgentConfig, c: &Containment) {
+    for (run, g) in c.leftovers() {
+        if g.populated() {
+            eprintln!(
+                "ordo agent {}: killing processes {:?} of {run} left by an earlier agent on this node",
+                cfg.name,
+                g.pids()
+            );
+            g.empty(&cfg.work_dir.join(format!("{run}.stuck")));
+        }
+        if let Err(e) = g.remove() {
+            eprintln!("ordo agent {}: {e}", cfg.name);
+        }
+    }
+}
+
+/// The lease the server gives (older servers: their node time-out), ms.
+fn lease_of(t: &RegisterResponse) -> u64 {
+    t.lease_ms.unwrap_or(t.node_timeout_ms)
+}
+
+/// Writes one line to a job's supervisor (its control channel never blocks the agent: a full
+/// channel, or a supervisor that is gone, loses the line, and the supervisor acts on the next).
+fn tell(r: &mut Running, line: &str) {
+    if let Some(f) = &mut r.ctl {
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
+/// The node's own health, checked before every poll: whether its work directory can be
+/// written and has room, and whether a job's processes could not be killed. What it finds is
+/// sent as the poll's `problem`: the server then starts nothing new here until it clears.
+#[derive(Debug, Default)]
+struct Health {
+    /// When the work directory was last written to (a probe file), boot ms.
+    probed: i64,
+    /// What that probe found.
+    probe: Option<String>,
+}
+
+impl Health {
+    /// How often a probe file is written while all is well, ms.
+    const PROBE_EVERY_MS: i64 = 30_000;
+
+    fn check(&mut self, cfg: &AgentConfig) -> Option<String> {
+        let dir = &cfg.work_dir;
+        // Free space, every poll (one statvfs).
+        if let Ok(st) = nix::sys::statvfs::statvfs(dir) {
+            let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+            if free < cfg.min_free_mib * 1024 * 1024 {
+                return Some(format!(
+                    "its work directory {} has {} free, less than its --min-free of {} (the output of its jobs fills it?)",
+                    dir.display(),
+                    crate::state::fmt_mib(free / (1024 * 1024)),
+                    crate::state::fmt_mib(cfg.min_free_mib)
+                ));
+            }
+        }
+        // A job whose processes could not be killed holds its GPUs, and the node takes no more.
+        if let Some(stuck) = std::fs::read_dir(dir).into_iter().flatten().flatten().find_map(|e| {
+            let n = e.file_name();
+            let n = n.to_str()?;
+            (n.starts_with("job-") && n.ends_with(".stuck")).then(|| std::fs::read_to_string(e.path()).ok())?
+        }) {
+            return Some(stuck);
+        }
+        let now = boot_ms();
+        if self.probe.is_some() || now - self.probed >= Self::PROBE_EVERY_MS {
+            self.probed = now;
+            let p = dir.join(".ordo-agent-probe");
+            self.probe = std::fs::write(&p, [b'x'; 4096])
+                .and_then(|_| std::fs::remove_file(&p))
+                .err()
+                .map(|e| format!("its work directory {} cannot be written: {e}", dir.display()));
+        }
+        self.probe.clone()
     }
 }
 
@@ -615,7 +656,7 @@ fn output_file(path: &Path, mode: u32, owner: Option<&JobUser>) -> std::io::Resu
     Ok(f)
 }
 
-fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: Assignment) {
+fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: Assignment, lease_until: i64) {
     let dir = &cfg.work_dir;
     // The Unix account first: a job whose submitter has no account here is refused, not run as
     // anyone else.
@@ -670,19 +711,28 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
         None => lock(&node.cores).unreserved(),
     };
     let mut extra: Vec<String> = vec!["--cpu-list".into(), cpu_list_text(&cores)];
-    if let (Some(m), Some(cg)) = (a.mem_mib, &node.cgroup) {
+    let group: Option<JobGroup> = node.contain.as_ref().map(|c| c.job(a.job, a.attempt));
+    let run = crate::cgroup::run_name(a.job, a.attempt);
+    if let Some(g) = &group {
         extra.extend([
             "--cgroup".into(),
-            cg.dir.join(format!("job-{}", a.job)).to_string_lossy().into_owned(),
-            "--cgroup-home".into(),
-            cg.home.to_string_lossy().into_owned(),
-            "--mem-mib".into(),
-            m.to_string(),
+            g.track.to_string_lossy().into_owned(),
+            "--tracker".into(),
+            g.tracker.as_str().into(),
         ]);
-        if cg.v2 {
-            extra.push("--cgroup-v2".into());
+        if let (Some(m), Some((mdir, v2))) = (a.mem_mib, &g.mem) {
+            extra.extend([
+                "--mem-cgroup".into(),
+                mdir.to_string_lossy().into_owned(),
+                "--mem-mib".into(),
+                m.to_string(),
+            ]);
+            if *v2 {
+                extra.push("--mem-v2".into());
+            }
         }
     }
+    extra.extend(["--lease-until".into(), lease_until.to_string(), "--max-output".into(), cfg.max_output.to_string()]);
     let umask = a.umask.unwrap_or(DEFAULT_UMASK) & 0o777;
     extra.extend(["--umask".into(), format!("{umask:o}")]);
     if let Some(u) = &user {
@@ -695,8 +745,21 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
             u.groups.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(","),
         ]);
     }
-    let status_path = dir.join(format!("job-{}.status", a.job));
-    let _ = std::fs::remove_file(&status_path);
+    let status_path = dir.join(format!("{run}.status"));
+    // The status file's space is taken now, so that a disk the job fills cannot keep its
+    // supervisor from saying how it ended; and the control channel, which only root can open.
+    let ctl_path = dir.join(format!("{run}.ctl"));
+    let ctl = reserve_status(&status_path)
+        .map_err(|e| format!("its status file {}: {e}", status_path.display()))
+        .and_then(|_| open_ctl(&ctl_path));
+    let ctl = match ctl {
+        Ok(f) => f,
+        Err(msg) => {
+            lock(&node.cores).release(a.job);
+            return report_unstarted(cfg, client, &a, Outcome::Refused, format!("this node's work directory: {msg}"));
+        }
+    };
+    extra.extend(["--ctl".into(), ctl_path.to_string_lossy().into_owned()]);
     // The submitter's directory when it exists here; else the work directory (jobs that run as
     // the agent's own account) or the account's home (jobs that run as their submitter).
     let fallback = match &user {
@@ -752,93 +815,120 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
     let mode = 0o666 & !umask;
     let files = output_file(&dir.join(format!("job-{}.out", a.job)), mode, user.as_ref())
         .and_then(|o| Ok((o, output_file(&dir.join(format!("job-{}.err", a.job)), mode, user.as_ref())?)));
-    let spawned = files.and_then(|(out, err)| {
-        let (prog, pre) = cfg.supervisor.split_first().expect("supervisor command is not empty");
-        Command::new(prog)
-            .args(pre)
-            .arg("--time-limit-ms")
-            .arg(a.time_limit_ms.max(1).to_string())
-            .arg("--grace-ms")
-            .arg(cfg.grace_ms.to_string())
-            .arg("--status")
-            .arg(&status_path)
-            .args(&extra)
-            .arg("--")
-            .args(&a.command)
-            .current_dir(&cwd)
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-    });
-    let (child, stdin) = match spawned {
-        Ok(mut c) => {
-            let s = c.stdin.take();
-            (Some(c), s)
+    let (out, err) = match files {
+        Ok(f) => f,
+        Err(e) => {
+            lock(&node.cores).release(a.job);
+            let _ = std::fs::remove_file(&ctl_path);
+            let msg =
+                format!("this node's work directory: cannot create the job's output files in {}: {e}", dir.display());
+            return report_unstarted(cfg, client, &a, Outcome::Refused, msg);
         }
+    };
+    let (prog, pre) = cfg.supervisor.split_first().expect("supervisor command is not empty");
+    let spawned = Command::new(prog)
+        .args(pre)
+        .arg("--time-limit-ms")
+        .arg(a.time_limit_ms.max(1).to_string())
+        .arg("--grace-ms")
+        .arg(cfg.grace_ms.to_string())
+        .arg("--status")
+        .arg(&status_path)
+        .args(&extra)
+        .arg("--")
+        .args(&a.command)
+        .current_dir(&cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn();
+    let child = match spawned {
+        Ok(c) => Some(c),
         Err(e) => {
             eprintln!("ordo agent {}: job {}: cannot start the supervisor: {e}", cfg.name, a.job);
-            (None, None)
+            None
         }
     };
     // Only rank 0's port is its own to report; the others' is rank 0's.
     let own_port = port.filter(|_| a.gang.as_ref().is_some_and(|g| g.rank == 0));
-    lock(table)
-        .insert(a.job, Running { started_at, attempt: a.attempt, stdin, gpu_ids: a.gpu_ids.clone(), port: own_port });
+    lock(table).insert(
+        a.job,
+        Running { started_at, attempt: a.attempt, ctl: Some(ctl), gpu_ids: a.gpu_ids.clone(), port: own_port },
+    );
     let table = table.clone();
     let client = client.clone();
     let cores_table = node.cores.clone();
     let node = cfg.name.clone();
+    let stuck = dir.join(format!("{run}.stuck"));
     std::thread::spawn(move || {
-        let rep = match child {
-            Some(mut c) => {
-                let waited = c.wait();
-                let st: Option<Status> = std::fs::read(&status_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
-                match st {
-                    Some(s) => EndReport {
-                        node: node.clone(),
-                        job: a.job,
-                        attempt: a.attempt,
-                        outcome: s.outcome,
-                        exit_code: s.exit_code,
-                        signal: s.signal,
-                        started_at: s.started_at,
-                        ended_at: s.ended_at,
-                        message: s.message,
-                    },
-                    None => EndReport {
-                        node: node.clone(),
-                        job: a.job,
-                        attempt: a.attempt,
-                        outcome: Outcome::SpawnFailed,
-                        exit_code: None,
-                        signal: None,
-                        started_at,
-                        ended_at: now_ms(),
-                        message: Some(format!("the supervisor ended without a status ({waited:?})")),
-                    },
-                }
+        let waited = child.map(|mut c| c.wait());
+        // Whatever ended the supervisor, nothing of the job may outlive it: its GPUs are given
+        // back (by this report) only once its group is empty.
+        if let Some(g) = &group {
+            if g.populated() {
+                eprintln!(
+                    "ordo agent {node}: job {}: its supervisor ended and left processes {:?}; killing them",
+                    a.job,
+                    g.pids()
+                );
+                g.empty(&stuck);
             }
-            None => EndReport {
-                node: node.clone(),
-                job: a.job,
-                attempt: a.attempt,
-                outcome: Outcome::SpawnFailed,
-                exit_code: None,
-                signal: None,
-                started_at,
-                ended_at: now_ms(),
-                message: Some("the agent could not start the job's supervisor".into()),
+            let _ = g.remove();
+        }
+        let base = EndReport {
+            node: node.clone(),
+            job: a.job,
+            attempt: a.attempt,
+            outcome: Outcome::SpawnFailed,
+            exit_code: None,
+            signal: None,
+            started_at,
+            ended_at: now_ms(),
+            message: None,
+        };
+        let rep = match (&waited, read_status(&status_path)) {
+            (Some(_), Some(s)) => EndReport {
+                outcome: s.outcome,
+                exit_code: s.exit_code,
+                signal: s.signal,
+                started_at: s.started_at,
+                ended_at: s.ended_at,
+                message: s.message,
+                ..base
             },
+            (Some(w), None) => {
+                EndReport { message: Some(format!("the job's supervisor ended without a status ({w:?})")), ..base }
+            }
+            (None, _) => EndReport { message: Some("the agent could not start the job's supervisor".into()), ..base },
         };
         // Retry until the server has it; the job stays in the table (and so in every poll)
         // until then, so a restarted server learns it still runs.
         lock(&cores_table).release(rep.job);
         send_report(&client, &rep);
         lock(&table).remove(&rep.job);
+        let _ = std::fs::remove_file(&ctl_path);
+        let _ = std::fs::remove_file(&status_path);
     });
+}
+
+/// Creates a job's control channel (a named pipe only root, or the agent's own account, may
+/// open) and opens it for the agent, without blocking: read and write, so that it has a reader
+/// until the supervisor opens it, and non-blocking, so that a write never waits on a supervisor
+/// that is gone.
+fn open_ctl(path: &Path) -> Result<std::fs::File, String> {
+    use nix::sys::stat::Mode;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR)
+        .map_err(|e| format!("its control channel {}: {e}", path.display()))?;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| format!("its control channel {}: {e}", path.display()))
 }
 
 /// Sends an end report, retrying until the server has it (or refuses it for good).

@@ -375,6 +375,10 @@ pub struct NodeInfo {
     pub gpu_model: Option<String>,
     /// `up` or `down`.
     pub state: String,
+    /// Why it takes no new work, when it does not (drained by its agent: a full or unwritable
+    /// work directory, a job whose processes could not be killed). Its running jobs go on.
+    #[serde(default)]
+    pub drain: Option<String>,
     /// Last heartbeat.
     pub last_seen: i64,
     /// GPUs not held by a job.
@@ -481,6 +485,15 @@ pub struct RegisterResponse {
     pub heartbeat_ms: u64,
     /// After how long without a heartbeat the node is declared down, ms.
     pub node_timeout_ms: u64,
+    /// The lease, ms: a job keeps running only while its agent has had an answer to a poll
+    /// sent less than this long ago (its supervisor kills it otherwise). The server declares a
+    /// node down, and starts its jobs elsewhere, only once it has heard nothing from it for the
+    /// lease and a grace (`fence_grace_ms`), so that no job runs in two places at once.
+    #[serde(default)]
+    pub lease_ms: Option<u64>,
+    /// The grace the server adds to the lease, ms.
+    #[serde(default)]
+    pub fence_grace_ms: Option<u64>,
 }
 
 /// A job the agent runs, as it reports it.
@@ -511,6 +524,11 @@ pub struct PollRequest {
     /// How long the server may hold the request when there is nothing to do, ms.
     #[serde(default)]
     pub wait_ms: u64,
+    /// Why the node cannot take new work now (its work directory cannot be written or is full,
+    /// a job's processes could not be killed), in words; `None` when it can. While it is set,
+    /// the server starts nothing new there (the node drains itself); running jobs go on.
+    #[serde(default)]
+    pub problem: Option<String>,
 }
 
 /// A job to start.
@@ -579,8 +597,13 @@ pub enum Outcome {
     SpawnFailed,
     /// The kernel killed it at its memory limit (`--mem`, enforced through a cgroup).
     OutOfMemory,
-    /// The agent would not start it (not enough free CPU cores there); the job is requeued.
+    /// The agent would not start it (not enough free CPU cores there, its work directory
+    /// cannot be written); the job is requeued.
     Refused,
+    /// Its node lost contact with the server for longer than its lease, so ordo stopped it
+    /// (the server may start it elsewhere once the lease and a grace have passed); handled as a
+    /// node failure.
+    LeaseExpired,
 }
 
 /// `POST /v1/agent/report`: a job ended.

@@ -46,6 +46,7 @@ struct RawConfig {
     policy: Option<String>,
     heartbeat: Option<String>,
     node_timeout: Option<String>,
+    fence_grace: Option<String>,
     default_time_limit: Option<String>,
     max_time_limit: Option<String>,
     max_pending_per_user: Option<usize>,
@@ -80,8 +81,12 @@ pub struct ServerConfig {
     pub policy_given: bool,
     /// Agents poll at this interval (each poll is a heartbeat), ms.
     pub heartbeat_ms: u64,
-    /// A node silent this long is down, ms.
+    /// The agents' lease, ms: an agent that has had no answer to a poll sent less than this
+    /// long ago stops its jobs (its supervisors kill them).
     pub node_timeout_ms: u64,
+    /// A node silent for the lease and this grace is down and its jobs run elsewhere, ms: long
+    /// enough for its agent to have stopped them (so that no job runs twice at once).
+    pub fence_grace_ms: u64,
     /// Time limit of a job that gives none, ms.
     pub default_time_limit_ms: i64,
     /// Largest time limit accepted, ms.
@@ -135,6 +140,7 @@ impl Default for ServerConfig {
             policy_given: false,
             heartbeat_ms: 2_000,
             node_timeout_ms: 15_000,
+            fence_grace_ms: 5_000,
             default_time_limit_ms: 3_600_000,
             max_time_limit_ms: 30 * 86_400_000,
             max_pending_per_user: 100_000,
@@ -191,6 +197,9 @@ impl ServerConfig {
         }
         if let Some(v) = raw.node_timeout {
             c.node_timeout_ms = dur(&w, "node_timeout", &v)? as u64;
+        }
+        if let Some(v) = raw.fence_grace {
+            c.fence_grace_ms = dur(&w, "fence_grace", &v)? as u64;
         }
         if let Some(v) = raw.default_time_limit {
             c.default_time_limit_ms = dur(&w, "default_time_limit", &v)?;

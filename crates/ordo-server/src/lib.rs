@@ -7,6 +7,7 @@ pub mod agent;
 pub mod api;
 pub mod array;
 pub mod auth;
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod dashboard;

@@ -68,7 +68,7 @@ fn setup(dir: &std::path::Path, t0: i64) -> (Core, u64, u64) {
         RunningJob { job: busy, started_at: t0, attempt: 0, port: None },
         RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
     ];
-    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running, wait_ms: 0 }, t0).expect("poll");
+    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running, wait_ms: 0, problem: None }, t0).expect("poll");
     (c, busy, nb)
 }
 
@@ -186,6 +186,7 @@ fn job_figures_and_allocated_but_idle_by_hand() {
                 RunningJob { job: nb, started_at: t0, attempt: 0, port: None },
             ],
             wait_ms: 0,
+            problem: None,
         },
         t + 61_000,
     )
@@ -273,7 +274,7 @@ fn an_idle_multi_node_job_is_named_on_every_rank_s_node() {
     assert_eq!(shape, vec![("n1".to_string(), vec![0, 1, 2, 3]), ("n2".to_string(), vec![0, 1])]);
     for (n, port) in [("n1", Some(29_500)), ("n2", None)] {
         let running = vec![RunningJob { job: id, started_at: t0, attempt: 0, port }];
-        c.poll(&agent(n), &PollRequest { node: n.into(), running, wait_ms: 0 }, t0).expect("poll");
+        c.poll(&agent(n), &PollRequest { node: n.into(), running, wait_ms: 0, problem: None }, t0).expect("poll");
     }
     // Both nodes report its GPUs idle for more than 60 s.
     for k in 0..4 {

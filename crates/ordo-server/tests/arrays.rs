@@ -45,7 +45,9 @@ fn an_array_runs_at_most_n_elements_at_once_and_survives_a_restart() {
     let w = third.wait.unwrap();
     assert!(w.text.starts_with("array limit: 2 of at most 2 elements of its array run"), "{}", w.text);
     // The agent gets the element's array, index and count.
-    let p = c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t0).unwrap();
+    let p = c
+        .poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0, problem: None }, t0)
+        .unwrap();
     let a = p.start.iter().find(|a| a.job == id).unwrap();
     assert_eq!((a.array, a.array_count), (Some(ArrayMember { id, index: 0 }), Some(6)));
     // Audit: one submit record per element, the first with the spec and the count.

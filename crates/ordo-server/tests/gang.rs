@@ -30,7 +30,7 @@ fn poll_ports(
 ) -> Result<PollResponse, ApiError> {
     let running =
         running.iter().map(|&(job, started_at, port)| RunningJob { job, started_at, attempt: 0, port }).collect();
-    c.poll(&agent(node), &PollRequest { node: node.into(), running, wait_ms: 0 }, now)
+    c.poll(&agent(node), &PollRequest { node: node.into(), running, wait_ms: 0, problem: None }, now)
 }
 
 fn end(c: &mut Core, node: &str, job: u64, outcome: Outcome, code: Option<i32>, t: (i64, i64)) {
@@ -210,8 +210,8 @@ fn a_dead_node_requeues_or_fails_the_job_once_the_other_ranks_stopped() {
         let (dir, mut c) = cluster(&format!("gang-dead-{fail}"), t0);
         let onf = if fail { OnNodeFailure::Fail } else { OnNodeFailure::Requeue };
         let (id, nodes) = running_gang(&mut c, SubmitRequest { on_node_failure: Some(onf), ..gang(2, 8) }, t0);
-        // nodes[0] falls silent; the others keep polling.
-        let t1 = t0 + 20_000;
+        // nodes[0] falls silent (for longer than the lease and its grace); the others keep polling.
+        let t1 = t0 + (c.config().node_timeout_ms + c.config().fence_grace_ms) as i64 + 1_000;
         let others: Vec<String> = ["n1", "n2", "n3"].iter().map(|s| s.to_string()).filter(|n| *n != nodes[0]).collect();
         for n in &others {
             let running: Vec<(u64, i64)> = if *n == nodes[1] { vec![(id, t0 + 1)] } else { vec![] };
@@ -314,7 +314,8 @@ fn a_process_of_an_earlier_run_is_killed_not_taken_for_the_new_one() {
     // killed, not confirmed as run 2's rank, and run 2's rank starts once it is gone.
     let old = |c: &mut Core, now| {
         let running = vec![RunningJob { job: id, started_at: t0 + 1, attempt: 1, port: None }];
-        c.poll(&agent(&nodes[0]), &PollRequest { node: nodes[0].clone(), running, wait_ms: 0 }, now).unwrap()
+        c.poll(&agent(&nodes[0]), &PollRequest { node: nodes[0].clone(), running, wait_ms: 0, problem: None }, now)
+            .unwrap()
     };
     let r0 = j.ranks.iter().position(|r| r.node == nodes[0]).unwrap();
     let p = old(&mut c, t0 + 8);
@@ -365,6 +366,7 @@ fn rendezvous_ports_come_from_rank_0s_agent_and_are_checked() {
         node: head.clone(),
         running: vec![RunningJob { job: a, started_at: t0 + 2, attempt: 0, port: Some(29_600) }],
         wait_ms: 0,
+        problem: None,
     };
     assert!(matches!(c.poll(&agent(&peer), &forged, t0 + 2), Err(ApiError::Forbidden(_))));
     assert!(matches!(c.poll(&user("alice"), &forged, t0 + 2), Err(ApiError::Forbidden(_))));

@@ -125,6 +125,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         fake: true,
         gpu_model: None,
         state: "up".into(),
+        drain: Some("its work directory is full".into()),
         last_seen: 0,
         free_gpus: 1,
         jobs: vec![],
@@ -212,6 +213,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         Outcome::SpawnFailed,
         Outcome::OutOfMemory,
         Outcome::Refused,
+        Outcome::LeaseExpired,
     ]
     .iter()
     .map(|o| serde_json::to_value(o).expect("json").as_str().expect("a string").to_string())

@@ -53,7 +53,8 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
         .filter(|(_, (n, _))| n == "n1")
         .map(|(&job, _)| RunningJob { job, started_at: t0, attempt: 0, port: None })
         .collect();
-    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0 }, t0 + 1).expect("poll");
+    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1.clone(), wait_ms: 0, problem: None }, t0 + 1)
+        .expect("poll");
     let waiting = pending_order(&c, t0);
     drop(c);
 
@@ -86,8 +87,9 @@ fn restart_keeps_running_jobs_on_their_gpus_and_the_queue_in_order() {
     assert_eq!(c.job(first, t1).expect("job").state, JobState::Completed);
 
     // n2 falls silent: its jobs go back to the queue, in their place.
-    let t2 = t1 + c.config().node_timeout_ms as i64 + 1;
-    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1, wait_ms: 0 }, t2 - 10).expect("poll");
+    let t2 = t1 + (c.config().node_timeout_ms + c.config().fence_grace_ms) as i64 + 1;
+    c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: on_n1, wait_ms: 0, problem: None }, t2 - 10)
+        .expect("poll");
     c.check_nodes(t2).expect("check");
     let nodes = c.nodes();
     assert_eq!(nodes.iter().find(|n| n.name == "n2").expect("n2").state, "down");
@@ -178,12 +180,13 @@ fn a_late_end_report_of_a_requeued_run_is_taken_not_rerun() {
             node: "n1".into(),
             running: vec![RunningJob { job: a, started_at: t0, attempt: 0, port: None }],
             wait_ms: 0,
+            problem: None,
         },
         t0,
     )
     .expect("poll");
     // n1 falls silent: job a goes back to the queue (n1 is down, so nothing starts).
-    let t1 = t0 + c.config().node_timeout_ms as i64 + 1;
+    let t1 = t0 + (c.config().node_timeout_ms + c.config().fence_grace_ms) as i64 + 1;
     c.check_nodes(t1).expect("check");
     assert_eq!(c.job(a, t1).expect("job").state, JobState::Pending);
     // Its run had ended after all; the report was held up.
@@ -305,6 +308,7 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
         node: "n1".into(),
         running: vec![RunningJob { job, started_at: t, attempt: 0, port: None }],
         wait_ms: 0,
+        problem: None,
     };
     c.poll(&agent("n1"), &run(long, t0), t0).expect("poll");
     // Past the 2 GPU-s threshold, a new job (queue 0) outranks it.
@@ -340,15 +344,17 @@ fn las_preempts_a_long_job_for_a_short_one_keeps_its_service_across_a_restart_an
     c.report(&agent("n1"), &end("n1", short, 1, Outcome::Exited, t2, t3 + 10), t3 + 10).expect("report");
     c.pass(t3 + 10).expect("pass");
     assert_eq!(c.job(fresh, t3 + 10).expect("job").state, JobState::Starting);
-    let a =
-        c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 11).expect("poll");
+    let a = c
+        .poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0, problem: None }, t3 + 11)
+        .expect("poll");
     assert_eq!(a.start.len(), 1);
     assert_eq!(a.start[0].restarts, 0);
     c.poll(&agent("n1"), &run(fresh, t3 + 11), t3 + 12).expect("poll");
     c.report(&agent("n1"), &end("n1", fresh, 1, Outcome::Exited, t3 + 11, t3 + 20), t3 + 20).expect("report");
     c.pass(t3 + 20).expect("pass");
-    let a =
-        c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0 }, t3 + 21).expect("poll");
+    let a = c
+        .poll(&agent("n1"), &PollRequest { node: "n1".into(), running: vec![], wait_ms: 0, problem: None }, t3 + 21)
+        .expect("poll");
     assert_eq!((a.start[0].job, a.start[0].restarts), (long, 1), "ORDO_RESTARTS comes from here");
     c.poll(&agent("n1"), &run(long, t3 + 21), t3 + 22).expect("poll");
     c.report(&agent("n1"), &end("n1", long, 2, Outcome::Exited, t3 + 21, t3 + 30), t3 + 30).expect("report");
@@ -419,6 +425,7 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
                 node: "n1".into(),
                 running: vec![RunningJob { job, started_at: t0, attempt: 0, port: None }],
                 wait_ms: 0,
+                problem: None,
             },
             t,
         )

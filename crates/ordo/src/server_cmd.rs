@@ -11,7 +11,7 @@ use ordo_server::array::JobRef;
 use ordo_server::auth::Role;
 use ordo_server::client::Client;
 use ordo_server::state::fmt_mib;
-use ordo_server::supervise::{supervise, MemLimit, SuperviseArgs};
+use ordo_server::supervise::{supervise, SuperviseArgs};
 use ordo_server::ServerConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -223,55 +223,43 @@ pub struct AgentArgs {
     /// bind) and that none of its running jobs has, and the server gives it to the other ranks.
     #[arg(long, default_value = "29500-30499", value_name = "LO-HI")]
     master_ports: PortRange,
+    /// Run without cgroup containment (the agent refuses to start without a usable cgroup
+    /// otherwise). Risky: a process a job detaches from its process group (`setsid`, a daemon)
+    /// then outlives the job and keeps its GPUs while the server gives them to the next job,
+    /// and `--mem` limits are not enforced.
+    #[arg(long)]
+    no_cgroup: bool,
+    /// Most output a job may leave in its files (standard output and error together, e.g. 1G);
+    /// the rest is discarded, and the job's record says so.
+    #[arg(long, default_value = "1G")]
+    max_output: String,
+    /// Take no new work while the work directory has less free space than this (e.g. 64M): the
+    /// node drains itself, saying why in `ordo nodes`, until space is freed.
+    #[arg(long, default_value = "16M")]
+    min_free: String,
 }
 
 #[derive(Args, Debug)]
 pub struct SuperviseCli {
-    #[arg(long)]
-    time_limit_ms: u64,
-    #[arg(long)]
-    grace_ms: u64,
-    #[arg(long)]
-    status: PathBuf,
-    #[arg(long)]
-    cpu_list: Option<String>,
-    #[arg(long)]
-    cgroup: Option<PathBuf>,
-    #[arg(long)]
-    cgroup_home: Option<PathBuf>,
-    #[arg(long)]
-    mem_mib: Option<u64>,
-    #[arg(long)]
-    cgroup_v2: bool,
-    #[arg(long, value_parser = parse_umask, default_value = "77")]
-    umask: u32,
-    #[arg(long)]
-    run_uid: Option<u32>,
-    #[arg(long)]
-    run_gid: Option<u32>,
-    #[arg(long, value_delimiter = ',')]
-    run_groups: Vec<u32>,
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
+    /// The supervisor's options and the job's command, as the agent writes them (see
+    /// `SuperviseArgs::parse`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct ExecCli {
+    /// A `cgroup.procs` file to join before anything else (repeatable).
     #[arg(long)]
-    uid: u32,
-    #[arg(long)]
-    gid: u32,
+    join: Vec<PathBuf>,
+    #[arg(long, requires = "gid")]
+    uid: Option<u32>,
+    #[arg(long, requires = "uid")]
+    gid: Option<u32>,
     #[arg(long, value_delimiter = ',')]
     groups: Vec<u32>,
     #[arg(last = true, required = true)]
     command: Vec<String>,
-}
-
-fn parse_umask(s: &str) -> std::result::Result<u32, String> {
-    u32::from_str_radix(s, 8)
-        .ok()
-        .filter(|&m| m <= 0o777)
-        .ok_or_else(|| format!("`{s}`: expected an octal umask such as 022"))
 }
 
 /// Reads a token from a file (the first line, trimmed); refuses a file others may read.
@@ -539,14 +527,24 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
 }
 
 /// A string from the server made safe for a terminal: control characters (a newline that would
-/// forge a row, an escape sequence that would drive the terminal) are shown escaped, `\n`,
-/// `\u{1b}`. Every server-provided string in human-readable output goes through this.
+/// forge a row, an escape sequence that would drive the terminal) and the invisible characters
+/// that reorder or hide text (bidirectional overrides and isolates such as U+202E, which would
+/// show `exe.txt` as `txt.exe`; zero-width characters) are shown escaped, `\n`, `\u{1b}`,
+/// `\u{202e}`. Every server-provided string in human-readable output goes through this.
 pub fn clean(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    if s.chars().any(unsafe_char) {
+        s.chars().map(|c| if unsafe_char(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
     } else {
         std::borrow::Cow::Borrowed(s)
     }
+}
+
+/// Whether a character must not reach a terminal as it is: control characters, bidirectional
+/// formatting characters (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069) and zero-width
+/// ones (U+200B-U+200D, U+2060, U+FEFF).
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 /// A job's id as users name it: `125`, or `123_2` for element 2 of array 123.
@@ -739,52 +737,32 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 activity_every_ms: activity_every as u64,
                 addr: a.addr,
                 master_ports: a.master_ports,
+                contain: !a.no_cgroup,
+                max_output: parse_mem(&a.max_output)
+                    .with_context(|| format!("--max-output `{}`", a.max_output))?
+                    .saturating_mul(1024 * 1024),
+                min_free_mib: parse_mem(&a.min_free).with_context(|| format!("--min-free `{}`", a.min_free))?,
             };
             ordo_server::agent::run(cfg)?;
         }
         ServerCmd::AgentSupervise(a) => {
-            let code = supervise(&SuperviseArgs {
-                command: a.command,
-                time_limit_ms: a.time_limit_ms,
-                grace_ms: a.grace_ms,
-                status: a.status,
-                cpu_list: a
-                    .cpu_list
-                    .as_deref()
-                    .map(|l| {
-                        ordo_server::agent::parse_cpu_list(l)
-                            .with_context(|| format!("--cpu-list `{l}`: expected 0-3,8"))
-                    })
-                    .transpose()?,
-                mem: match (a.cgroup, a.mem_mib) {
-                    (Some(group), Some(mib)) => Some(MemLimit {
-                        home: a.cgroup_home.context("--cgroup needs --cgroup-home")?,
-                        group,
-                        mib,
-                        v2: a.cgroup_v2,
-                    }),
-                    (None, None) => None,
-                    _ => bail!("--cgroup and --mem-mib go together"),
-                },
-                umask: a.umask,
-                run_as: match (a.run_uid, a.run_gid) {
-                    (Some(uid), Some(gid)) => Some(ordo_server::supervise::RunAsIds { uid, gid, groups: a.run_groups }),
-                    (None, None) => None,
-                    _ => bail!("--run-uid and --run-gid go together"),
-                },
-                exec_helper: vec![
-                    std::env::current_exe()
-                        .context("locating the ordo binary for agent-exec")?
-                        .to_string_lossy()
-                        .into_owned(),
-                    "agent-exec".into(),
-                ],
-            });
+            let helper = vec![
+                std::env::current_exe()
+                    .context("locating the ordo binary for agent-exec")?
+                    .to_string_lossy()
+                    .into_owned(),
+                "agent-exec".into(),
+            ];
+            let args = SuperviseArgs::parse(&a.args, helper).map_err(|e| anyhow!("agent-supervise: {e}"))?;
+            let code = supervise(&args);
             return Ok(ExitCode::from(code as u8));
         }
         ServerCmd::AgentExec(a) => {
-            let ids = ordo_server::supervise::RunAsIds { uid: a.uid, gid: a.gid, groups: a.groups };
-            let code = ordo_server::supervise::exec_as(&ids, &a.command);
+            let ids = match (a.uid, a.gid) {
+                (Some(uid), Some(gid)) => Some(ordo_server::supervise::RunAsIds { uid, gid, groups: a.groups }),
+                _ => None,
+            };
+            let code = ordo_server::supervise::exec_as(&a.join, ids.as_ref(), &a.command);
             return Ok(ExitCode::from(code as u8));
         }
         ServerCmd::Submit(a) => {
@@ -935,10 +913,11 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .map(|m| format!("{}/{}", fmt_mib(x.used_mem_mib), fmt_mib(m)))
                     .unwrap_or_else(|| "-".into());
                 let busy = x.busy_pct.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "-".into());
+                let state = if x.drain.is_some() && x.state == "up" { "drain" } else { x.state.as_str() };
                 println!(
                     "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
                     clean(&x.name),
-                    x.state,
+                    state,
                     x.gpus,
                     x.free_gpus,
                     busy,
@@ -947,6 +926,11 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     mem,
                     jobs.join(",")
                 );
+            }
+            for x in &n {
+                if let Some(why) = &x.drain {
+                    println!("{}: takes no new work: {}", clean(&x.name), clean(why));
+                }
             }
             for x in n.iter().filter(|x| !x.mem_limits) {
                 println!("{}: memory limits: not enforced (no writable cgroup)", clean(&x.name));

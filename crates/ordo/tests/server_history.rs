@@ -57,7 +57,7 @@ fn end(c: &mut Core, id: u64, start: i64, at: i64) {
 fn confirm(c: &mut Core, running: &[(u64, i64)], now: i64) {
     let running =
         running.iter().map(|&(job, started_at)| RunningJob { job, started_at, attempt: 0, port: None }).collect();
-    c.poll(&agent(), &PollRequest { node: "n1".into(), running, wait_ms: 0 }, now).unwrap();
+    c.poll(&agent(), &PollRequest { node: "n1".into(), running, wait_ms: 0, problem: None }, now).unwrap();
 }
 
 /// One node of 4 GPUs under `fifo`. A (4 GPUs) is submitted at 0 s and runs 0-10 s; B (2 GPUs,

@@ -23,6 +23,17 @@ pub(super) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), 
 /// (`Pending`: the agent refused to start it, so it goes back to the queue). Kills the server
 /// asked for (cancel, preemption, a gang being stopped) are the caller's to tell apart.
 pub(super) fn reported_end(rep: &EndReport, time_limit_ms: i64) -> (JobState, String) {
+    let (state, what) = reported_end_only(rep, time_limit_ms);
+    // What happened besides (its output cut at the limit or lost to a full disk) goes with it.
+    match (&rep.message, rep.outcome) {
+        (Some(m), Outcome::Exited | Outcome::Timeout | Outcome::Killed | Outcome::LeaseExpired) if !m.is_empty() => {
+            (state, format!("{what}; {m}"))
+        }
+        _ => (state, what),
+    }
+}
+
+fn reported_end_only(rep: &EndReport, time_limit_ms: i64) -> (JobState, String) {
     let msg = || rep.message.clone().unwrap_or_default();
     match (rep.outcome, rep.exit_code) {
         (Outcome::Exited, Some(0)) => (JobState::Completed, "exited with code 0".to_string()),
@@ -35,6 +46,10 @@ pub(super) fn reported_end(rep: &EndReport, time_limit_ms: i64) -> (JobState, St
         (Outcome::SpawnFailed, _) => (JobState::Failed, format!("could not start: {}", msg())),
         (Outcome::OutOfMemory, _) => (JobState::Failed, "out of memory".to_string()),
         (Outcome::Refused, _) => (JobState::Pending, format!("the agent refused it: {}", msg())),
+        (Outcome::LeaseExpired, _) => (
+            JobState::Pending,
+            "its node lost contact with the server for longer than its lease, so its agent stopped it".to_string(),
+        ),
     }
 }
 
@@ -164,12 +179,18 @@ impl Core {
                 mem_mib: req.mem_mib,
                 mem_limits: req.mem_limits,
                 addr: req.addr.clone(),
+                drain: self.nodes.get(&req.node).and_then(|n| n.drain.clone()),
             },
         );
         if changed {
             self.rebuild(now)?;
         }
-        Ok(RegisterResponse { heartbeat_ms: self.cfg.heartbeat_ms, node_timeout_ms: self.cfg.node_timeout_ms })
+        Ok(RegisterResponse {
+            heartbeat_ms: self.cfg.heartbeat_ms,
+            node_timeout_ms: self.cfg.node_timeout_ms,
+            lease_ms: Some(self.cfg.node_timeout_ms),
+            fence_grace_ms: Some(self.cfg.fence_grace_ms),
+        })
     }
 
     /// A poll from an agent: heartbeat, then reconciliation of what it runs with what the
@@ -182,14 +203,23 @@ impl Core {
                 req.running.len()
             )));
         }
-        match self.nodes.get_mut(&req.node) {
-            Some(n) if n.up => n.last_seen = now,
+        if let Some(p) = &req.problem {
+            bounded("problem", p, MAX_MESSAGE_BYTES)?;
+        }
+        let drain_changed = match self.nodes.get_mut(&req.node) {
+            Some(n) if n.up => {
+                n.last_seen = now;
+                n.drain != req.problem
+            }
             _ => {
                 return Err(ApiError::Conflict(format!(
                     "node {} is not registered or was marked down; register again",
                     req.node
                 )))
             }
+        };
+        if drain_changed {
+            self.set_drain(&req.node, req.problem.clone(), now)?;
         }
         // Processes of an earlier run of a multi-node job, still being stopped: not this run's.
         let stale: BTreeSet<JobNo> = req
@@ -324,6 +354,29 @@ impl Core {
             })
             .collect();
         Ok(resp)
+    }
+
+    /// A node's agent reports a problem that keeps it from taking new work, or that it cleared:
+    /// recorded in the audit log, and the scheduler rebuilt without (or with) the node.
+    fn set_drain(&mut self, node: &str, why: Option<String>, now: i64) -> Result<(), ApiError> {
+        let policy = self.policy.to_string();
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
+        let event = if why.is_some() { "drain" } else { "resume" };
+        audit(
+            &tx,
+            now,
+            &format!("node:{node}"),
+            "node",
+            None,
+            &policy,
+            &json!({"event": event, "node": node, "why": why}),
+        )?;
+        tx.commit().ctx("commit node drain")?;
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.drain = why;
+        }
+        self.blocked.clear();
+        self.rebuild(now)
     }
 
     pub(super) fn end_job(
@@ -470,14 +523,13 @@ impl Core {
         self.deps_ended(rep.job, state == JobState::Completed, now)
     }
 
-    /// Marks nodes silent for longer than the time-out as down and requeues (or fails) their jobs.
+    /// Marks nodes silent for longer than the lease and its grace as down and requeues (or
+    /// fails) their jobs: by then each of those jobs' supervisors has killed it, since its agent
+    /// had no answer to a poll for longer than the lease (fencing, docs/SERVER.md).
     pub fn check_nodes(&mut self, now: i64) -> Result<(), ApiError> {
-        let late: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.up && now - n.last_seen > self.cfg.node_timeout_ms as i64)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let limit = (self.cfg.node_timeout_ms + self.cfg.fence_grace_ms) as i64;
+        let late: Vec<String> =
+            self.nodes.iter().filter(|(_, n)| n.up && now - n.last_seen > limit).map(|(k, _)| k.clone()).collect();
         if late.is_empty() {
             return Ok(());
         }

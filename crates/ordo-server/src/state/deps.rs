@@ -126,7 +126,7 @@ impl Core {
             if j.held_by.is_some() {
                 continue; // joins at `ordo release`
             }
-            let max_up = self.nodes.values().filter(|n| n.up).map(|n| n.gpus).max().unwrap_or(0);
+            let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
             let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
             if j.gpus > max_up || self.sched.submit(req, now).is_err() {
                 self.held.insert(id);

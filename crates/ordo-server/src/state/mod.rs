@@ -58,6 +58,17 @@ struct Node {
     mem_limits: bool,
     /// The address other nodes reach it at (`ordo agent --addr`), when it gave one.
     addr: Option<String>,
+    /// Why it takes no new work, when it does not: what its agent reports (`problem`: its work
+    /// directory is full or cannot be written, a job's processes could not be killed). Its
+    /// running jobs go on; the scheduler sees none of its GPUs until it clears.
+    drain: Option<String>,
+}
+
+impl Node {
+    /// Whether the scheduler may start new work on it.
+    fn takes_work(&self) -> bool {
+        self.up && self.drain.is_none()
+    }
 }
 
 /// All the server's state; one lock guards it.
@@ -368,6 +379,7 @@ impl Core {
                         mem_mib: r.get::<_, Option<i64>>(7)?.map(|m| m as u64),
                         mem_limits: r.get::<_, i64>(8)? != 0,
                         addr: r.get(9)?,
+                        drain: None,
                     },
                 ))
             })
@@ -408,9 +420,12 @@ impl Core {
     /// Whether a running job is kept out of the scheduler (see `Core::hidden`).
     /// So is a multi-node job with a rank on a node that is down (it is being stopped): its
     /// GPUs on the nodes that are up stay taken until its other ranks have stopped.
+    /// So is a job on a node that takes no new work (drained): the scheduler does not see that
+    /// node, and the job's end gives it nothing back until the node takes work again.
     fn hides(&self, j: &JobInfo) -> bool {
         (j.no_preempt && self.policy.order.preemptive())
             || j.ranks.iter().any(|r| !self.nodes.get(&r.node).is_some_and(|n| n.up))
+            || placed(j).iter().any(|(node, _)| self.nodes.get(*node).is_some_and(|n| n.drain.is_some()))
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
@@ -451,7 +466,7 @@ impl Core {
     /// jobs in submit order.
     fn rebuild(&mut self, now: i64) -> Result<(), ApiError> {
         let up: Vec<(&String, &Node)> = {
-            let mut v: Vec<_> = self.nodes.iter().filter(|(_, n)| n.up).collect();
+            let mut v: Vec<_> = self.nodes.iter().filter(|(_, n)| n.takes_work()).collect();
             v.sort_by_key(|(_, n)| n.seq);
             v
         };
@@ -508,8 +523,9 @@ impl Core {
             for (node, ids) in placed(j) {
                 match index.get(node) {
                     Some(&n) if !on.iter().any(|(m, _)| *m == n) => on.push((n, ids.to_vec())),
-                    // A gang's rank on a node that is down holds nothing there.
-                    None if hide && !j.ranks.is_empty() => {}
+                    // A hidden job on a node the scheduler does not see (down, or drained)
+                    // holds nothing there.
+                    None if hide => {}
                     _ => {
                         on.clear();
                         break;
@@ -517,8 +533,8 @@ impl Core {
                 }
             }
             let count: usize = on.iter().map(|(_, ids)| ids.len()).sum();
-            // (A gang with a rank on a node that is down holds only what its other ranks hold.)
-            let partial = hide && !j.ranks.is_empty();
+            // (A hidden job holds only what it holds on the nodes the scheduler sees.)
+            let partial = hide;
             let ok = (partial || (!on.is_empty() && count == j.gpus as usize))
                 && on.iter().all(|(n, ids)| {
                     let u = &used[*n as usize];

@@ -119,7 +119,7 @@ impl Core {
                     .collect();
             }
         };
-        let max_up = self.nodes.values().filter(|n| n.up).map(|n| n.gpus).max().unwrap_or(0);
+        let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
         checked
             .into_iter()
             .map(|r| {

@@ -33,7 +33,28 @@ impl Core {
             };
             w.text = format!("preempted or requeued {times}; {resume}; now: {}", w.text);
         }
+        if let Some(d) = self.drained_note() {
+            w.text = format!("{}; {d}", w.text);
+        }
         w
+    }
+
+    /// The nodes that are up but take no new work, with why (`None` when there are none).
+    pub(super) fn drained_note(&self) -> Option<String> {
+        let d: Vec<String> = self
+            .nodes
+            .iter()
+            .filter_map(|(name, n)| n.up.then_some(n.drain.as_ref()?).map(|why| format!("{name} ({why})")))
+            .collect();
+        (!d.is_empty()).then(|| format!("taking no new work: {}", d.join("; ")))
+    }
+
+    /// For a job no node that takes work can hold, while a drained node could: says so.
+    fn drained_holder(&self, j: &JobInfo) -> Option<String> {
+        (self.held.contains(&j.id)
+            && !self.nodes.values().any(|n| n.takes_work() && node_holds(n, j))
+            && self.nodes.values().any(|n| n.up && n.drain.is_some() && node_holds(n, j)))
+        .then(|| format!("only nodes that take no new work now can hold {}", ask_text(j.gpus, j.cpus, j.mem_mib)))
     }
 
     pub(super) fn wait_info_now(&self, id: JobNo, reason: Option<&Reason>, ahead: usize, now: i64) -> WaitInfo {
@@ -52,7 +73,9 @@ impl Core {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
             } else if let Some(t) = self.deps_text(id) {
                 t
-            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.up && node_holds(n, j)) {
+            } else if let Some(d) = self.drained_holder(j) {
+                d
+            } else if self.held.contains(&id) && self.nodes.values().any(|n| n.takes_work() && node_holds(n, j)) {
                 let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
                 format!(
                     "needs {} on one node, but --no-preempt jobs ({}) hold GPUs, CPUs or memory on every node large enough; it waits until they end",
@@ -265,6 +288,7 @@ impl Core {
                     fake: n.fake,
                     gpu_model: n.gpu_model.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
+                    drain: n.drain.clone(),
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
