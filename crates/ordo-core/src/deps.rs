@@ -197,13 +197,20 @@ impl Dependencies {
         self.groups.insert(id, g);
     }
 
+    /// A group's members: (not ended, ended successfully, ended otherwise); `None` for a job
+    /// that names no group.
+    pub fn group_counts(&self, id: JobId) -> Option<(u32, u32, u32)> {
+        self.groups.get(&id).map(|g| (g.left, g.ok, g.failed))
+    }
+
     /// Whether `id` names a group.
     pub fn is_group(&self, id: JobId) -> bool {
         self.groups.contains_key(&id)
     }
 
-    /// How a dependency stands now: met (`Some(true)`), never (`Some(false)`), or not yet.
-    fn settled(&self, d: Dep, ended: &impl Fn(JobId) -> Option<bool>) -> Option<bool> {
+    /// How a dependency stands now: met (`Some(true)`), never (`Some(false)`), or not yet; a
+    /// dependency on a declared group reads its counts, one on a job `ended`.
+    pub fn settled(&self, d: Dep, ended: &impl Fn(JobId) -> Option<bool>) -> Option<bool> {
         match self.groups.get(&d.job) {
             Some(g) => g.settled(d.kind),
             None => ended(d.job).map(|ok| d.kind.met_by(ok)),

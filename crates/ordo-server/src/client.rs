@@ -104,6 +104,12 @@ impl Client {
         url: &str,
         r: Result<ureq::http::Response<ureq::Body>, ureq::Error>,
     ) -> Result<T, ClientError> {
+        let text = self.text(url, r)?;
+        serde_json::from_str(&text).map_err(|e| ClientError::Decode { url: url.to_string(), message: e.to_string() })
+    }
+
+    /// The body of a successful answer as text; an error answer as [`ClientError::Http`].
+    fn text(&self, url: &str, r: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<String, ClientError> {
         let mut resp = r.map_err(|e| ClientError::Transport { url: url.to_string(), message: e.to_string() })?;
         let status = resp.status().as_u16();
         let text = resp
@@ -116,7 +122,7 @@ impl Client {
             let message = serde_json::from_str::<crate::api::ErrorBody>(&text).map(|b| b.error).unwrap_or(text);
             return Err(ClientError::Http { status, message });
         }
-        serde_json::from_str(&text).map_err(|e| ClientError::Decode { url: url.to_string(), message: e.to_string() })
+        Ok(text)
     }
 
     fn auth(&self) -> Option<String> {
@@ -131,6 +137,16 @@ impl Client {
             req = req.header("Authorization", a);
         }
         self.finish(&url, req.call())
+    }
+
+    /// `GET path`, its answer as text (`/metrics`).
+    pub fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.agent.get(&url);
+        if let Some(a) = self.auth() {
+            req = req.header("Authorization", a);
+        }
+        self.text(&url, req.call())
     }
 
     /// `POST path` with a JSON body.

@@ -55,10 +55,90 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The state lock: one mutex over [`Core`], every hold of which is timed (the histogram
+/// `ordo_state_lock_hold_seconds` of `/metrics`, and the longest so far), so that whatever holds
+/// it long (a user's action, a pass) is seen: every other request, and every agent's poll,
+/// waits behind it.
+#[derive(Debug)]
+pub struct StateLock {
+    m: Mutex<Core>,
+    hist: prometheus_client::metrics::histogram::Histogram,
+    longest: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64>,
+    longest_us: std::sync::atomic::AtomicU64,
+    /// Holds at least this long are logged with where they were taken (`ORDO_LOG_LOCK_MS=N`,
+    /// for finding what stalls a server).
+    log_over: Option<Duration>,
+}
+
+/// A hold of the [`StateLock`]: the state, timed until it is dropped.
+#[derive(Debug)]
+pub struct CoreGuard<'a> {
+    g: MutexGuard<'a, Core>,
+    t0: std::time::Instant,
+    lock: &'a StateLock,
+}
+
+impl std::ops::Deref for CoreGuard<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.g
+    }
+}
+
+impl std::ops::DerefMut for CoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        &mut self.g
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        let held = self.t0.elapsed();
+        self.lock.hist.observe(held.as_secs_f64());
+        let us = held.as_micros() as u64;
+        if self.lock.longest_us.fetch_max(us, std::sync::atomic::Ordering::Relaxed) < us {
+            self.lock.longest.set(us as f64 / 1e6);
+        }
+        if self.lock.log_over.is_some_and(|l| held >= l) {
+            eprintln!(
+                "ordo server: the state lock was held {:.1} ms by:\n{}",
+                held.as_secs_f64() * 1000.0,
+                std::backtrace::Backtrace::force_capture()
+            );
+        }
+    }
+}
+
+impl StateLock {
+    fn new(core: Core) -> StateLock {
+        let t = core.telemetry();
+        let log_over = std::env::var("ORDO_LOG_LOCK_MS").ok().and_then(|v| v.parse().ok()).map(Duration::from_millis);
+        StateLock {
+            m: Mutex::new(core),
+            hist: t.lock_hold,
+            longest: t.lock_longest,
+            longest_us: Default::default(),
+            log_over,
+        }
+    }
+
+    /// Takes the lock (a poisoned lock is taken as it is: the state is kept consistent by
+    /// transactions, not by the lock's poison flag).
+    pub fn lock(&self) -> CoreGuard<'_> {
+        let g = lock(&self.m);
+        CoreGuard { g, t0: std::time::Instant::now(), lock: self }
+    }
+
+    /// The longest hold so far.
+    pub fn longest_hold(&self) -> Duration {
+        Duration::from_micros(self.longest_us.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// Shared server state.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    core: Arc<Mutex<Core>>,
+    core: Arc<StateLock>,
     kick: Arc<Notify>,
     /// Group commit: told after every state change; the committer then makes every change so
     /// far durable with one disk sync, and publishes how many are (see [`AppState::settle`]).
@@ -74,6 +154,9 @@ pub struct AppState {
     reader: crate::usage::Reader,
     /// `/metrics` without a token.
     metrics_public: bool,
+    /// When each node's agent was last heard from, recorded as its requests arrive, before
+    /// they wait for the state lock (see [`Core::check_nodes_seen`]).
+    seen: Arc<Mutex<std::collections::HashMap<String, i64>>>,
 }
 
 type Submission = (Principal, SubmitRequest, tokio::sync::oneshot::Sender<Result<JobNo, ApiError>>);
@@ -92,7 +175,7 @@ async fn group_commit(s: AppState, mut rx: tokio::sync::mpsc::UnboundedReceiver<
         let (items, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|(p, r, tx)| ((p, r), tx)).unzip();
         let core = s.core.clone();
         let results = tokio::task::spawn_blocking(move || {
-            let mut c = lock(&core);
+            let mut c = core.lock();
             let r = c.submit_batch(items, now_ms());
             (r, c.writes())
         })
@@ -130,7 +213,7 @@ async fn committer(s: AppState) {
         s.dirty.notified().await;
         let core = s.core.clone();
         let done = tokio::task::spawn_blocking(move || {
-            let mut c = lock(&core);
+            let mut c = core.lock();
             let upto = c.writes();
             (c.commit(), upto)
         })
@@ -164,8 +247,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl AppState {
-    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
-        lock(&self.core)
+    pub(crate) fn core(&self) -> CoreGuard<'_> {
+        self.core.lock()
+    }
+
+    /// The state lock (its figures: [`StateLock::longest_hold`]).
+    pub fn state_lock(&self) -> &StateLock {
+        &self.core
+    }
+
+    /// Records that `who`, a node's own agent, was heard from now (anything else is ignored:
+    /// only a node's agent token proves that node alive).
+    pub(crate) fn heard_from(&self, who: &Principal, node: &str) {
+        if who.role == Role::Agent && who.user == node {
+            lock(&self.seen).insert(node.to_string(), now_ms());
+        }
     }
 
     pub(crate) fn reader(&self) -> &crate::usage::Reader {
@@ -356,12 +452,14 @@ async fn audit(State(s): State<AppState>, _: Auth, Query(q): Query<AuditQuery>) 
 
 async fn register(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<RegisterResponse> {
     let req: RegisterRequest = parse_body(&body)?;
+    s.heard_from(&who, &req.node);
     let r = s.change(|c| c.register(&who, &req, now_ms())).await?;
     Ok(Json(r))
 }
 
 async fn poll(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PollResponse> {
     let req: PollRequest = parse_body(&body)?;
+    s.heard_from(&who, &req.node);
     let wait = Duration::from_millis(req.wait_ms.min(60_000));
     let deadline = tokio::time::Instant::now() + wait;
     loop {
@@ -385,6 +483,7 @@ async fn poll(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<Poll
 
 async fn report(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<serde_json::Value> {
     let rep: EndReport = parse_body(&body)?;
+    s.heard_from(&who, &rep.node);
     s.change(|c| c.report(&who, &rep, now_ms())).await?;
     Ok(Json(serde_json::json!({"ok": true})))
 }
@@ -571,7 +670,7 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
     core.set_group_commit(true)?;
     let (durable, _) = tokio::sync::watch::channel(core.writes());
     let state = AppState {
-        core: Arc::new(Mutex::new(core)),
+        core: Arc::new(StateLock::new(core)),
         kick: Arc::new(Notify::new()),
         dirty: Arc::new(Notify::new()),
         durable,
@@ -580,6 +679,7 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
         submits,
         reader,
         metrics_public,
+        seen: Arc::default(),
     };
     Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts, webhook })
 }
@@ -598,10 +698,23 @@ impl Bound {
                 // milliseconds at 100,000 pending jobs), not on a worker of the async runtime.
                 let t0 = std::time::Instant::now();
                 let core = s.core.clone();
+                let seen = lock(&s.seen).clone();
                 let (wake_at, notices) = tokio::task::spawn_blocking(move || {
+                    // What dependencies released, in steps, each its own hold of the lock, so
+                    // that requests and agents' polls get their turns in between.
+                    loop {
+                        match core.lock().drain_backlog(now_ms(), crate::state::BACKLOG_STEP) {
+                            Ok(0) => break,
+                            Ok(_) => std::thread::sleep(Duration::from_micros(200)),
+                            Err(e) => {
+                                eprintln!("ordo server: dependencies: {e}");
+                                break;
+                            }
+                        }
+                    }
                     let now = now_ms();
-                    let mut c = lock(&core);
-                    if let Err(e) = c.check_nodes(now) {
+                    let mut c = core.lock();
+                    if let Err(e) = c.check_nodes_seen(now, &seen) {
                         eprintln!("ordo server: node check: {e}");
                     }
                     // GPU activity series and allocated-but-idle notices (every 10 s).

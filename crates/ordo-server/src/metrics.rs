@@ -21,6 +21,10 @@ pub struct Telemetry {
     pub pass: Histogram,
     /// From submit to a job's first start, seconds.
     pub submit_to_start: Histogram,
+    /// How long the state lock was held each time it was taken, seconds.
+    pub lock_hold: Histogram,
+    /// The longest hold of the state lock since the server started, seconds.
+    pub lock_longest: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Telemetry {
@@ -30,6 +34,9 @@ impl Default for Telemetry {
             pass: Histogram::new(exponential_buckets(0.000_1, 4.0, 9)),
             // 0.1 s to 29 h.
             submit_to_start: Histogram::new(exponential_buckets(0.1, 4.0, 11)),
+            // 10 µs to 2.6 s.
+            lock_hold: Histogram::new(exponential_buckets(0.000_01, 4.0, 10)),
+            lock_longest: Gauge::default(),
         }
     }
 }
@@ -174,6 +181,18 @@ pub fn render(s: &Snapshot, outcomes: &BTreeMap<String, u64>, t: &Telemetry) -> 
         "From submission to a job's first start, since the server started",
         Unit::Seconds,
         t.submit_to_start.clone(),
+    );
+    reg.register_with_unit(
+        "ordo_state_lock_hold",
+        "How long the server's state lock was held each time it was taken (every request, pass and agent message), since the server started",
+        Unit::Seconds,
+        t.lock_hold.clone(),
+    );
+    reg.register_with_unit(
+        "ordo_state_lock_longest_hold",
+        "The longest hold of the server's state lock since the server started",
+        Unit::Seconds,
+        t.lock_longest.clone(),
     );
     let mut out = String::new();
     // Writing to a String cannot fail.

@@ -132,11 +132,13 @@ fn a_dependency_on_an_array_waits_for_every_element_and_one_on_an_element_for_th
     let on_one = c.submit(&u, after(DepKind::AfterOk, &[e1]), t0).unwrap();
     c.pass(t0).unwrap();
     assert_eq!((st(&c, best, t0), st(&c, on_one, t0)), (JobState::Pending, JobState::Pending));
-    // As submitted (the array's id), but waiting on all three elements.
+    // As submitted (the array's id), waiting on all three elements.
     assert_eq!(c.job(best, t0).unwrap().after, vec![AfterDep { kind: DepKind::AfterOk, job: sweep }]);
     let w = c.job(best, t0).unwrap().wait.unwrap();
     assert!(
-        w.text.starts_with(&format!("waits for job {e0} to complete successfully (after_ok) (and 2 more: {e1}, {e2})")),
+        w.text.starts_with(&format!(
+            "waits for array {sweep}'s elements to complete successfully (after_ok): 3 of its 3 elements have not ended"
+        )),
         "{}",
         w.text
     );
@@ -157,7 +159,8 @@ fn a_dependency_on_an_array_waits_for_every_element_and_one_on_an_element_for_th
     c.pass(t2).unwrap();
     assert_eq!(st(&c, best, t2), JobState::Pending, "after a restart: still waits for element 2");
     let w = c.job(best, t2).unwrap().wait.unwrap();
-    assert!(w.text.starts_with(&format!("waits for job {e2} to complete")), "{}", w.text);
+    assert!(w.text.starts_with(&format!("waits for array {sweep}'s elements to complete")), "{}", w.text);
+    assert!(w.text.contains("1 of its 3 elements has not ended"), "{}", w.text);
 
     // One element failing makes an after_ok on the array unmeetable.
     let sweep2 = c.submit(&u, SubmitRequest { array: Some("0-1".into()), ..job(1) }, t2).unwrap();

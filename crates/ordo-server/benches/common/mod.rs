@@ -9,14 +9,18 @@ use std::path::Path;
 /// out, no practical cap on a user's pending jobs: the mixed load's queue passes the default
 /// 100,000 within 20 s); returns its URL once it accepts connections.
 pub fn start_server(dir: &Path) -> String {
-    let cfg = ServerConfig {
+    start_server_with(ServerConfig {
         db: dir.join("ordo.db"),
         listen: "127.0.0.1:0".parse().expect("addr"),
         heartbeat_ms: 1_000,
         node_timeout_ms: 600_000,
         max_pending_per_user: 10_000_000,
         ..ServerConfig::default()
-    };
+    })
+}
+
+/// Starts a server with `cfg`; returns its URL once it accepts connections.
+pub fn start_server_with(cfg: ServerConfig) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let r = ordo_server::run(cfg, |url| {

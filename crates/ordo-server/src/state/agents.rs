@@ -527,7 +527,19 @@ impl Core {
     /// fails) their jobs: by then each of those jobs' supervisors has killed it, since its agent
     /// had no answer to a poll for longer than the lease (fencing, docs/SERVER.md).
     pub fn check_nodes(&mut self, now: i64) -> Result<(), ApiError> {
+        self.check_nodes_seen(now, &HashMap::new())
+    }
+
+    /// [`Core::check_nodes`], where `seen` holds, by node, when the server last heard from its
+    /// agent off the state lock (a request that waited for the lock still proves the node was
+    /// alive when it arrived: the liveness path never waits behind the scheduling path).
+    pub fn check_nodes_seen(&mut self, now: i64, seen: &HashMap<String, i64>) -> Result<(), ApiError> {
         let limit = (self.cfg.node_timeout_ms + self.cfg.fence_grace_ms) as i64;
+        for (name, n) in self.nodes.iter_mut() {
+            if let Some(&t) = seen.get(name) {
+                n.last_seen = n.last_seen.max(t);
+            }
+        }
         let late: Vec<String> =
             self.nodes.iter().filter(|(_, n)| n.up && now - n.last_seen > limit).map(|(k, _)| k.clone()).collect();
         if late.is_empty() {

@@ -7,6 +7,10 @@ use ordo_core::{Dep, DepState};
 /// Most dependencies one job may list.
 const MAX_AFTER: usize = 256;
 
+/// Most jobs released by dependencies that one hold of the state lock moves (see
+/// [`Core::deps_ended`]).
+pub const BACKLOG_STEP: usize = 500;
+
 /// Whether a job that ended in `state` ended successfully (what `after_ok` waits for).
 fn success(state: JobState) -> bool {
     state == JobState::Completed
@@ -28,35 +32,53 @@ impl Core {
 
     /// The dependencies as the scheduler keeps them: one on an array's id (its first element's)
     /// stands for one on every element of the array, as in Slurm (`--after-ok 123` on array 123
-    /// waits for all its elements to complete; `--after-not-ok`, for all to end unsuccessfully);
-    /// one on an element (`123_7`, sent as its own id) or on another job is kept. Sorted, each once.
-    pub(super) fn expand_after(&self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
-        let mut out = Vec::with_capacity(after.len());
-        for d in after {
-            let mut st = self
-                .conn
-                .prepare_cached("SELECT id FROM jobs WHERE array_id = ?1 ORDER BY array_index")
-                .ctx("array elements")?;
-            let elements = st
-                .query_map([d.job as i64], |r| r.get::<_, i64>(0))
-                .ctx("array elements")?
-                .collect::<Result<Vec<_>, _>>()
-                .ctx("array elements")?;
-            if elements.is_empty() {
-                out.push(*d);
-            } else {
-                out.extend(elements.into_iter().map(|e| AfterDep { kind: d.kind, job: e as JobNo }));
-            }
-        }
+    /// waits for all its elements to complete; `--after-not-ok`, for all to end unsuccessfully):
+    /// the array is declared a group of `ordo_core::Dependencies` (its elements and how those that
+    /// ended ended, read once), and the dependency stays one entry, however many elements it
+    /// has. One on an element (`123_7`, sent as its own id) or on another job is kept. Sorted,
+    /// each once.
+    pub(super) fn expand_after(&mut self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
+        let mut out = after.to_vec();
         out.sort_unstable();
         out.dedup();
+        for d in &out {
+            self.ensure_group(d.job)?;
+        }
         Ok(out)
+    }
+
+    /// Declares array `id` a dependency group if it is an array and not declared yet.
+    fn ensure_group(&mut self, id: JobNo) -> Result<(), ApiError> {
+        if self.deps.is_group(jid(id)) {
+            return Ok(());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, state FROM jobs WHERE array_id = ?1 ORDER BY array_index")
+            .ctx("array elements")?;
+        let elements = st
+            .query_map([id as i64], |r| Ok((r.get::<_, i64>(0)? as JobNo, r.get::<_, String>(1)?)))
+            .ctx("array elements")?
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("array elements")?;
+        drop(st);
+        if elements.is_empty() {
+            return Ok(());
+        }
+        let ended: HashMap<JobId, bool> = elements
+            .iter()
+            .filter(|(e, _)| !self.pending.contains_key(e) && !self.active.contains_key(e))
+            .map(|(e, state)| (jid(*e), JobState::parse(state).is_some_and(success)))
+            .collect();
+        let members: Vec<JobId> = elements.iter().map(|(e, _)| jid(*e)).collect();
+        self.deps.add_group(jid(id), &members, |j| ended.get(&j).copied());
+        Ok(())
     }
 
     /// Checks a submission's dependencies: known jobs, not too many, none already ended the
     /// wrong way (409: the job could never run; for an array, any element that did). Returns
-    /// them expanded ([`Core::expand_after`]), for [`Core::add_expanded_deps`].
-    pub(super) fn check_after(&self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
+    /// them as kept ([`Core::expand_after`]), for [`Core::add_expanded_deps`].
+    pub(super) fn check_after(&mut self, after: &[AfterDep]) -> Result<Vec<AfterDep>, ApiError> {
         if after.len() > MAX_AFTER {
             return Err(ApiError::BadRequest(format!(
                 "field `after`: {} dependencies, at most {MAX_AFTER}",
@@ -65,15 +87,22 @@ impl Core {
         }
         let expanded = self.expand_after(after)?;
         for d in &expanded {
-            if let Some(ok) = self.end_of(d.job)? {
-                if !d.kind.met_by(ok) {
-                    return Err(ApiError::Conflict(format!(
-                        "field `after`: job {} already ended {}, so `{}` on it can never be met (DependencyNeverSatisfied)",
-                        d.job,
-                        if ok { "successfully" } else { "unsuccessfully" },
-                        api_kind(d.kind)
-                    )));
-                }
+            let dep = Dep { kind: d.kind, job: jid(d.job) };
+            let settled = if self.deps.is_group(dep.job) {
+                self.deps.settled(dep, &|_| None)
+            } else {
+                self.end_of(d.job)?.map(|ok| d.kind.met_by(ok))
+            };
+            if settled == Some(false) {
+                let what = if self.deps.is_group(dep.job) {
+                    format!("an element of array {} already ended the wrong way", d.job)
+                } else {
+                    format!("job {} already ended the wrong way", d.job)
+                };
+                return Err(ApiError::Conflict(format!(
+                    "field `after`: {what}, so `{}` on it can never be met (DependencyNeverSatisfied)",
+                    api_kind(d.kind)
+                )));
             }
         }
         Ok(expanded)
@@ -97,7 +126,7 @@ impl Core {
             return Ok(DepState::Met);
         }
         let mut ended: HashMap<JobId, Option<bool>> = HashMap::new();
-        for d in after {
+        for d in after.iter().filter(|d| !self.deps.is_group(jid(d.job))) {
             // A job that was deleted from the database counts as ended unsuccessfully.
             ended.insert(jid(d.job), self.end_of(d.job).unwrap_or(Some(false)));
         }
@@ -111,45 +140,97 @@ impl Core {
     }
 
     /// A job ended (`ok`: completed): jobs whose last dependency it was join the scheduler's
-    /// queue; jobs it makes never satisfiable are cancelled with `DependencyNeverSatisfied`
-    /// (one transaction), and so, in turn, are theirs.
+    /// queue; jobs it makes never satisfiable are cancelled with `DependencyNeverSatisfied`, and
+    /// so, in turn, are theirs. The dependencies themselves are settled at once (O(jobs
+    /// touched)); the jobs' moves are carried out in steps of at most [`BACKLOG_STEP`] per hold
+    /// of the state lock ([`Core::drain_backlog`]), so that one user's fan-out never holds it
+    /// long.
     pub(super) fn deps_ended(&mut self, id: JobNo, ok: bool, now: i64) -> Result<(), ApiError> {
         let released = self.deps.ended(jid(id), ok);
-        self.apply_released(released, now)
+        self.defer_released(released);
+        self.drain_backlog(now, BACKLOG_STEP)?;
+        Ok(())
     }
 
-    /// Carries out what an end released (see [`Core::deps_ended`]).
-    fn apply_released(&mut self, released: ordo_core::deps::Released, now: i64) -> Result<(), ApiError> {
+    /// Queues what an end released for [`Core::drain_backlog`].
+    fn defer_released(&mut self, released: ordo_core::deps::Released) {
         for r in released.ready {
-            let id = r.0 as JobNo;
-            let Some(j) = self.pending.get(&id) else { continue };
-            if j.held_by.is_some() {
-                continue; // joins at `ordo release`
-            }
-            let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
-            let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
-            if j.gpus > max_up || self.sched.submit(req, now).is_err() {
-                self.held.insert(id);
+            self.backlog.push_back((r.0 as JobNo, None));
+        }
+        for (w, d, ok) in released.never {
+            self.doomed.insert(w.0 as JobNo);
+            self.backlog.push_back((w.0 as JobNo, Some((d, ok))));
+        }
+    }
+
+    /// Whether jobs released by dependencies still wait to be moved (see [`Core::deps_ended`]).
+    pub fn backlog_len(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Carries out up to `max` of the moves dependencies released: a job whose dependencies are
+    /// all met joins the scheduler's queue; one that can never run is cancelled (one
+    /// transaction for the step). Returns how many are left.
+    pub fn drain_backlog(&mut self, now: i64, max: usize) -> Result<usize, ApiError> {
+        if self.backlog.is_empty() {
+            return Ok(0);
+        }
+        let take = max.min(self.backlog.len());
+        let step: Vec<(JobNo, Option<(Dep, bool)>)> = self.backlog.drain(..take).collect();
+        let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
+        let mut never = Vec::new();
+        for (id, what) in step {
+            match what {
+                Some((d, ok)) => never.push((jid(id), d, ok)),
+                None => {
+                    let Some(j) = self.pending.get(&id) else { continue };
+                    if j.held_by.is_some() {
+                        continue; // joins at `ordo release`
+                    }
+                    let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
+                    let queued = j.gpus <= max_up
+                        && match self.sched.submit(req, now) {
+                            // A rebuild since the release has queued it already.
+                            Ok(()) | Err(ordo_core::scheduler::SubmitError::Duplicate(_)) => true,
+                            Err(_) => false,
+                        };
+                    if !queued {
+                        self.held.insert(id);
+                    }
+                }
             }
         }
-        if released.never.is_empty() {
+        self.cancel_never(&never, now)?;
+        Ok(self.backlog.len())
+    }
+
+    /// Cancels jobs whose dependencies can never be met (`DependencyNeverSatisfied`), in one
+    /// transaction, and settles what depends on them since.
+    fn cancel_never(&mut self, never: &[(JobId, Dep, bool)], now: i64) -> Result<(), ApiError> {
+        if never.is_empty() {
             return Ok(());
         }
         let policy = self.policy.to_string();
         let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
         let mut gone = Vec::new();
-        for (w, d, ok) in &released.never {
+        for (w, d, ok) in never {
+            let on = if self.deps.is_group(d.job) { "array" } else { "job" };
             let why = format!(
-                "DependencyNeverSatisfied: {} on job {}, which ended {}",
+                "DependencyNeverSatisfied: {} on {on} {}, which ended {}",
                 api_kind(d.kind),
                 d.job.0,
                 if *ok { "successfully" } else { "unsuccessfully" }
             );
-            tx.execute(
-                "UPDATE jobs SET state='cancelled', end_time=?2, end_reason=?3 WHERE id=?1 AND state='pending'",
-                params![w.0 as i64, now, why],
-            )
-            .ctx("cancel job")?;
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE jobs SET state='cancelled', end_time=?2, end_reason=?3 WHERE id=?1 AND state='pending'",
+                )
+                .and_then(|mut st| st.execute(params![w.0 as i64, now, why]))
+                .ctx("cancel job")?;
+            if changed == 0 {
+                // Cancelled by its owner meanwhile.
+                continue;
+            }
             audit(
                 &tx,
                 now,
@@ -162,7 +243,8 @@ impl Core {
             gone.push(w.0 as JobNo);
         }
         tx.commit().ctx("commit dependency cancels")?;
-        for id in gone {
+        for &id in &gone {
+            self.doomed.remove(&id);
             if let Some(j) = self.pending.remove(&id) {
                 if let Some(c) = self.pending_per_user.get_mut(&j.user) {
                     *c = c.saturating_sub(1);
@@ -171,6 +253,12 @@ impl Core {
             self.held.remove(&id);
             self.last_reason.remove(&id);
         }
+        // Dependencies added on these jobs while they waited to be cancelled are settled now
+        // (those added before were settled with the end that doomed them).
+        for id in gone {
+            let released = self.deps.ended(jid(id), false);
+            self.defer_released(released);
+        }
         Ok(())
     }
 
@@ -178,14 +266,17 @@ impl Core {
     /// dependencies ended the wrong way meanwhile are cancelled.
     pub(super) fn load_deps(&mut self, now: i64) -> Result<(), ApiError> {
         self.deps = ordo_core::Dependencies::default();
+        self.backlog.clear();
+        self.doomed.clear();
         let mut with: Vec<(JobNo, Vec<AfterDep>)> =
             self.pending.values().filter(|j| !j.after.is_empty()).map(|j| (j.id, j.after.clone())).collect();
         with.sort_by_key(|(id, _)| *id);
         for (id, after) in with {
             if let DepState::Never { on, ok } = self.add_deps(id, &after)? {
-                // Cancelled now; jobs waiting on it have larger ids, so they see it ended.
-                let never = ordo_core::deps::Released { never: vec![(jid(id), on, ok)], ..Default::default() };
-                self.apply_released(never, now)?;
+                // Cancelled now (before the server serves anyone: no step limit); jobs waiting
+                // on it have larger ids, so they see it ended.
+                self.cancel_never(&[(jid(id), on, ok)], now)?;
+                self.drain_backlog(now, usize::MAX)?;
             }
         }
         Ok(())
@@ -199,12 +290,21 @@ impl Core {
             1 => String::new(),
             n => format!(" (and {} more: {})", n - 1, ids_of(&unmet[1..])),
         };
-        Some(format!(
-            "waits for job {} to {} ({}){more}; it joins the queue then",
-            first.job.0,
-            first.kind.wants(),
-            api_kind(first.kind)
-        ))
+        let what = match self.deps.group_counts(first.job) {
+            Some((left, ok, failed)) => {
+                let n = left + ok + failed;
+                format!(
+                    "array {}'s elements to {} ({}): {left} of its {n} element{} {} not ended",
+                    first.job.0,
+                    first.kind.wants(),
+                    api_kind(first.kind),
+                    if n == 1 { "" } else { "s" },
+                    if left == 1 { "has" } else { "have" }
+                )
+            }
+            None => format!("job {} to {} ({})", first.job.0, first.kind.wants(), api_kind(first.kind)),
+        };
+        Some(format!("waits for {what}{more}; it joins the queue then"))
     }
 }
 

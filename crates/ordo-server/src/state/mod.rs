@@ -111,6 +111,12 @@ pub struct Core {
     blocked: HashMap<JobNo, String>,
     /// Pending jobs waiting on other jobs' ends (kept out of the scheduler until then).
     deps: ordo_core::Dependencies,
+    /// Jobs whose dependencies were settled and that wait to be moved, in steps (`deps.rs`):
+    /// into the scheduler's queue (`None`), or cancelled as never satisfiable (the dependency
+    /// and how its job ended).
+    backlog: std::collections::VecDeque<(JobNo, Option<(ordo_core::Dep, bool)>)>,
+    /// The jobs of `backlog` that will be cancelled: never given to the scheduler meanwhile.
+    doomed: std::collections::HashSet<JobNo>,
     /// GPU activity: samples, per-job figures, series, allocated-but-idle (`activity.rs`).
     live: activity::Live,
     /// Job arrays with elements that have not ended, by id (`arrays.rs`).
@@ -298,6 +304,7 @@ pub fn fmt_rel(ms: i64) -> String {
 
 mod activity;
 pub use activity::group_of;
+pub use deps::BACKLOG_STEP;
 mod agents;
 mod arrays;
 mod deps;
@@ -348,6 +355,8 @@ impl Core {
             hidden: BTreeSet::new(),
             blocked: HashMap::new(),
             deps: ordo_core::Dependencies::default(),
+            backlog: Default::default(),
+            doomed: Default::default(),
             live: activity::Live::default(),
             arrays: HashMap::new(),
         };
@@ -606,7 +615,10 @@ impl Core {
         pend.sort_by_key(|j| (j.submit, j.id));
         // Jobs held by a user, or waiting on other jobs, stay out of the scheduler (they neither
         // start nor block others).
-        for j in pend.into_iter().filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id))) {
+        for j in pend
+            .into_iter()
+            .filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id)) && !self.doomed.contains(&j.id))
+        {
             if outgrows(j, max_up)
                 || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
             {

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Most `skip` records (a waiting job's changed reason) one pass writes.
+const SKIP_RECORDS_PER_PASS: usize = 1_000;
+
 impl Core {
     /// One scheduling pass: asks the policy what to start and, under preemptive policies, what
     /// to stop; commits both (one transaction, with audit records of every start, preemption
@@ -38,10 +41,14 @@ impl Core {
             fast
         };
         let preempts: Vec<JobNo> = plan.preempt.iter().map(|j| j.0 as JobNo).filter(|&j| self.preemptable(j)).collect();
+        // At most SKIP_RECORDS_PER_PASS `skip` records per pass: a queue that changes all at
+        // once (10,000 jobs released together) is recorded over the next passes, so that no pass
+        // holds the state lock for a write of every waiting job.
         let changed: Vec<&(JobId, Reason)> = plan
             .waiting
             .iter()
             .filter(|(j, r)| self.last_reason.get(&(j.0 as JobNo)) != Some(&reason_key(r)))
+            .take(SKIP_RECORDS_PER_PASS)
             .collect();
         if plan.starts.is_empty() && changed.is_empty() && preempts.is_empty() {
             return Ok(plan.wake_at);

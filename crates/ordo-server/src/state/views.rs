@@ -73,6 +73,10 @@ impl Core {
                 format!("held by {by} (it starts only after `ordo release {id}`)")
             } else if let Some(t) = self.deps_text(id) {
                 t
+            } else if self.doomed.contains(&id) {
+                "a job it depends on ended so that its dependencies can never be met; it is being cancelled (DependencyNeverSatisfied)".to_string()
+            } else if self.backlog.iter().any(|(j, _)| *j == id) {
+                "its dependencies were just met; it joins the queue within a moment".to_string()
             } else if let Some(d) = self.drained_holder(j) {
                 d
             } else if self.held.contains(&id) && self.nodes.values().any(|n| n.takes_work() && node_holds(n, j)) {
