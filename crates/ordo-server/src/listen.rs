@@ -22,6 +22,7 @@ use tower::ServiceExt;
 pub fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    key_is_private(key)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?
         .collect::<Result<_, _>>()
@@ -29,7 +30,6 @@ pub fn tls_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, 
     if certs.is_empty() {
         return Err(format!("--tls-cert {}: no PEM certificate in it", cert.display()));
     }
-    key_is_private(key)?;
     let key = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cfg = rustls::ServerConfig::builder_with_provider(provider)
