@@ -521,7 +521,7 @@ fn agent_tokens_read_only_their_work_names_cannot_reorder_text_keys_must_be_priv
     let _agent = agent_with(&dir, &url, "gpu1", 1, &["--no-cgroup"]);
     wait_nodes(&url, &admin, 1);
     let gpu1 = std::fs::read_to_string(dir.join("token-gpu1")).expect("token");
-    let id = submit(&url, &alice, &["submit", "--name", "evil\u{202e}txt.exe", "--", "true"]);
+    let id = submit(&url, &alice, &["submit", "--name", "evil\u{202e}txt.exe", "--", "sleep", "30"]);
     for path in [
         "/v1/jobs",
         &format!("/v1/jobs/{id}"),
