@@ -13,6 +13,7 @@ pub mod scheduler;
 mod sumset;
 pub mod time;
 mod whatif;
+pub mod words;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use deps::{Dep, DepKind, DepState, Dependencies};
