@@ -143,7 +143,7 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
     let out = q.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("1 open nodes, 8 of 8 GPUs free") && text.contains(&format!("{name}/a")), "{text}");
+    assert!(text.contains("1 open node, 8 of 8 GPUs free") && text.contains(&format!("{name}/a")), "{text}");
     let audit = tmp(&format!("{name}.jsonl"));
     let mut s = ordo();
     s.args(["kube", "schedule", "--audit-log"]).arg(&audit);
