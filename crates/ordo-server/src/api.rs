@@ -283,6 +283,15 @@ fn one() -> u32 {
 }
 
 impl JobInfo {
+    /// Its id as users name it everywhere (CLI, dashboard, API paths): `125`, or `123_2` for
+    /// element 2 of array 123.
+    pub fn id_text(&self) -> String {
+        match self.array {
+            Some(a) => format!("{}_{}", a.id, a.index),
+            None => self.id.to_string(),
+        }
+    }
+
     /// Its rank on `node` in its current or last run: 0 for a one-node job on that node.
     pub fn rank_on(&self, node: &str) -> Option<usize> {
         if self.ranks.is_empty() {
@@ -385,6 +394,9 @@ pub struct NodeInfo {
     pub free_gpus: u32,
     /// Jobs on it.
     pub jobs: Vec<JobNo>,
+    /// The same, as users name them (`123_2` for element 2 of array 123).
+    #[serde(default)]
+    pub job_ids: Vec<String>,
     /// CPU cores the agent offers, when it reported them.
     #[serde(default)]
     pub cpus: Option<u32>,

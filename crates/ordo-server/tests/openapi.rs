@@ -129,6 +129,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         last_seen: 0,
         free_gpus: 1,
         jobs: vec![],
+        job_ids: vec![],
         cpus: None,
         mem_mib: None,
         used_cpus: 0,

@@ -407,6 +407,15 @@ pub struct QueueArgs {
     /// List every element of a job array on its own line (`123_7`), not one line per array.
     #[arg(long)]
     expand: bool,
+    /// Only this user's jobs.
+    #[arg(long)]
+    user: Option<String>,
+    /// Only jobs in this state (pending, starting, running, preempting).
+    #[arg(long)]
+    state: Option<String>,
+    /// Only jobs running on this node (a multi-node job: on any of its nodes).
+    #[arg(long)]
+    node: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -553,20 +562,12 @@ fn unsafe_char(c: char) -> bool {
         || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
-/// A job's id as users name it: `125`, or `123_2` for element 2 of array 123.
-fn job_id_text(j: &JobInfo) -> String {
-    match j.array {
-        Some(a) => format!("{}_{}", a.id, a.index),
-        None => j.id.to_string(),
-    }
-}
-
 /// What a hold, release or priority change was applied to: a job, an element, or (the array's
 /// id given) every element of an array concerned.
 fn what_changed(asked: JobRef, j: &JobInfo) -> String {
     match (asked, j.array) {
         (JobRef::Job(id), Some(a)) if a.id == id => format!("array {id} (its elements)"),
-        _ => format!("job {}", job_id_text(j)),
+        _ => format!("job {}", j.id_text()),
     }
 }
 
@@ -591,7 +592,7 @@ fn array_lines(q: &QueueResponse, id: JobNo, elems: &[&JobInfo]) -> String {
     );
     if let Some(next) = elems.iter().find(|j| j.wait.is_some()) {
         let w = next.wait.as_ref().map(|w| clean(&w.text).into_owned()).unwrap_or_default();
-        l = format!("{l}\n        why ({}, next to start): {w}", job_id_text(next));
+        l = format!("{l}\n        why ({}, next to start): {w}", next.id_text());
     }
     l
 }
@@ -616,7 +617,7 @@ fn job_line(j: &JobInfo) -> String {
     };
     format!(
         "{:>6}  {:<10} {:<10} {:<16} {:>4}  {when}",
-        job_id_text(j),
+        j.id_text(),
         j.state.as_str(),
         clean(&j.user),
         truncate(&clean(&j.name), 16),
@@ -827,8 +828,18 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 println!("{}", r.id);
             }
         }
-        ServerCmd::Queue(QueueArgs { conn, expand }) => {
-            let q: QueueResponse = conn.client()?.get("/v1/jobs")?;
+        ServerCmd::Queue(QueueArgs { conn, expand, user, state, node }) => {
+            let mut q: QueueResponse = conn.client()?.get("/v1/jobs")?;
+            if let Some(s) = &state {
+                if JobState::parse(s).is_none() {
+                    bail!("--state `{s}`: expected pending, starting, running or preempting");
+                }
+            }
+            q.jobs.retain(|j| {
+                user.as_ref().is_none_or(|u| &j.user == u)
+                    && state.as_ref().is_none_or(|s| j.state.as_str() == s)
+                    && node.as_ref().is_none_or(|n| j.rank_on(n).is_some() && j.state != JobState::Pending)
+            });
             if conn.json {
                 return print_json(&q).map(|_| ExitCode::SUCCESS);
             }
@@ -918,7 +929,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 } else {
                     clean(x.gpu_model.as_deref().unwrap_or("gpu")).into_owned()
                 };
-                let jobs: Vec<String> = x.jobs.iter().map(|j| j.to_string()).collect();
+                let jobs = &x.job_ids;
                 let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
                 let mem = x
                     .mem_mib
@@ -966,7 +977,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!(
                 "job {} ({}, user {}, {} GPUs{}, priority {}): {}",
-                job_id_text(&j),
+                j.id_text(),
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,

@@ -230,7 +230,22 @@ impl Core {
         let mut on_hold: Vec<&JobInfo> = self.pending.values().filter(|j| j.held_by.is_some()).collect();
         on_hold.sort_by_key(|j| (j.submit, j.id));
         let n = n + self.held.len();
+        let n_hold = on_hold.len();
         for (k, j) in on_hold.into_iter().enumerate() {
+            let mut j = j.clone();
+            j.wait = Some(self.wait_info(j.id, None, n + k, now));
+            jobs.push(j);
+        }
+        // Every other pending job: waiting on other jobs' ends, or just released or doomed by
+        // them (see `deps.rs`), with why.
+        let n = n + n_hold;
+        let mut outside: Vec<&JobInfo> = self
+            .pending
+            .values()
+            .filter(|j| j.held_by.is_none() && !self.held.contains(&j.id) && !self.sched.is_waiting(jid(j.id)))
+            .collect();
+        outside.sort_by_key(|j| (j.submit, j.id));
+        for (k, j) in outside.into_iter().enumerate() {
             let mut j = j.clone();
             j.wait = Some(self.wait_info(j.id, None, n + k, now));
             jobs.push(j);
@@ -326,6 +341,7 @@ impl Core {
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
+                    job_ids: jobs.iter().map(|j| j.id_text()).collect(),
                     cpus: n.cpus,
                     mem_mib: n.mem_mib,
                     used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),
