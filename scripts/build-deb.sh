@@ -10,4 +10,6 @@ TARGET=${CARGO_TARGET_DIR:-target}
 cargo build --release --locked -p ordo --bin ordo
 rm -rf "$TARGET/release/assets"
 "$TARGET/release/ordo" generate --out "$TARGET/release/assets"
+# Debian ships man pages gzipped (cargo-deb compresses only assets it did not build).
+gzip -9n "$TARGET/release/assets/man/"*.1
 cargo deb -p ordo --no-build --locked "$@"
