@@ -25,17 +25,17 @@ pub struct AgentFile {
     gpus: Option<Spanned<toml::Value>>,
     pub name: Option<String>,
     pub work_dir: Option<PathBuf>,
-    grace: Option<Spanned<String>>,
+    pub grace: Option<Spanned<String>>,
     pub cpus: Option<u32>,
-    mem: Option<Spanned<String>>,
-    gpu_activity: Option<Spanned<String>>,
-    activity_every: Option<Spanned<String>>,
+    pub mem: Option<Spanned<String>>,
+    pub gpu_activity: Option<Spanned<String>>,
+    pub activity_every: Option<Spanned<String>>,
     pub addr: Option<String>,
-    master_ports: Option<Spanned<String>>,
+    pub master_ports: Option<Spanned<String>>,
     /// `false`: `--no-cgroup`.
     pub cgroup: Option<bool>,
-    max_output: Option<Spanned<String>>,
-    min_free: Option<Spanned<String>>,
+    pub max_output: Option<Spanned<String>>,
+    pub min_free: Option<Spanned<String>>,
 }
 
 /// The 1-based line of a byte offset.
@@ -84,38 +84,11 @@ impl AgentFile {
     pub fn gpus(&self) -> Option<String> {
         self.gpus.as_ref().map(|g| value_text(g.get_ref()))
     }
+}
 
-    fn text(v: &Option<Spanned<String>>) -> Option<String> {
-        v.as_ref().map(|v| v.get_ref().clone())
-    }
-
-    pub fn grace(&self) -> Option<String> {
-        Self::text(&self.grace)
-    }
-
-    pub fn mem(&self) -> Option<String> {
-        Self::text(&self.mem)
-    }
-
-    pub fn gpu_activity(&self) -> Option<String> {
-        Self::text(&self.gpu_activity)
-    }
-
-    pub fn activity_every(&self) -> Option<String> {
-        Self::text(&self.activity_every)
-    }
-
-    pub fn master_ports(&self) -> Option<String> {
-        Self::text(&self.master_ports)
-    }
-
-    pub fn max_output(&self) -> Option<String> {
-        Self::text(&self.max_output)
-    }
-
-    pub fn min_free(&self) -> Option<String> {
-        Self::text(&self.min_free)
-    }
+/// A text field's value, as its flag takes it.
+pub fn text(v: &Option<Spanned<String>>) -> Option<String> {
+    v.as_ref().map(|v| v.get_ref().clone())
 }
 
 /// A TOML string as it is, an integer in digits (`gpus = 4`), anything else as its type's name
@@ -153,7 +126,7 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(f.gpus().as_deref(), Some("4"));
-        assert_eq!(f.grace().as_deref(), Some("10s"));
+        assert_eq!(text(&f.grace).as_deref(), Some("10s"));
         assert_eq!(f.cgroup, Some(true));
         assert_eq!(read("gpus = \"auto\"\n").expect("auto").gpus().as_deref(), Some("auto"));
     }

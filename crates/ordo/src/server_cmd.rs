@@ -697,6 +697,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             })?;
         }
         ServerCmd::Agent(a) => {
+            use crate::agent_config::text;
             let file = match &a.config {
                 Some(p) => crate::agent_config::AgentFile::read(p)?,
                 None => crate::agent_config::AgentFile::default(),
@@ -741,15 +742,15 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 (None, Some(g)) => g.parse().map_err(|e| anyhow!("gpus: {e}"))?,
                 (None, None) => GpuSpec::Auto,
             };
-            let grace_s = a.grace.or(file.grace()).unwrap_or_else(|| "10s".into());
+            let grace_s = a.grace.or(text(&file.grace)).unwrap_or_else(|| "10s".into());
             let grace = parse_duration(&grace_s)
                 .with_context(|| format!("--grace `{grace_s}`: expected a duration such as 10s"))?;
             let exe = std::env::current_exe().context("locating the ordo binary for the job supervisor")?;
-            let every_s = a.activity_every.or(file.activity_every()).unwrap_or_else(|| "5s".into());
+            let every_s = a.activity_every.or(text(&file.activity_every)).unwrap_or_else(|| "5s".into());
             let activity_every = parse_duration(&every_s)
                 .filter(|t| (1_000..=20_000).contains(t))
                 .with_context(|| format!("--activity-every `{every_s}`: expected a duration from 1s to 20s"))?;
-            let activity = match (a.gpu_activity, file.gpu_activity()) {
+            let activity = match (a.gpu_activity, text(&file.gpu_activity)) {
                 (Some(s), _) => s,
                 (None, Some(s)) => s.parse().map_err(|e| anyhow!("gpu_activity: {e}"))?,
                 (None, None) => match gpus {
@@ -757,13 +758,13 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     GpuSpec::Fake(_) => ActivitySource::Off,
                 },
             };
-            let master_ports = match (a.master_ports, file.master_ports()) {
+            let master_ports = match (a.master_ports, text(&file.master_ports)) {
                 (Some(p), _) => p,
                 (None, Some(p)) => p.parse().map_err(|e| anyhow!("master_ports: {e}"))?,
                 (None, None) => PortRange::default(),
             };
-            let max_output = a.max_output.or(file.max_output()).unwrap_or_else(|| "1G".into());
-            let min_free = a.min_free.or(file.min_free()).unwrap_or_else(|| "16M".into());
+            let max_output = a.max_output.or(text(&file.max_output)).unwrap_or_else(|| "1G".into());
+            let min_free = a.min_free.or(text(&file.min_free)).unwrap_or_else(|| "16M".into());
             let cfg = AgentConfig {
                 server,
                 token,
@@ -776,7 +777,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 grace_ms: grace as u64,
                 supervisor: vec![exe.to_string_lossy().into_owned(), "agent-supervise".into()],
                 cpus: a.cpus.or(file.cpus),
-                mem_mib: a.mem.or(file.mem()).as_deref().map(parse_mem).transpose()?,
+                mem_mib: a.mem.or(text(&file.mem)).as_deref().map(parse_mem).transpose()?,
                 run_as,
                 pass_env,
                 ca_pem: match a.ca.or(file.ca.clone()).or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {

@@ -32,22 +32,12 @@ fn a_server_upgrades_a_database_made_before_schema_versions() {
     let (db, admin, alice) = fixture(&dir);
     assert_eq!(user_version(&db), 0);
     // No --policy: the policy stored in the old database must be the one in force.
-    let mut c = Command::new(ORDO)
-        .args(["server", "--db"])
-        .arg(&db)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start server");
-    let mut line = String::new();
-    BufReader::new(c.stdout.take().expect("stdout")).read_line(&mut line).expect("address");
-    let mut err = BufReader::new(c.stderr.take().expect("stderr"));
-    let srv = Proc(c);
+    let mut c = Command::new(ORDO);
+    c.args(["server", "--db"]).arg(&db).args(["--listen", "127.0.0.1:0"]).stderr(Stdio::piped());
+    let (mut srv, url) = listening(c);
     let mut said = String::new();
-    err.read_line(&mut said).expect("stderr line");
+    BufReader::new(srv.0.stderr.take().expect("stderr")).read_line(&mut said).expect("stderr line");
     assert!(said.contains("schema upgraded from version 0 to 1"), "the server says it upgraded: {said}");
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("url").to_string();
     assert_eq!(cli_json(&url, &admin, &["policy", "show"])["policy"].as_str(), Some("sjf+easy"), "the stored policy");
     let held = job_state(&url, &alice, 8);
     assert_eq!((held["state"].as_str(), held["held_by"].as_str()), (Some("pending"), Some("alice")));
