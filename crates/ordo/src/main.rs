@@ -1,7 +1,6 @@
 //! The `ordo` binary: argument parsing and wiring only. Everything it prints is computed by the
 //! library crates.
 
-mod agent_config;
 mod batch_cmd;
 mod cli;
 mod kube_cmd;

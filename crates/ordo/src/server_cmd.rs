@@ -697,10 +697,10 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             })?;
         }
         ServerCmd::Agent(a) => {
-            use crate::agent_config::text;
+            use ordo_server::agent_file::{text, AgentFile};
             let file = match &a.config {
-                Some(p) => crate::agent_config::AgentFile::read(p)?,
-                None => crate::agent_config::AgentFile::default(),
+                Some(p) => AgentFile::read(p)?,
+                None => AgentFile::default(),
             };
             let server = a
                 .server

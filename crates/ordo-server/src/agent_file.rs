@@ -4,7 +4,7 @@
 //! `cgroup = false` for `--no-cgroup`); an unknown field, or a value its flag would refuse, is
 //! an error naming the file, the line and the field.
 
-use anyhow::{anyhow, Context, Result};
+use crate::config::{parse_size_mib, ConfigError};
 use ordo_core::policy::parse_duration;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -45,15 +45,23 @@ fn line_of(text: &str, at: usize) -> usize {
 
 impl AgentFile {
     /// Reads and checks a file.
-    pub fn read(path: &Path) -> Result<AgentFile> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("config {}", path.display()))?;
-        let f: AgentFile = toml::from_str(&text).map_err(|e| anyhow!("config {}: {e}", path.display()))?;
-        let bad = |field: &str, span: std::ops::Range<usize>, why: String| {
-            anyhow!("config {}: line {}: field `{field}`: {why}", path.display(), line_of(&text, span.start))
+    pub fn read(path: &Path) -> Result<AgentFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        AgentFile::parse(&text, path)
+    }
+
+    /// Checks the text of a file (`path` names it in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<AgentFile, ConfigError> {
+        let f: AgentFile =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })?;
+        let bad = |field: &'static str, span: std::ops::Range<usize>, why: String| ConfigError::Field {
+            where_: format!("{}: line {}", path.display(), line_of(text, span.start)),
+            field,
+            why,
         };
         if let Some(g) = &f.gpus {
             let s = value_text(g.get_ref());
-            s.parse::<ordo_server::agent::GpuSpec>().map_err(|e| bad("gpus", g.span(), e))?;
+            s.parse::<crate::agent::GpuSpec>().map_err(|e| bad("gpus", g.span(), e))?;
         }
         for (field, v) in [("grace", &f.grace), ("activity_every", &f.activity_every)] {
             if let Some(v) = v {
@@ -64,18 +72,16 @@ impl AgentFile {
         }
         for (field, v) in [("mem", &f.mem), ("max_output", &f.max_output), ("min_free", &f.min_free)] {
             if let Some(v) = v {
-                ordo_server::config::parse_size_mib(v.get_ref()).ok_or_else(|| {
+                parse_size_mib(v.get_ref()).ok_or_else(|| {
                     bad(field, v.span(), format!("`{}`: expected a size such as 16G, 512M", v.get_ref()))
                 })?;
             }
         }
         if let Some(v) = &f.gpu_activity {
-            v.get_ref()
-                .parse::<ordo_server::activity::ActivitySource>()
-                .map_err(|e| bad("gpu_activity", v.span(), e))?;
+            v.get_ref().parse::<crate::activity::ActivitySource>().map_err(|e| bad("gpu_activity", v.span(), e))?;
         }
         if let Some(v) = &f.master_ports {
-            v.get_ref().parse::<ordo_server::agent::PortRange>().map_err(|e| bad("master_ports", v.span(), e))?;
+            v.get_ref().parse::<crate::agent::PortRange>().map_err(|e| bad("master_ports", v.span(), e))?;
         }
         Ok(f)
     }
@@ -105,14 +111,8 @@ fn value_text(v: &toml::Value) -> String {
 mod tests {
     use super::*;
 
-    fn read(text: &str) -> Result<AgentFile> {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("ordo-agent-config-{}-{n}.toml", std::process::id()));
-        std::fs::write(&p, text).expect("write");
-        let r = AgentFile::read(&p);
-        let _ = std::fs::remove_file(&p);
-        r
+    fn read(text: &str) -> Result<AgentFile, ConfigError> {
+        AgentFile::parse(text, Path::new("agent.toml"))
     }
 
     #[test]
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn bad_values_name_file_line_and_field() {
         let e = read("server = \"http://x\"\n\ngrace = \"soon\"\n").err().expect("bad grace").to_string();
-        assert!(e.contains("line 3: field `grace`: `soon`"), "{e}");
+        assert!(e.contains("agent.toml: line 3: field `grace`: `soon`"), "{e}");
         let e = read("gpus = \"many\"\n").err().expect("bad gpus").to_string();
         assert!(e.contains("line 1: field `gpus`"), "{e}");
         let e = read("master_ports = \"80-90\"\n").err().expect("bad ports").to_string();
