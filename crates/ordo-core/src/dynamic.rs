@@ -726,13 +726,25 @@ impl Scheduler {
     /// Scheduling under a dynamic order: sort by the key at `now`; non-preemptive orders then
     /// apply their backfill mode to that order, preemptive ones choose who runs.
     pub(crate) fn schedule_dynamic(&self, now: Time, explain: bool) -> Plan {
-        let preemptive = self.policy.order.preemptive();
-        if !preemptive && !explain && self.nothing_can_start() {
-            // No order and no backfill can start a job, and a non-preemptive pass has nothing
-            // else to decide: skip keying and sorting the whole queue. (No wake either: what
-            // could start only changes with an event, and every event brings a pass.)
+        // No order and no backfill can start a job, and a non-preemptive pass has nothing else
+        // to decide: skip keying and sorting the whole queue. No wake either: what could start
+        // only changes with an event, and every event brings a pass. The explaining pass says
+        // why each job waits, and wakes the same (none).
+        let stuck = !self.policy.order.preemptive() && self.nothing_can_start();
+        if stuck && !explain {
             return Plan::default();
         }
+        let mut plan = self.schedule_dynamic_keyed(now, explain);
+        if stuck {
+            plan.wake_at = None;
+        }
+        plan
+    }
+
+    /// [`Scheduler::schedule_dynamic`] once it is known that something may start (or the pass
+    /// explains).
+    fn schedule_dynamic_keyed(&self, now: Time, explain: bool) -> Plan {
+        let preemptive = self.policy.order.preemptive();
         if let Some(mut plan) = self.select_sorted_pooled(now, explain) {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;

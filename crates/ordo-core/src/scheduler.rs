@@ -465,6 +465,11 @@ impl Scheduler {
         self.queue.len()
     }
 
+    /// Whether `job` waits in the queue.
+    pub fn is_waiting(&self, job: JobId) -> bool {
+        self.waiting.contains_key(&job)
+    }
+
     /// Number of running jobs.
     pub fn running_len(&self) -> usize {
         self.running.len()
@@ -555,36 +560,7 @@ impl Scheduler {
         self.las_commit(job, now, true);
         self.account_start(&req, now);
         self.limits.on_start(&req);
-        if let Some(k) = self.dyn_key.remove(&job) {
-            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
-                set.remove(&(k, job));
-                if set.is_empty() {
-                    self.dyn_wait.remove(&req.gpus);
-                }
-            }
-            self.promoted.remove(&(k, job));
-        }
-        if let Some((_, wake)) = self.promo_of.remove(&job) {
-            self.promo_wake.remove(&(wake, job));
-        }
-        if let Some(w) = self.policy.max_wait {
-            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
-            self.wait_due.remove(&(req.submit + executed + w, job));
-            if let Some(due) = self.due_of.remove(&job) {
-                self.due_fresh.remove(&(due, job));
-                self.due_resumed.remove(&(due, job));
-            }
-        }
-        self.waiting.remove(&job);
-        self.queue.remove(&(key, job));
-        self.class_remove(&req);
-        let b = (req.gpus, req.nodes, est_class(req.estimate));
-        if let Some(set) = self.buckets.get_mut(&b) {
-            set.remove(&((key, job), req.estimate));
-            if set.is_empty() {
-                self.buckets.remove(&b);
-            }
-        }
+        self.unindex_waiting(job, key, &req);
         self.cap.take(alloc);
         self.scratch.apply(|c| c.take(alloc));
         // The reservation becomes the running job. If it starts off its reserved slot (the plan
@@ -635,6 +611,68 @@ impl Scheduler {
             self.rebuild_reservations(now);
         }
         Ok(gpu_ids)
+    }
+
+    /// Takes a waiting job out of every index of waiting jobs (the queue, its class, its
+    /// backfill group, its dynamic key, its promotion and its guard): what starting it and
+    /// withdrawing it share.
+    fn unindex_waiting(&mut self, job: JobId, key: (i64, i64), req: &JobReq) {
+        if let Some(k) = self.dyn_key.remove(&job) {
+            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
+                set.remove(&(k, job));
+                if set.is_empty() {
+                    self.dyn_wait.remove(&req.gpus);
+                }
+            }
+            self.promoted.remove(&(k, job));
+        }
+        if let Some((_, wake)) = self.promo_of.remove(&job) {
+            self.promo_wake.remove(&(wake, job));
+        }
+        if let Some(w) = self.policy.max_wait {
+            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+            self.wait_due.remove(&(req.submit + executed + w, job));
+            if let Some(due) = self.due_of.remove(&job) {
+                self.due_fresh.remove(&(due, job));
+                self.due_resumed.remove(&(due, job));
+            }
+        }
+        self.waiting.remove(&job);
+        self.queue.remove(&(key, job));
+        self.class_remove(req);
+        let b = (req.gpus, req.nodes, est_class(req.estimate));
+        if let Some(set) = self.buckets.get_mut(&b) {
+            set.remove(&((key, job), req.estimate));
+            if set.is_empty() {
+                self.buckets.remove(&b);
+            }
+        }
+    }
+
+    /// Takes a waiting job out of the scheduler, as if it had never been submitted (it was
+    /// cancelled, or held): O(log W) for the job's indexes, and under conservative backfill the
+    /// standing reservations are made afresh in policy order (the job's slot is free for the
+    /// others), as when a job ends before its estimate. What it
+    /// attained before (a preempted job's service) is forgotten: to bring such a job back,
+    /// replay it (submit, start and preempt at its past instants). Refused for a job that is
+    /// not waiting.
+    pub fn withdraw(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
+        let req = self.queue[&(key, job)];
+        self.refresh_run_keys(now);
+        self.unindex_waiting(job, key, &req);
+        self.progress.remove(&job);
+        let mut held_slot = false;
+        if let Some(c) = &mut self.cons {
+            if let Some((t0, _, _)) = c.res.remove(&job) {
+                c.by_start.remove(&(t0, (key, job)));
+                held_slot = true;
+            }
+        }
+        if held_slot {
+            self.rebuild_reservations(now);
+        }
+        Ok(())
     }
 
     /// Commits a preemption decided by [`Scheduler::schedule`]: stops the running job, frees its

@@ -17,7 +17,7 @@ use std::path::Path;
 use subtle::ConstantTimeEq;
 
 /// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Submit, see the queue, cancel own jobs.

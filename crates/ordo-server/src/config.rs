@@ -60,7 +60,10 @@ struct RawConfig {
     tls_key: Option<PathBuf>,
     allow_plain_http: Option<bool>,
     header_timeout: Option<String>,
+    body_timeout: Option<String>,
     max_connections: Option<usize>,
+    max_connections_per_addr: Option<usize>,
+    max_requests_per_user: Option<usize>,
     quotas: Option<ordo_core::QuotaConfig>,
     metrics_public: Option<bool>,
     idle_threshold: Option<f64>,
@@ -116,8 +119,16 @@ pub struct ServerConfig {
     pub allow_plain_http: bool,
     /// A connection must send a request's headers (and finish its TLS handshake) within this, ms.
     pub header_timeout_ms: u64,
+    /// A request's body must arrive within this (after its headers), ms.
+    pub body_timeout_ms: u64,
     /// Most client connections open at once.
     pub max_connections: usize,
+    /// Most client connections open at once from one address.
+    pub max_connections_per_addr: usize,
+    /// Most requests one user (or admin) may have in progress at once; agents may have 16.
+    /// Users' requests in progress together are held to three quarters of `max_connections`,
+    /// so that agents always find room.
+    pub max_requests_per_user: usize,
     /// Per-user and per-group limits and shares (the `[quotas]` table; docs/SERVER.md,
     /// "Quotas and shares"). GPU fractions are of the GPUs of the nodes that are up.
     pub quotas: ordo_core::QuotaConfig,
@@ -154,7 +165,10 @@ impl Default for ServerConfig {
             tls_key: None,
             allow_plain_http: false,
             header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
             max_connections: 4096,
+            max_connections_per_addr: 512,
+            max_requests_per_user: 32,
             quotas: ordo_core::QuotaConfig::default(),
             metrics_public: false,
             idle_threshold_pct: 5.0,
@@ -237,6 +251,21 @@ impl ServerConfig {
         }
         if let Some(v) = raw.header_timeout {
             c.header_timeout_ms = dur(&w, "header_timeout", &v)? as u64;
+        }
+        if let Some(v) = raw.body_timeout {
+            c.body_timeout_ms = dur(&w, "body_timeout", &v)? as u64;
+        }
+        for (field, v, dst) in [
+            ("max_connections_per_addr", raw.max_connections_per_addr, &mut c.max_connections_per_addr),
+            ("max_requests_per_user", raw.max_requests_per_user, &mut c.max_requests_per_user),
+        ] {
+            match v {
+                Some(0) => {
+                    return Err(ConfigError::Field { where_: w, field, why: "must be at least 1".into() });
+                }
+                Some(v) => *dst = v,
+                None => {}
+            }
         }
         if let Some(v) = raw.max_connections {
             if v == 0 {

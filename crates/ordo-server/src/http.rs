@@ -157,6 +157,18 @@ pub struct AppState {
     /// When each node's agent was last heard from, recorded as its requests arrive, before
     /// they wait for the state lock (see [`Core::check_nodes_seen`]).
     seen: Arc<Mutex<std::collections::HashMap<String, i64>>>,
+    /// Requests in progress per caller ([`admit`]).
+    inflight: Arc<InFlight>,
+    /// Admission limits.
+    limits: Limits,
+}
+
+/// What [`admit`] enforces.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    body_timeout: Duration,
+    per_user: usize,
+    users_total: usize,
 }
 
 type Submission = (Principal, SubmitRequest, tokio::sync::oneshot::Sender<Result<JobNo, ApiError>>);
@@ -331,9 +343,129 @@ impl axum::extract::FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut axum::http::request::Parts, s: &AppState) -> Result<Self, ApiError> {
+        if let Some(Admitted(p)) = parts.extensions.get::<Admitted>() {
+            return Ok(Auth(p.clone()));
+        }
         let peer = crate::listen::peer_of(&parts.extensions).map(|a| a.ip());
         s.gate.check(&parts.headers, peer, now_ms()).await.map(Auth)
     }
+}
+
+/// The caller [`admit`] checked, for [`Auth`].
+#[derive(Debug, Clone)]
+struct Admitted(Principal);
+
+/// Requests in progress per caller, and users' requests in progress together.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    by: Mutex<std::collections::HashMap<(Role, String), usize>>,
+    users: std::sync::atomic::AtomicUsize,
+}
+
+/// The routes an agent token may use.
+const AGENT_PATHS: [&str; 6] =
+    ["/v1/agent/register", "/v1/agent/poll", "/v1/agent/report", "/v1/agent/activity", "/v1/whoami", "/v1/health"];
+
+/// Most requests one node's agent may have in progress at once (a long poll, reports, GPU
+/// activity, a registration).
+const AGENT_IN_FLIGHT: usize = 16;
+
+/// A request counted in [`InFlight`] until it is answered.
+struct InFlightPermit {
+    s: AppState,
+    key: (Role, String),
+}
+
+impl Drop for InFlightPermit {
+    fn drop(&mut self) {
+        let mut by = lock(&self.s.inflight.by);
+        if let Some(n) = by.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(&self.key);
+            }
+        }
+        if self.key.0 != Role::Agent {
+            self.s.inflight.users.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl AppState {
+    /// Counts a request of `who` in progress, or refuses it (429) past its limit: its own
+    /// (`max_requests_per_user`, 16 for an agent), or, for users and admins, three quarters of
+    /// `max_connections` for all of them together (the rest is kept for agents).
+    fn enter(&self, who: &Principal) -> Result<InFlightPermit, ApiError> {
+        let key = (who.role, who.user.clone());
+        let agent = who.role == Role::Agent;
+        let limit = if agent { AGENT_IN_FLIGHT } else { self.limits.per_user };
+        let mut by = lock(&self.inflight.by);
+        let n = by.get(&key).copied().unwrap_or(0);
+        if n >= limit {
+            return Err(ApiError::TooManyRequests(format!(
+                "{} has {n} requests in progress, the most one caller may have (max_requests_per_user); retry when one is answered",
+                who.user
+            )));
+        }
+        if !agent {
+            let users = self.inflight.users.load(std::sync::atomic::Ordering::Relaxed);
+            if users >= self.limits.users_total {
+                return Err(ApiError::TooManyRequests(format!(
+                    "the server has {users} users' requests in progress, the most it takes at once (three quarters of max_connections, the rest kept for node agents); retry shortly"
+                )));
+            }
+            self.inflight.users.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        *by.entry(key.clone()).or_default() += 1;
+        Ok(InFlightPermit { s: self.clone(), key })
+    }
+}
+
+/// Admission of every request, before any handler or body: a request with a token is
+/// authenticated from its headers first (401 / 429 before a byte of its body is read), counted
+/// against its caller's requests in progress ([`AppState::enter`]), and its body must then arrive
+/// within `body_timeout` (408) and within [`MAX_BODY_BYTES`] (413). A request without a token
+/// gets no body read at all: the routes that take a body answer 401 without one.
+async fn admit(State(s): State<AppState>, req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    if !parts.headers.contains_key(axum::http::header::AUTHORIZATION) {
+        return next.run(axum::extract::Request::from_parts(parts, axum::body::Body::empty())).await;
+    }
+    let peer = crate::listen::peer_of(&parts.extensions).map(|a| a.ip());
+    let who = match s.gate.check(&parts.headers, peer, now_ms()).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    // A node's agent token speaks for that node's agent only: it may not read other users'
+    // jobs, history, audit log or metrics (what a stolen node token would leak).
+    if who.role == Role::Agent && !AGENT_PATHS.contains(&parts.uri.path()) {
+        return ApiError::Forbidden(format!(
+            "this is node {}'s agent token: it may only register, poll, report and send GPU activity for its node ({})",
+            who.user,
+            AGENT_PATHS.join(", ")
+        ))
+        .into_response();
+    }
+    let _permit = match s.enter(&who) {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    let bytes = match tokio::time::timeout(s.limits.body_timeout, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => {
+            let text = format!("request body larger than {MAX_BODY_BYTES} bytes, or broken off: {e}");
+            return (StatusCode::PAYLOAD_TOO_LARGE, Json(ErrorBody { error: text })).into_response();
+        }
+        Err(_) => {
+            let text = format!(
+                "the request's body did not arrive within {} ms (body_timeout)",
+                s.limits.body_timeout.as_millis()
+            );
+            return (StatusCode::REQUEST_TIMEOUT, Json(ErrorBody { error: text })).into_response();
+        }
+    };
+    parts.extensions.insert(Admitted(who));
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
 fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
@@ -600,6 +732,7 @@ pub fn router(state: AppState) -> Router {
         r = r.route(path, mr);
     }
     r.fallback(|| async { ApiError::NotFound("no such route; see docs/openapi.yaml".into()) })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
         .layer(axum::middleware::map_response(json_errors))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
@@ -655,11 +788,14 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
         tls,
         header_timeout: Duration::from_millis(cfg.header_timeout_ms),
         max_connections: cfg.max_connections,
+        max_per_addr: cfg.max_connections_per_addr,
     };
     // The port first: a server that cannot listen creates and changes nothing.
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServerError::Io { addr, source })?;
     let gate = Gate::new(crate::db::open(&cfg.db).map_err(ApiError::from)?);
     let metrics_public = cfg.metrics_public;
+    let (body_timeout_ms, max_requests_per_user, max_connections) =
+        (cfg.body_timeout_ms, cfg.max_requests_per_user, cfg.max_connections);
     let webhook = cfg.idle_webhook.clone();
     let db_path = cfg.db.clone();
     let core = Core::open(cfg, now)?;
@@ -680,6 +816,12 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
         reader,
         metrics_public,
         seen: Arc::default(),
+        inflight: Arc::default(),
+        limits: Limits {
+            body_timeout: Duration::from_millis(body_timeout_ms),
+            per_user: max_requests_per_user,
+            users_total: (max_connections * 3 / 4).max(1),
+        },
     };
     Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts, webhook })
 }

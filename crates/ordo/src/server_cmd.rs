@@ -126,9 +126,15 @@ pub struct ServerArgs {
     /// Agent poll/heartbeat interval, e.g. 2s or 200ms.
     #[arg(long)]
     heartbeat: Option<String>,
-    /// A node silent this long is declared down and its jobs requeued, e.g. 15s.
+    /// The agents' lease, e.g. 15s: an agent that has had no answer from the server for this
+    /// long stops its jobs; a node silent for this and --fence-grace is declared down and its
+    /// jobs requeued (never while they may still run).
     #[arg(long)]
     node_timeout: Option<String>,
+    /// What the server waits beyond --node-timeout before it runs a silent node's jobs
+    /// elsewhere (default 5s): time for its agent to have stopped them.
+    #[arg(long)]
+    fence_grace: Option<String>,
     /// Permit a listen address other than loopback.
     #[arg(long)]
     allow_non_loopback: bool,
@@ -671,6 +677,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 cfg.set_policy(w, p)?;
             }
             cfg.set_timing(w, a.heartbeat.as_deref(), a.node_timeout.as_deref())?;
+            if let Some(g) = &a.fence_grace {
+                cfg.fence_grace_ms = parse_duration(g)
+                    .filter(|&t| t > 0)
+                    .with_context(|| format!("--fence-grace `{g}`: expected a duration such as 5s"))?
+                    as u64;
+            }
             if a.allow_non_loopback {
                 cfg.allow_non_loopback = true;
             }

@@ -661,8 +661,8 @@ impl Core {
     /// Everything `/metrics` shows from the state, now.
     pub fn snapshot(&self, now: i64) -> Snapshot {
         let mut s = self.figures(now);
-        let plan = self.sched.schedule(now, true);
-        for (_, r) in &plan.waiting {
+        let ex = self.explained(now, true, None);
+        for r in ex.reasons.iter().filter(|(j, _)| self.sched.is_waiting(**j)).map(|(_, r)| r) {
             let reason = match self.shown(r) {
                 Reason::Resources { .. } => "resources",
                 Reason::NodeFit { .. } => "node_fit",
@@ -676,7 +676,8 @@ impl Core {
         }
         // Chosen by the policy: they start at the next pass, or wait for the GPUs, CPUs or
         // memory a preempted job still holds (`blocked`).
-        for x in plan.starts.iter().map(|x| x.job.0 as JobNo).filter(|id| self.pending.contains_key(id)) {
+        let chosen = ex.order.iter().filter(|j| !ex.reasons.contains_key(j) && self.sched.is_waiting(**j));
+        for x in chosen.map(|j| j.0 as JobNo) {
             let reason = if self.blocked.contains_key(&x) { "blocked" } else { "starting" };
             *s.pending_by_reason.entry(reason).or_default() += 1;
         }

@@ -121,6 +121,32 @@ pub struct Core {
     live: activity::Live,
     /// Job arrays with elements that have not ended, by id (`arrays.rs`).
     arrays: HashMap<JobNo, arrays::ArrayMeta>,
+    /// The last explained plan (every waiting job's reason and place), which the views (a job,
+    /// the queue, `/metrics`) read rather than each planning the whole queue under the state
+    /// lock: made by the scheduling pass (at most every 200 ms), or by a view when older than
+    /// [`EXPLAINED_MAX_AGE_MS`].
+    explained: std::cell::RefCell<Option<Arc<Explained>>>,
+}
+
+/// How old an explained plan the views may show, ms.
+const EXPLAINED_MAX_AGE_MS: i64 = 1_000;
+
+/// How old an explained plan the views show even when the state changed since, ms.
+const EXPLAINED_MIN_AGE_MS: i64 = 200;
+
+/// An explained plan as the views read it.
+#[derive(Debug)]
+pub(super) struct Explained {
+    /// When it was made.
+    at: i64,
+    /// The state's change count then ([`Core::writes`]).
+    writes: u64,
+    /// Every waiting job in the order the policy runs them (see `Core::policy_order`).
+    order: Vec<JobId>,
+    /// Each waiting job's place in `order`.
+    place: HashMap<JobId, usize>,
+    /// Why each job left waiting waits.
+    reasons: HashMap<JobId, Reason>,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -358,6 +384,7 @@ impl Core {
             doomed: Default::default(),
             live: activity::Live::default(),
             arrays: HashMap::new(),
+            explained: Default::default(),
         };
         core.load(now)?;
         core.load_activity()?;

@@ -35,6 +35,7 @@ impl Core {
             let t0 = std::time::Instant::now();
             let plan = self.sched.schedule(now, true);
             self.last_explain = now;
+            self.remember_explained(&plan, now);
             self.explain_cost_ms = t0.elapsed().as_millis() as i64;
             plan
         } else {
