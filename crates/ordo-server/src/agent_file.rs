@@ -133,15 +133,15 @@ mod tests {
 
     #[test]
     fn bad_values_name_file_line_and_field() {
-        let e = read("server = \"http://x\"\n\ngrace = \"soon\"\n").err().expect("bad grace").to_string();
+        let e = read("server = \"http://x\"\n\ngrace = \"soon\"\n").expect_err("bad grace").to_string();
         assert!(e.contains("agent.toml: line 3: field `grace`: `soon`"), "{e}");
-        let e = read("gpus = \"many\"\n").err().expect("bad gpus").to_string();
+        let e = read("gpus = \"many\"\n").expect_err("bad gpus").to_string();
         assert!(e.contains("line 1: field `gpus`"), "{e}");
-        let e = read("master_ports = \"80-90\"\n").err().expect("bad ports").to_string();
+        let e = read("master_ports = \"80-90\"\n").expect_err("bad ports").to_string();
         assert!(e.contains("field `master_ports`"), "{e}");
-        let e = read("token = \"ordo_1_x\"\n").err().expect("unknown field").to_string();
+        let e = read("token = \"ordo_1_x\"\n").expect_err("unknown field").to_string();
         assert!(e.contains("unknown field `token`") && e.contains("line 1"), "{e}");
-        let e = read("cpus = \"eight\"\n").err().expect("wrong type").to_string();
+        let e = read("cpus = \"eight\"\n").expect_err("wrong type").to_string();
         assert!(e.contains("cpus") && e.contains("line 1"), "{e}");
     }
 }

@@ -162,7 +162,7 @@ fn a_newer_database_is_refused_unchanged() {
     assert_eq!(listing(&dir), files, "no file left beside it");
     // The server's state refuses it the same way.
     let cfg = ordo_server::ServerConfig { db: path.clone(), ..ordo_server::ServerConfig::default() };
-    let err = ordo_server::state::Core::open(cfg, 0).err().expect("the server refuses it");
+    let Err(err) = ordo_server::state::Core::open(cfg, 0) else { panic!("the server opened a newer database") };
     assert!(err.to_string().contains("is newer than this ordo knows"), "{err}");
     assert_eq!(std::fs::read(&path).expect("read"), bytes);
 }
