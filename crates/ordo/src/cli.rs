@@ -14,7 +14,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(
     name = "ordo",
-    version,
+    version = env!("ORDO_VERSION"),
     about = "Measure, compare and improve the order in which a GPU cluster runs its jobs"
 )]
 struct Cli {
@@ -48,6 +48,34 @@ enum Cmd {
     Tune(crate::tune_cmd::TuneArgs),
     /// Write a self-contained HTML (or Markdown, JSON) report: every policy side by side, cost, equivalent GPUs.
     Report(crate::report_cmd::ReportArgs),
+    /// (packaging) Write shell completions (bash, zsh, fish) and man pages made from these
+    /// definitions: `ordo generate --out DIR` writes DIR/completions and DIR/man.
+    #[command(hide = true)]
+    Generate {
+        /// Where to write them.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Writes `out/completions/{ordo.bash,_ordo,ordo.fish}` and `out/man/ordo*.1` (a page per
+/// command that is not hidden) from the clap definitions.
+fn generate_assets(out: &std::path::Path) -> Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let (comp, man) = (out.join("completions"), out.join("man"));
+    for d in [&comp, &man] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(shell, &mut Cli::command(), "ordo", &comp)
+            .with_context(|| format!("writing {shell} completions in {}", comp.display()))?;
+    }
+    clap_mangen::generate_to(Cli::command(), &man)
+        .with_context(|| format!("writing man pages in {}", man.display()))?;
+    let pages = std::fs::read_dir(&man)?.count();
+    println!("wrote bash, zsh and fish completions to {} and {pages} man pages to {}", comp.display(), man.display());
+    Ok(())
 }
 
 /// Where the jobs come from, and the cluster they run on.
@@ -453,6 +481,7 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Batch(a) => return crate::batch_cmd::run(a),
         Cmd::Tune(a) => return crate::tune_cmd::run(a),
         Cmd::Report(a) => crate::report_cmd::run(a)?,
+        Cmd::Generate { out } => generate_assets(&out)?,
         Cmd::Compare(a) => {
             if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");

@@ -1,5 +1,5 @@
 //! `ordo server`, `ordo agent` and the client commands (`submit`, `queue`, `cancel`, `hold`,
-//! `release`, `priority`, `nodes`, `explain`, `history`, `policy`, `audit`, `admin token create`).
+//! `release`, `priority`, `nodes`, `explain`, `history`, `policy`, `audit`, `admin token`, `admin backup`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -167,6 +167,11 @@ pub struct ServerArgs {
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {
+    /// TOML file with any of these settings, named as the flags (`token_file`, `gpus`,
+    /// `work_dir`, ...; `cgroup = false` for --no-cgroup); flags override it. A service runs
+    /// `ordo agent --config /etc/ordo/agent.toml`.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Server URL (default: $ORDO_SERVER, else http://127.0.0.1:7700).
     #[arg(long)]
     server: Option<String>,
@@ -194,18 +199,18 @@ pub struct AgentArgs {
     /// reaches a job, and never a variable named ORDO_TOKEN*.
     #[arg(long, value_delimiter = ',')]
     pass_env: Option<Vec<String>>,
-    /// `auto` (NVML) or a number of fake GPUs.
-    #[arg(long, default_value = "auto")]
-    gpus: GpuSpec,
+    /// `auto` (NVML; the default) or a number of fake GPUs.
+    #[arg(long)]
+    gpus: Option<GpuSpec>,
     /// Node name (default: the host name).
     #[arg(long)]
     name: Option<String>,
     /// Where job output goes (default: ./ordo-agent-NODE).
     #[arg(long)]
     work_dir: Option<PathBuf>,
-    /// Time between SIGTERM and SIGKILL when a job is killed.
-    #[arg(long, default_value = "10s")]
-    grace: String,
+    /// Time between SIGTERM and SIGKILL when a job is killed (default 10s).
+    #[arg(long)]
+    grace: Option<String>,
     /// CPU cores to offer to jobs (the first N this agent may use; default: all of them).
     #[arg(long)]
     cpus: Option<u32>,
@@ -217,18 +222,19 @@ pub struct AgentArgs {
     /// `seed:N` (a seeded generator, for fake GPUs) or `off` (the default with fake GPUs).
     #[arg(long)]
     gpu_activity: Option<ActivitySource>,
-    /// How often GPU activity is sampled and sent (1s to 20s).
-    #[arg(long, default_value = "5s")]
-    activity_every: String,
+    /// How often GPU activity is sampled and sent (1s to 20s; default 5s).
+    #[arg(long)]
+    activity_every: Option<String>,
     /// The address other nodes reach this one at (a host name or IP): a multi-node job whose
     /// rank 0 runs here gets it as MASTER_ADDR (default: the node name).
     #[arg(long)]
     addr: Option<String>,
     /// TCP ports for the rendezvous (MASTER_PORT) of multi-node jobs whose rank 0 runs here:
     /// the agent hands rank 0 a port of this range that it finds free on this node (a test
-    /// bind) and that none of its running jobs has, and the server gives it to the other ranks.
-    #[arg(long, default_value = "29500-30499", value_name = "LO-HI")]
-    master_ports: PortRange,
+    /// bind) and that none of its running jobs has, and the server gives it to the other ranks
+    /// (default 29500-30499).
+    #[arg(long, value_name = "LO-HI")]
+    master_ports: Option<PortRange>,
     /// Run without cgroup containment (the agent refuses to start without a usable cgroup
     /// otherwise). Risky: a process a job detaches from its process group (`setsid`, a daemon)
     /// then outlives the job and keeps its GPUs while the server gives them to the next job,
@@ -236,13 +242,13 @@ pub struct AgentArgs {
     #[arg(long)]
     no_cgroup: bool,
     /// Most output a job may leave in its files (standard output and error together, e.g. 1G);
-    /// the rest is discarded, and the job's record says so.
-    #[arg(long, default_value = "1G")]
-    max_output: String,
+    /// the rest is discarded, and the job's record says so (default 1G).
+    #[arg(long)]
+    max_output: Option<String>,
     /// Take no new work while the work directory has less free space than this (e.g. 64M): the
-    /// node drains itself, saying why in `ordo nodes`, until space is freed.
-    #[arg(long, default_value = "16M")]
-    min_free: String,
+    /// node drains itself, saying why in `ordo nodes`, until space is freed (default 16M).
+    #[arg(long)]
+    min_free: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -486,6 +492,20 @@ pub enum AdminCmd {
         #[command(subcommand)]
         cmd: TokenCmd,
     },
+    /// Copy the database to FILE while the server runs.
+    ///
+    /// SQLite's online backup: the database as of one commit, checked, written beside FILE and
+    /// renamed onto it only when complete (a killed backup leaves FILE as it was). Restore: stop
+    /// the server, remove the database's -wal and -shm files, put FILE in its place
+    /// (docs/INSTALL.md).
+    Backup {
+        /// The server's database.
+        #[arg(long, default_value = "ordo.db")]
+        db: PathBuf,
+        /// Where the copy goes (replaced only once the new copy is complete).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -690,14 +710,20 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             })?;
         }
         ServerCmd::Agent(a) => {
+            use ordo_server::agent_file::{text, AgentFile};
+            let file = match &a.config {
+                Some(p) => AgentFile::read(p)?,
+                None => AgentFile::default(),
+            };
             let server = a
                 .server
+                .or(file.server.clone())
                 .or_else(|| std::env::var("ORDO_SERVER").ok())
                 .unwrap_or_else(|| "http://127.0.0.1:7700".into());
             if a.token.is_some() {
                 bail!("--token: an agent's token on its command line is visible to every process (jobs included) through `ps`; put it in a file readable by the agent only and give --token-file FILE, or set ORDO_TOKEN");
             }
-            let token = match &a.token_file {
+            let token = match a.token_file.as_ref().or(file.token_file.as_ref()) {
                 Some(f) => read_token_file(f)?,
                 None => std::env::var("ORDO_TOKEN").ok().filter(|t| !t.is_empty()).context(
                     "no token: give --token-file FILE or set ORDO_TOKEN (make one with `ordo admin token create NODE --agent`)",
@@ -706,12 +732,17 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             // Jobs start from a clean environment anyway; the agent keeps no copy either.
             std::env::remove_var("ORDO_TOKEN");
             let euid = nix_euid();
-            let run_as = ordo_server::runas::RunAs::new(a.run_as.as_deref(), a.user_map.as_deref(), euid)
-                .map_err(|e| anyhow!(e))?;
+            let (run_as, user_map) = match (a.run_as, a.user_map) {
+                (None, None) => (file.run_as.clone(), file.user_map.clone()),
+                given => given,
+            };
+            let run_as =
+                ordo_server::runas::RunAs::new(run_as.as_deref(), user_map.as_deref(), euid).map_err(|e| anyhow!(e))?;
             let pass_env = a
                 .pass_env
+                .or(file.pass_env.clone())
                 .unwrap_or_else(|| ordo_server::runas::DEFAULT_PASS_ENV.iter().map(|s| s.to_string()).collect());
-            let name = match a.name {
+            let name = match a.name.or(file.name.clone()) {
                 Some(n) => n,
                 None => std::fs::read_to_string("/etc/hostname")
                     .map(|s| s.trim().to_string())
@@ -719,42 +750,62 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .filter(|s| !s.is_empty())
                     .context("--name: cannot read the host name; give --name NODE")?,
             };
-            let grace = parse_duration(&a.grace)
-                .with_context(|| format!("--grace `{}`: expected a duration such as 10s", a.grace))?;
+            let gpus = match (a.gpus, file.gpus()) {
+                (Some(g), _) => g,
+                (None, Some(g)) => g.parse().map_err(|e| anyhow!("gpus: {e}"))?,
+                (None, None) => GpuSpec::Auto,
+            };
+            let grace_s = a.grace.or(text(&file.grace)).unwrap_or_else(|| "10s".into());
+            let grace = parse_duration(&grace_s)
+                .with_context(|| format!("--grace `{grace_s}`: expected a duration such as 10s"))?;
             let exe = std::env::current_exe().context("locating the ordo binary for the job supervisor")?;
-            let activity_every =
-                parse_duration(&a.activity_every).filter(|t| (1_000..=20_000).contains(t)).with_context(|| {
-                    format!("--activity-every `{}`: expected a duration from 1s to 20s", a.activity_every)
-                })?;
-            let activity = a.gpu_activity.unwrap_or(match a.gpus {
-                GpuSpec::Auto => ActivitySource::Nvml,
-                GpuSpec::Fake(_) => ActivitySource::Off,
-            });
+            let every_s = a.activity_every.or(text(&file.activity_every)).unwrap_or_else(|| "5s".into());
+            let activity_every = parse_duration(&every_s)
+                .filter(|t| (1_000..=20_000).contains(t))
+                .with_context(|| format!("--activity-every `{every_s}`: expected a duration from 1s to 20s"))?;
+            let activity = match (a.gpu_activity, text(&file.gpu_activity)) {
+                (Some(s), _) => s,
+                (None, Some(s)) => s.parse().map_err(|e| anyhow!("gpu_activity: {e}"))?,
+                (None, None) => match gpus {
+                    GpuSpec::Auto => ActivitySource::Nvml,
+                    GpuSpec::Fake(_) => ActivitySource::Off,
+                },
+            };
+            let master_ports = match (a.master_ports, text(&file.master_ports)) {
+                (Some(p), _) => p,
+                (None, Some(p)) => p.parse().map_err(|e| anyhow!("master_ports: {e}"))?,
+                (None, None) => PortRange::default(),
+            };
+            let max_output = a.max_output.or(text(&file.max_output)).unwrap_or_else(|| "1G".into());
+            let min_free = a.min_free.or(text(&file.min_free)).unwrap_or_else(|| "16M".into());
             let cfg = AgentConfig {
                 server,
                 token,
-                work_dir: a.work_dir.unwrap_or_else(|| PathBuf::from(format!("ordo-agent-{name}"))),
+                work_dir: a
+                    .work_dir
+                    .or(file.work_dir.clone())
+                    .unwrap_or_else(|| PathBuf::from(format!("ordo-agent-{name}"))),
                 name,
-                gpus: a.gpus,
+                gpus,
                 grace_ms: grace as u64,
                 supervisor: vec![exe.to_string_lossy().into_owned(), "agent-supervise".into()],
-                cpus: a.cpus,
-                mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
+                cpus: a.cpus.or(file.cpus),
+                mem_mib: a.mem.or(text(&file.mem)).as_deref().map(parse_mem).transpose()?,
                 run_as,
                 pass_env,
-                ca_pem: match a.ca.or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {
+                ca_pem: match a.ca.or(file.ca.clone()).or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {
                     Some(p) => Some(std::fs::read(&p).with_context(|| format!("CA file {}", p.display()))?),
                     None => None,
                 },
                 activity,
                 activity_every_ms: activity_every as u64,
-                addr: a.addr,
-                master_ports: a.master_ports,
-                contain: !a.no_cgroup,
-                max_output: parse_mem(&a.max_output)
-                    .with_context(|| format!("--max-output `{}`", a.max_output))?
+                addr: a.addr.or(file.addr.clone()),
+                master_ports,
+                contain: !a.no_cgroup && file.cgroup != Some(false),
+                max_output: parse_mem(&max_output)
+                    .with_context(|| format!("--max-output `{max_output}`"))?
                     .saturating_mul(1024 * 1024),
-                min_free_mib: parse_mem(&a.min_free).with_context(|| format!("--min-free `{}`", a.min_free))?,
+                min_free_mib: parse_mem(&min_free).with_context(|| format!("--min-free `{min_free}`"))?,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -1145,6 +1196,20 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
         }
         ServerCmd::Admin { cmd: AdminCmd::Token { cmd } } => return token_cmd(cmd),
+        ServerCmd::Admin { cmd: AdminCmd::Backup { db, out } } => {
+            let t0 = std::time::Instant::now();
+            let b = ordo_server::db::backup(&db, &out)?;
+            let last = b.last_job.map(|j| format!(", the last job {j}")).unwrap_or_default();
+            println!(
+                "backed up {} to {}: schema version {}, {} jobs{last}, {} bytes, checked, in {:.2} s",
+                db.display(),
+                out.display(),
+                b.schema_version,
+                b.jobs,
+                b.bytes,
+                t0.elapsed().as_secs_f64()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -347,7 +347,6 @@ impl Core {
     /// one time-out from now to reconnect.
     pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
         let conn = db::open(&cfg.db)?;
-        activity::create_tables(&conn)?;
         let stored = db::meta_get(&conn, "policy")?;
         let policy = match (&stored, cfg.policy_given) {
             (Some(p), false) => p
