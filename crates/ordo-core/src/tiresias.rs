@@ -69,7 +69,8 @@ pub(crate) struct Lists {
 }
 
 impl Lists {
-    fn to_back(&mut self) -> i64 {
+    /// A position behind every one given so far.
+    fn back_position(&mut self) -> i64 {
         self.back += 1;
         self.back
     }
@@ -100,7 +101,7 @@ impl Scheduler {
             return;
         }
         let l = &mut self.tiresias;
-        let pos = l.to_back();
+        let pos = l.back_position();
         let arrival = l.arrivals;
         l.arrivals += 1;
         l.place.insert(id, Place { queue: 0, ahead: false, pos, arrival, waited: 0 });
@@ -114,7 +115,7 @@ impl Scheduler {
         }
         let p = self.progress.get(&id).copied().unwrap_or_default();
         let l = &mut self.tiresias;
-        let pos = l.to_back();
+        let pos = l.back_position();
         let Some(pl) = l.place.get_mut(&id) else { return };
         if p.executed > p.las_base.1 {
             pl.waited += now - p.waiting_since;
@@ -189,7 +190,7 @@ impl Scheduler {
         settled.sort_by_key(|id| self.tiresias.place.get(id).map(|p| p.pos));
         for id in settled {
             if self.running.contains_key(&id) {
-                let pos = self.tiresias.to_back();
+                let pos = self.tiresias.back_position();
                 if let Some(pl) = self.tiresias.place.get_mut(&id) {
                     pl.ahead = true;
                     pl.pos = pos;
@@ -209,7 +210,7 @@ impl Scheduler {
         }
         demoted.sort_unstable();
         for &(_, id) in &demoted {
-            let pos = self.tiresias.to_back();
+            let pos = self.tiresias.back_position();
             if let Some(pl) = self.tiresias.place.get_mut(&id) {
                 pl.queue += 1;
                 pl.ahead = false;
@@ -234,7 +235,7 @@ impl Scheduler {
         }
         promoted.sort_unstable();
         for (_, id) in promoted {
-            let pos = self.tiresias.to_back();
+            let pos = self.tiresias.back_position();
             if let Some(p) = self.progress.get_mut(&id) {
                 p.las_base = (p.attained, p.executed);
             }
