@@ -53,6 +53,7 @@ mod error;
 mod format;
 mod lines;
 mod ordodb;
+mod pai;
 mod quotas;
 mod sink;
 pub mod stats;
@@ -61,7 +62,7 @@ mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
 pub use error::{ClusterError, QuotaError, TraceError};
-pub use format::{Format, ParseFormatError};
+pub use format::{is_pai_job_table, Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
 pub use quotas::{load_quotas, parse_quotas};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
@@ -170,6 +171,9 @@ pub struct LoadedTrace {
     pub time_base: Option<Time>,
     /// For an `ordo server` database (`ordo-db`): its nodes, policy, and the schedule as it ran.
     pub server: Option<ServerRecord>,
+    /// Each kept job's measured GPU activity (indexed like `workload.jobs`), for traces that
+    /// publish it (`pai-2020`: its sensor table); `None` when the trace measures none.
+    pub activity: Option<Vec<Option<JobBusy>>>,
 }
 
 impl LoadedTrace {
@@ -213,6 +217,11 @@ pub fn load_path(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, TraceEr
     if opts.format == Format::OrdoDb || (opts.format == Format::Auto && is_sqlite(path)) {
         return ordodb::load(path, opts);
     }
+    // PAI 2020 is several tables: the job table's path leads to the others beside it.
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    if opts.format == Format::Pai2020 || (opts.format == Format::Auto && is_pai_job_table(&name)) {
+        return pai::load(path, opts);
+    }
     let file = path.display().to_string();
     let reader = std::fs::File::open(path).map_err(|err| TraceError::Io { file: file.clone(), err })?;
     load_reader(reader, &file, opts)
@@ -251,6 +260,7 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
                 why: "an SQLite database (an ordo server's?) is read from its path, not a stream".into(),
             });
         }
+
         head.starts_with(&[0x1f, 0x8b])
     };
     let mut input: Box<dyn BufRead + '_> = if gz {
@@ -287,6 +297,14 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
         }
         f => f,
     };
+    if format == Format::Pai2020 {
+        return Err(TraceError::Database {
+            file: file.to_string(),
+            why: "a PAI 2020 trace is read from the path of its pai_job_table.csv, with the task, instance and \
+                  sensor tables beside it, not from a stream"
+                .into(),
+        });
+    }
     let mut sink = sink::Sink::new(file, format, opts)?;
     let body = std::io::Cursor::new(prefix).chain(input);
     match format {

@@ -346,6 +346,7 @@ impl<'o> Sink<'o> {
             max_procs: self.max_procs,
             time_base: base,
             server: None,
+            activity: None,
         }
     }
 }
