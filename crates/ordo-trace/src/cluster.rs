@@ -132,8 +132,7 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
         None => return Err(ClusterError::Empty { file }),
         Some(r) => r.map_err(|e| bad_line(1, e.to_string()))?,
     };
-    let first: Vec<String> =
-        first.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_string()).collect();
+    let first: Vec<String> = first.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_string()).collect();
     let has = |n: &str| first.iter().any(|h| h == n);
     let layout = if has("sn") && has("cpu_milli") {
         NodeList::Openb
@@ -179,13 +178,19 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
         let line = i as u64 + if layout == NodeList::PaiSpec { 1 } else { 2 };
         let get = |i: usize| rec.get(i).unwrap_or_default().trim();
         let bad = |i: usize, what: &str| {
-            bad_line(line, format!("field `{}`: expected {what}, found {:?}", header.get(i).map_or("?", String::as_str), get(i)))
+            bad_line(
+                line,
+                format!("field `{}`: expected {what}, found {:?}", header.get(i).map_or("?", String::as_str), get(i)),
+            )
         };
         if rec.len() == 1 && get(0).is_empty() {
             continue;
         }
         if rec.len() != header.len() {
-            return Err(bad_line(line, format!("expected {} fields (as in the header), found {}", header.len(), rec.len())));
+            return Err(bad_line(
+                line,
+                format!("expected {} fields (as in the header), found {}", header.len(), rec.len()),
+            ));
         }
         let count = |i: usize, max: u32, what: &str| -> Result<u32, ClusterError> {
             let v: f64 = get(i).parse().map_err(|_| bad(i, what))?;
@@ -197,7 +202,8 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
         match layout {
             NodeList::Openb => {
                 let gpus = count(cols[3], 1024, "a GPU count 0..=1024")?;
-                let cpu_milli: u64 = get(cols[1]).parse().map_err(|_| bad(cols[1], "CPU thousandths (a whole number)"))?;
+                let cpu_milli: u64 =
+                    get(cols[1]).parse().map_err(|_| bad(cols[1], "CPU thousandths (a whole number)"))?;
                 let mem_mib: u64 = get(cols[2]).parse().map_err(|_| bad(cols[2], "MiB (a whole number)"))?;
                 nodes.push(NodeSpec {
                     name: name(cols[0], &nodes),
@@ -229,7 +235,13 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
                 let n = count(1, 100_000, "a number of 8-GPU nodes")?;
                 let vc = get(0);
                 for k in 0..n {
-                    nodes.push(NodeSpec { name: format!("{vc}-{k}"), gpus: 8, cpus: None, mem_mib: None, gpu_model: None });
+                    nodes.push(NodeSpec {
+                        name: format!("{vc}-{k}"),
+                        gpus: 8,
+                        cpus: None,
+                        mem_mib: None,
+                        gpu_model: None,
+                    });
                 }
             }
             NodeList::HeliosGpus => {

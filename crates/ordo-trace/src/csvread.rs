@@ -193,9 +193,7 @@ fn parse_row<'r>(
     let submit = match format {
         _ if censored => 0,
         Format::PhillyVc => parse_clock(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_CLOCK))?,
-        Format::Helios | Format::Acme => {
-            parse_zoned(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_ZONED))?
-        }
+        Format::Helios | Format::Acme => parse_zoned(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_ZONED))?,
         Format::Sacct => parse_datetime(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_DATETIME))?,
         _ => parse_secs(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_TIME))?,
     };

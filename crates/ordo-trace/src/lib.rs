@@ -1,9 +1,11 @@
 //! ordo-trace: loads real cluster job logs into an [`ordo_core::Workload`].
 //!
 //! Formats (see [`Format`] and `docs/TRACES.md`): ordo's `generic` CSV and `jsonl`, Philly
-//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`) and 2025 inference instances
-//! (`alibaba-2025`), the Standard Workload Format
-//! (`swf`, plain or gzip), the Tiresias and Helios CSVs, Slurm `sacct --parsable2` output, the
+//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`), 2025 inference instances
+//! (`alibaba-2025`) and 2026 spot jobs (`alibaba-2026`), Alibaba PAI 2020 (`pai-2020`: four
+//! tables joined, with measured GPU activity in [`LoadedTrace::activity`]), the Standard Workload
+//! Format (`swf`, plain or gzip), the Tiresias, Helios (also the Lucid simulator's log) and Acme
+//! CSVs, Slurm `sacct --parsable2` output, the
 //! `jobcomp/filetxt` log, and an `ordo server`'s own database (`ordo-db`, SQLite: its jobs, its
 //! nodes and the schedule as it ran, in [`LoadedTrace::server`]). [`Format::Auto`] detects the
 //! format from the first line and the file name; gzip and SQLite input by their magic bytes.
@@ -149,7 +151,7 @@ pub struct LoadedTrace {
     /// ended (Alibaba 2025: no creation or no deletion time), so its run time is unknown.
     pub dropped_outside_trace: usize,
     /// Rows dropped because the job's size is unknown (SWF: allocated and requested processors
-    /// both -1).
+    /// both -1; PAI 2020: no task row describes the job).
     pub dropped_unknown_size: usize,
     /// Rows dropped by the user or group filter.
     pub dropped_filtered: usize,
@@ -195,7 +197,7 @@ impl LoadedTrace {
             ("bad row (skipped with --skip-bad)", self.skipped_bad),
             ("never ran (no start time or unknown run time)", self.dropped_never_ran),
             ("began before the trace or outlived it (run time unknown)", self.dropped_outside_trace),
-            ("unknown size (processors -1)", self.dropped_unknown_size),
+            ("unknown size (SWF processors -1, or no PAI task row)", self.dropped_unknown_size),
             ("run time 0", self.dropped_zero_duration),
             ("user or group not selected", self.dropped_filtered),
             ("submitted outside the window", self.dropped_outside_window),

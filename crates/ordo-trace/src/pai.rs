@@ -15,8 +15,18 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 const JOB: &[&str] = &["job_name", "inst_id", "user", "status", "start_time", "end_time"];
-const TASK: &[&str] =
-    &["job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu", "plan_mem", "plan_gpu", "gpu_type"];
+const TASK: &[&str] = &[
+    "job_name",
+    "task_name",
+    "inst_num",
+    "status",
+    "start_time",
+    "end_time",
+    "plan_cpu",
+    "plan_mem",
+    "plan_gpu",
+    "gpu_type",
+];
 const INSTANCE: &[&str] =
     &["job_name", "task_name", "inst_name", "worker_name", "inst_id", "status", "start_time", "end_time", "machine"];
 const SENSOR: &[&str] = &[
@@ -68,7 +78,8 @@ impl Table {
         let mut raw = BufReader::with_capacity(1 << 16, std::fs::File::open(path).map_err(io)?);
         let gz = raw.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]);
         let input: Box<dyn Read> = if gz { Box::new(flate2::bufread::MultiGzDecoder::new(raw)) } else { Box::new(raw) };
-        let rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).buffer_capacity(1 << 16).from_reader(input);
+        let rdr =
+            csv::ReaderBuilder::new().has_headers(false).flexible(true).buffer_capacity(1 << 16).from_reader(input);
         Ok(Table { file, rdr, record: csv::ByteRecord::new(), columns, line: 0 })
     }
 
@@ -242,10 +253,9 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
             .jobs
             .iter()
             .map(|j| {
-                busy.get(&j.name).filter(|b| b.held > 0.0).map(|b| JobBusy {
-                    mean_pct: 100.0 * b.used / b.held,
-                    samples: b.samples,
-                })
+                busy.get(&j.name)
+                    .filter(|b| b.held > 0.0)
+                    .map(|b| JobBusy { mean_pct: 100.0 * b.used / b.held, samples: b.samples })
             })
             .collect();
         out.activity = Some(v);

@@ -6,9 +6,11 @@
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
-use ordo_core::{Job, Workload};
+mod support;
+
 use ordo_trace::{load_cluster, load_path, load_reader, Format, LoadOptions, LoadedTrace};
 use std::path::PathBuf;
+use support::{group, job, user};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/field").join(rel)
@@ -18,17 +20,6 @@ fn load(rel: &str) -> LoadedTrace {
     load_path(&fixture(rel), &LoadOptions::default()).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-fn job<'a>(w: &'a Workload, name: &str) -> &'a Job {
-    w.jobs.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("job {name} not loaded"))
-}
-
-fn user(w: &Workload, j: &Job) -> String {
-    w.users[j.user as usize].clone()
-}
-
-fn group(w: &Workload, j: &Job) -> String {
-    w.groups[j.group as usize].clone()
-}
 
 const S: i64 = 1000;
 
@@ -79,8 +70,14 @@ fn acme_seren_and_kalos() {
     assert_eq!(t.time_base, ordo_trace::parse_datetime(b"2023-02-28 16:18:22"));
     let w = &t.workload;
     let a = job(w, "5778432");
-    assert_eq!((a.submit, a.start, a.gpus, a.cpus, a.runtime, a.failed), (0, Some(32 * S), 8, Some(128), 117 * S, true));
-    assert_eq!((user(w, a), a.queue.as_deref(), group(w, a)), ("u5907".to_string(), Some("Other"), "default".to_string()));
+    assert_eq!(
+        (a.submit, a.start, a.gpus, a.cpus, a.runtime, a.failed),
+        (0, Some(32 * S), 8, Some(128), 117 * S, true)
+    );
+    assert_eq!(
+        (user(w, a), a.queue.as_deref(), group(w, a)),
+        ("u5907".to_string(), Some("Other"), "default".to_string())
+    );
     let b = job(w, "5778469");
     assert_eq!((b.submit, b.start, b.runtime, b.failed), (336 * S, Some(349 * S), 2_693 * S, false));
     let c = job(w, "5778471");
@@ -92,7 +89,10 @@ fn acme_seren_and_kalos() {
     let w = &k.workload;
     let a = job(w, "dlctk696s0jbvitv");
     // `duration` is read as published (18 s), not end - start (8 s).
-    assert_eq!((a.submit, a.start, a.gpus, a.cpus, a.runtime, a.mem_mib), (0, Some(10 * S), 64, Some(960), 18 * S, None));
+    assert_eq!(
+        (a.submit, a.start, a.gpus, a.cpus, a.runtime, a.mem_mib),
+        (0, Some(10 * S), 64, Some(960), 18 * S, None)
+    );
     let b = job(w, "dlc1t2ypl09b8qtp");
     assert_eq!((b.submit, b.start, b.runtime, b.failed), (1_664 * S, Some(1_676 * S), 82 * S, true));
 }
@@ -108,7 +108,10 @@ fn alibaba_2026_spot_jobs() {
     assert_eq!((user(w, a), group(w, a), a.queue.as_deref()), ("13".to_string(), "13".to_string(), Some("HP")));
     // GPUs and CPUs are per worker: 16 workers of 1 GPU and 15 CPUs.
     let c = job(w, "437260");
-    assert_eq!((c.submit, c.gpus, c.cpus, c.runtime, c.queue.as_deref()), (9_589_663 * S, 16, Some(240), 41_060 * S, Some("Spot")));
+    assert_eq!(
+        (c.submit, c.gpus, c.cpus, c.runtime, c.queue.as_deref()),
+        (9_589_663 * S, 16, Some(240), 41_060 * S, Some("Spot"))
+    );
     let d = job(w, "437261");
     assert_eq!((d.gpus, d.cpus), (94, Some(1_410)));
     // Half a GPU for one worker: a share of one GPU.
@@ -126,7 +129,10 @@ fn pai_2020_tables_joined_with_measured_activity() {
         (6, 1, 1, 1, 3)
     );
     // j3 asks 3 x 50% of a GPU = 1.5 GPUs: held as 2 whole GPUs, counted as a repair.
-    assert_eq!(t.repaired, [("pai-2020: more than one GPU with a fraction (e.g. 1.5): rounded up to whole GPUs".to_string(), 1)]);
+    assert_eq!(
+        t.repaired,
+        [("pai-2020: more than one GPU with a fraction (e.g. 1.5): rounded up to whole GPUs".to_string(), 1)]
+    );
     let w = &t.workload;
     // j1: 2 workers x (50% GPU, 6 CPUs, 29.296875 GB) + 1 ps x (4 CPUs, 10 GB): 1 GPU, 16 CPUs,
     // 68.59375 GB = 70,240 MiB; instances ran 110-400 s: run time 290 s from its first start.
@@ -134,9 +140,15 @@ fn pai_2020_tables_joined_with_measured_activity() {
     assert_eq!((a.submit, a.gpus, a.gpu_milli, a.cpus, a.mem_mib), (0, 1, None, Some(16), Some(70_240)));
     assert_eq!((a.runtime, a.start, user(w, a), a.failed), (290 * S, Some(10 * S), "u1".to_string(), false));
     let b = job(w, "j2");
-    assert_eq!((b.submit, b.gpus, b.cpus, b.mem_mib, b.runtime, b.start), (50 * S, 2, Some(8), Some(16_384), 150 * S, Some(50 * S)));
+    assert_eq!(
+        (b.submit, b.gpus, b.cpus, b.mem_mib, b.runtime, b.start),
+        (50 * S, 2, Some(8), Some(16_384), 150 * S, Some(50 * S))
+    );
     let c = job(w, "j3");
-    assert_eq!((c.submit, c.gpus, c.gpu_milli, c.runtime, c.start, c.failed), (60 * S, 2, None, 5 * S, Some(65 * S), true));
+    assert_eq!(
+        (c.submit, c.gpus, c.gpu_milli, c.runtime, c.start, c.failed),
+        (60 * S, 2, None, 5 * S, Some(65 * S), true)
+    );
     // Measured GPU use, weighted by each instance's GPUs and time: j1's workers used 25% and
     // 50% of a GPU while holding 50% each for 290 s and 270 s: (0.25 x 290 + 0.5 x 270) /
     // (0.5 x 290 + 0.5 x 270) = 207.5 / 280 = 74.11% of what they held; the ps holds no GPU.
@@ -159,13 +171,22 @@ fn pai_2020_tables_joined_with_measured_activity() {
 fn published_node_lists() {
     let c = load_cluster(fixture("alibaba2026/node_info_df.csv").to_str().unwrap()).unwrap();
     assert_eq!(c.nodes.iter().map(|n| n.gpus).collect::<Vec<_>>(), [4, 1, 1, 8]);
-    assert_eq!((c.nodes[3].name.as_str(), c.nodes[3].cpus, c.nodes[3].gpu_model.as_deref()), ("3", Some(128), Some("A100-SXM4-80GB")));
+    assert_eq!(
+        (c.nodes[3].name.as_str(), c.nodes[3].cpus, c.nodes[3].gpu_model.as_deref()),
+        ("3", Some(128), Some("A100-SXM4-80GB"))
+    );
     let c = load_cluster(fixture("pai/pai_machine_spec.csv").to_str().unwrap()).unwrap();
     assert_eq!(c.nodes.iter().map(|n| n.gpus).collect::<Vec<_>>(), [8, 2, 2, 0]);
-    assert_eq!((c.nodes[1].cpus, c.nodes[1].mem_mib, c.nodes[1].gpu_model.as_deref()), (Some(64), Some(512 * 1024), Some("P100")));
+    assert_eq!(
+        (c.nodes[1].cpus, c.nodes[1].mem_mib, c.nodes[1].gpu_model.as_deref()),
+        (Some(64), Some(512 * 1024), Some("P100"))
+    );
     // Lucid: 2 + 1 nodes of 8 GPUs, named after their virtual cluster.
     let c = load_cluster(fixture("lucid/vc_config.csv").to_str().unwrap()).unwrap();
-    assert_eq!(c.nodes.iter().map(|n| (n.name.as_str(), n.gpus)).collect::<Vec<_>>(), [("vcEwI-0", 8), ("vcEwI-1", 8), ("vcWoR-0", 8)]);
+    assert_eq!(
+        c.nodes.iter().map(|n| (n.name.as_str(), n.gpus)).collect::<Vec<_>>(),
+        [("vcEwI-0", 8), ("vcEwI-1", 8), ("vcWoR-0", 8)]
+    );
     // Helios: the day with the most GPUs (40) as 8-GPU nodes.
     let c = load_cluster(fixture("helios/cluster_gpu_number.csv").to_str().unwrap()).unwrap();
     assert_eq!((c.nodes.len(), c.total_gpus()), (5, 40));
@@ -177,7 +198,8 @@ fn err(text: &str, name: &str) -> String {
 
 #[test]
 fn bad_rows_name_file_line_field_and_what_was_expected() {
-    let acme = "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time\n";
+    let acme =
+        "job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time\n";
     assert_eq!(
         err(&format!("{acme}1,u,1,8,8,Other,COMPLETED,2023-03-01 00:18:22+25:00,,,10,0,80\n"), "seren.csv"),
         "seren.csv:2: field `submit_time`: expected a date and time `YYYY-MM-DD HH:MM:SS`, optionally with a UTC offset (`+08:00`), or seconds >= 0, found \"2023-03-01 00:18:22+25:00\""
@@ -212,7 +234,10 @@ fn bad_rows_name_file_line_field_and_what_was_expected() {
     );
     std::fs::write(dir.join("pai_instance_table.csv"), "j1,worker,n0\n").unwrap();
     let e = load_path(&dir.join("pai_job_table.csv"), &LoadOptions::default()).unwrap_err().to_string();
-    assert_eq!(e, format!("{}:1: expected 9 fields (as in the header), found 3", dir.join("pai_instance_table.csv").display()));
+    assert_eq!(
+        e,
+        format!("{}:1: expected 9 fields (as in the header), found 3", dir.join("pai_instance_table.csv").display())
+    );
     std::fs::remove_file(dir.join("pai_task_table.csv")).unwrap();
     let e = load_path(&dir.join("pai_job_table.csv"), &LoadOptions::default()).unwrap_err().to_string();
     assert!(e.starts_with(&format!("{}: cannot read:", dir.join("pai_task_table.csv").display())), "{e}");

@@ -376,7 +376,8 @@ fn trace_as_run_row(
         let busy: Vec<Option<f64>> = a.iter().map(|b| b.map(|b| b.mean_pct)).collect();
         ordo_sim::asrun::busy_share(&out, &busy)
     });
-    Ok(Some((out, ordo_report::AsRun::from_trace(&out.metrics, share))))
+    let words = ordo_report::AsRun::from_trace(&out.metrics, share);
+    Ok(Some((out, words)))
 }
 
 /// The policies to simulate: those given, and the one an `ordo server` ran (from its database)
