@@ -139,7 +139,7 @@ pub(crate) fn parse_zoned(raw: &[u8]) -> Option<Time> {
     };
     let clock = &s[clock_at..];
     if let Some(local) = clock.strip_suffix('Z') {
-        return parse_datetime(s[..clock_at + local.len()].as_bytes());
+        return parse_datetime(&s.as_bytes()[..clock_at + local.len()]);
     }
     let Some(sign_at) = clock.rfind(['+', '-']) else {
         return parse_datetime(s.as_bytes());

@@ -20,7 +20,6 @@ fn load(rel: &str) -> LoadedTrace {
     load_path(&fixture(rel), &LoadOptions::default()).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-
 const S: i64 = 1000;
 
 #[test]

@@ -20,7 +20,6 @@ fn load(rel: &str) -> Option<LoadedTrace> {
     Some(load_path(&path, &LoadOptions::default()).unwrap())
 }
 
-
 fn consistent(t: &LoadedTrace) {
     assert_eq!(t.rows, t.workload.jobs.len() + t.dropped_total());
     assert!(t.workload.jobs.iter().enumerate().all(|(i, j)| j.id.idx() == i && j.runtime > 0));

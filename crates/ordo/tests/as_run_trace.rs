@@ -159,7 +159,8 @@ fn no_as_run_row_where_it_would_not_be_what_ran() {
 /// 74.4% of what jobs held; every held GPU-second was measured.
 #[test]
 fn pai_measured_gpu_activity_beside_the_as_run_row() {
-    let trace = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-trace/tests/data/field/pai/pai_job_table.csv");
+    let trace =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-trace/tests/data/field/pai/pai_job_table.csv");
     let out = ordo(&["compare", "--trace", trace.to_str().unwrap(), "--policies", "fifo"]);
     let text = ok(&out);
     assert!(text.contains("pai_machine_spec.csv beside it"), "{text}");

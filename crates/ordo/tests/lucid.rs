@@ -50,7 +50,7 @@ fn input(lucid_ties: bool) -> Option<Workload> {
     let mut w = load_path(&path, &opts).expect("trace loads").workload;
     w.jobs.retain(|j| j.runtime <= 86_400_000);
     for j in &mut w.jobs {
-        j.runtime = j.runtime.div_ceil(1000) * 1000;
+        j.runtime = (j.runtime + 999) / 1000 * 1000; // whole seconds, rounded up
     }
     assert_eq!(w.jobs.len(), 7_264);
     if lucid_ties {
