@@ -90,7 +90,7 @@ CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 /// The schema version this binary reads and writes, kept in the database header's
 /// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
 /// including commit aba5234, whose schema is version 1 without the number) or a new file.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// One step of the schema: it takes a database from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -108,12 +108,26 @@ pub struct Migration {
 /// [`SCHEMA_VERSION`] raised to it, a fixture database made by the binary before it in
 /// `crates/ordo-server/tests/data/` (`scripts/schema-fixture.sh`) and a test that upgrades that
 /// fixture (`crates/ordo-server/tests/migrate.rs`).
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    to: 1,
-    what: "the tables of ordo up to commit aba5234 (new ones created, columns added by earlier \
-           versions added where missing)",
-    apply: to_v1,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        to: 1,
+        what: "the tables of ordo up to commit aba5234 (new ones created, columns added by earlier \
+               versions added where missing)",
+        apply: to_v1,
+    },
+    Migration { to: 2, what: "admins' cordons and drains of nodes (table node_maint)", apply: to_v2 },
+];
+
+/// Version 2: an admin's cordon or drain of a node, one row per node under maintenance (kept
+/// apart from `nodes`, whose row an agent's registration replaces).
+fn to_v2(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch(
+        "CREATE TABLE node_maint(
+           node TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('cordon', 'drain')), reason TEXT NOT NULL,
+           actor TEXT NOT NULL, since INTEGER NOT NULL, deadline INTEGER)",
+    )
+    .ctx("create table node_maint")
+}
 
 /// Version 1: the schema as ordo kept it before versions were numbered. Every statement is
 /// idempotent, so it completes a new file, a database of that schema, and one made by an earlier

@@ -70,7 +70,8 @@ fn fresh_schema(dir: &Path) -> BTreeMap<String, Vec<String>> {
     schema(&conn)
 }
 
-/// Version 1 from the database of a server that ran (the binary before versions were kept):
+/// From the database of a server that ran before versions were kept (version 1 without the
+/// number) to the newest:
 /// every row kept, the version written, the schema exactly a new database's.
 #[test]
 fn v1_from_a_server_database_made_before_versions() {
@@ -86,7 +87,7 @@ fn v1_from_a_server_database_made_before_versions() {
     };
     assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
     let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), 1);
+    assert_eq!(version(&conn), SCHEMA_VERSION);
     let after: Vec<i64> = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"]
         .iter()
         .map(|t| count(&conn, t))
@@ -105,16 +106,38 @@ fn v1_from_a_server_database_made_before_versions() {
     assert_eq!(std::fs::read(&path).expect("read"), bytes, "a current database is opened unchanged");
 }
 
-/// Version 1 from a database where only `ordo admin token create` ran (no activity tables).
+/// To the newest from a database where only `ordo admin token create` ran (no activity tables).
 #[test]
 fn v1_from_an_admin_only_database() {
     let dir = common::tempdir("migrate-v1-admin");
     let path = fixture("admin.db", &dir);
     let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), 1);
+    assert_eq!(version(&conn), SCHEMA_VERSION);
     assert_eq!(count(&conn, "tokens"), 1);
     assert_eq!(count(&conn, "job_activity"), 0, "the activity tables were created");
     assert_eq!(schema(&conn), fresh_schema(&dir));
+}
+
+/// Version 2 from the database of a server of version 1 (made by commit dc99b7d's binary): every
+/// row kept, the `node_maint` table added, the schema exactly a new database's.
+#[test]
+fn v2_from_a_v1_server_database() {
+    let dir = common::tempdir("migrate-v2-server");
+    let path = fixture("server-v1.db", &dir);
+    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
+    let before: Vec<i64> = {
+        let raw = Connection::open(&path).expect("open fixture");
+        assert_eq!(version(&raw), 1, "the fixture is of version 1");
+        tables.iter().map(|t| count(&raw, t)).collect()
+    };
+    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), 2);
+    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
+    assert_eq!(before, after, "rows kept");
+    assert_eq!(count(&conn, "node_maint"), 0);
+    assert_eq!(db::meta_get(&conn, "policy").expect("meta").as_deref(), Some("sjf+easy"));
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
 }
 
 /// Every version this binary knows has its step, numbered in order.
@@ -212,7 +235,7 @@ fn steps_run_in_order_and_a_failed_upgrade_keeps_nothing() {
         conn.query_row("SELECT COUNT(*) FROM pragma_table_info('x')", [], |r| r.get(0)).expect("columns of x");
     assert_eq!(cols, 2);
     assert_eq!(db::migrate(&conn, &path, &[MIGRATIONS[0], v2, v3]).expect("current"), None);
-    // And this binary, which knows version 1 only, now refuses it.
+    // And this binary, which knows versions up to 2 only, now refuses it.
     drop(conn);
     assert!(db::open(&path).expect_err("newer").to_string().contains("schema version 3 is newer"));
 }

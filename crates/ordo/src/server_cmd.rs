@@ -49,6 +49,11 @@ pub enum ServerCmd {
     Priority(PriorityArgs),
     /// The nodes and their GPUs.
     Nodes(ConnArgs),
+    /// Node maintenance (admins): cordon, drain or resume a node.
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
     /// Why a job waits, and when it is expected to start.
     Explain(JobArgs),
     /// Finished jobs, most recent first.
@@ -461,13 +466,49 @@ pub struct HistoryArgs {
 pub enum PolicyCmd {
     /// Show the policy in force.
     Show(ConnArgs),
-    /// Change the policy (admins).
+    /// Change the policy (admins). A change whose first decision preempts running jobs is
+    /// refused, naming them, unless --preempt-now is given; --dry-run says what it would do.
     Set {
         #[command(flatten)]
         conn: ConnArgs,
         /// e.g. `sjf+easy`.
         policy: String,
+        /// Change nothing: list the running jobs the new policy would preempt at once, the
+        /// waiting jobs it would start, and how it reorders the queue.
+        #[arg(long)]
+        dry_run: bool,
+        /// Apply it even though it preempts running jobs at once.
+        #[arg(long)]
+        preempt_now: bool,
     },
+}
+
+/// `ordo node`: an admin's maintenance of one node (audited).
+#[derive(Subcommand, Debug)]
+pub enum NodeCmd {
+    /// No new work on the node; its running jobs go on.
+    Cordon(NodeMaintArgs),
+    /// No new work on the node; its running jobs finish, or with --deadline are stopped and
+    /// requeued (their run time kept) once it passes. `ordo nodes` shows `draining`, then
+    /// `drained` when no job is left: the node may then be stopped.
+    Drain(NodeMaintArgs),
+    /// The node takes work again.
+    Resume(NodeMaintArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NodeMaintArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// The node's name (as `ordo nodes` shows it).
+    node: String,
+    /// Why (required for cordon and drain; shown by `ordo nodes`, `ordo explain`, the
+    /// dashboard and /metrics).
+    #[arg(long)]
+    reason: Option<String>,
+    /// For drain: stop and requeue the jobs still on the node after this long (`30m`, `2h`).
+    #[arg(long)]
+    deadline: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -545,6 +586,39 @@ pub enum TokenCmd {
         #[arg(long, default_value = "ordo.db")]
         db: PathBuf,
     },
+}
+
+/// What a policy change did, or would do (`--dry-run`), in words.
+fn print_policy_change(r: &PolicyChanged) {
+    let verb = if r.applied { "" } else { "would " };
+    if r.applied {
+        println!("policy: {}", clean(&r.policy));
+    } else {
+        println!("policy: {} (dry run: {} would be in force; nothing changed)", clean(&r.policy), clean(&r.asked));
+    }
+    let jobs = |v: &[PolicyEffect]| {
+        v.iter()
+            .map(|e| match e.ran_ms {
+                Some(ms) => format!("{} ({}, ran {})", e.job, clean(&e.user), ordo_server::state::fmt_rel(ms)),
+                None => format!("{} ({})", e.job, clean(&e.user)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match r.preempt.len() {
+        0 => println!("{verb}preempt: no running job"),
+        n => println!("{verb}preempt {n} running job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.preempt)),
+    }
+    match r.start.len() {
+        0 => println!("{verb}start: no waiting job"),
+        n => println!("{verb}start {n} waiting job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.start)),
+    }
+    let jobs_word = if r.reordered == 1 { "job" } else { "jobs" };
+    println!("{verb}change the place in the queue of {} waiting {jobs_word}", r.reordered);
+    if r.order_before != r.order_after {
+        println!("queue before: {}", r.order_before.join(" "));
+        println!("queue after:  {}", r.order_after.join(" "));
+    }
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC) from ms since the epoch.
@@ -965,13 +1039,47 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 println!("{} priority {}", what_changed(a.job, &j), j.priority);
             }
         }
+        ServerCmd::Node { cmd } => {
+            let (action, a) = match cmd {
+                NodeCmd::Cordon(a) => ("cordon", a),
+                NodeCmd::Drain(a) => ("drain", a),
+                NodeCmd::Resume(a) => ("resume", a),
+            };
+            if a.deadline.is_some() && action != "drain" {
+                bail!("--deadline: only `ordo node drain` has a deadline");
+            }
+            if action != "resume" && a.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+                bail!("--reason: required to {action} a node (say why, for whoever looks at it next)");
+            }
+            let deadline_ms = match &a.deadline {
+                Some(d) => Some(
+                    parse_duration(d)
+                        .ok_or_else(|| anyhow!("--deadline `{d}`: expected a duration such as 30m or 2h"))?,
+                ),
+                None => None,
+            };
+            let req = NodeMaintRequest { action: action.into(), reason: a.reason.clone(), deadline_ms };
+            let n: NodeInfo = a.conn.client()?.post(&format!("/v1/nodes/{}/maintenance", a.node), &req)?;
+            if a.conn.json {
+                return print_json(&n).map(|_| ExitCode::SUCCESS);
+            }
+            let jobs = match n.job_ids.len() {
+                0 => "no job on it".to_string(),
+                1 => format!("1 job on it ({})", n.job_ids[0]),
+                k => format!("{k} jobs on it ({})", n.job_ids.join(",")),
+            };
+            println!("{}: {}; {jobs}", clean(&n.name), n.status);
+            if let Some(d) = n.maint.as_ref().and_then(|m| m.deadline) {
+                println!("jobs still on it at {} are stopped and requeued", fmt_time(d));
+            }
+        }
         ServerCmd::Nodes(conn) => {
             let n: Vec<NodeInfo> = conn.client()?.get("/v1/nodes")?;
             if conn.json {
                 return print_json(&n).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
+                "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
                 "node", "state", "gpus", "free", "busy", "kind", "cpus used", "memory used"
             );
             for x in &n {
@@ -987,9 +1095,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .map(|m| format!("{}/{}", fmt_mib(x.used_mem_mib), fmt_mib(m)))
                     .unwrap_or_else(|| "-".into());
                 let busy = x.busy_pct.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "-".into());
-                let state = if x.drain.is_some() && x.state == "up" { "drain" } else { x.state.as_str() };
+                let state = if x.status.is_empty() { x.state.as_str() } else { x.status.as_str() };
                 println!(
-                    "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
+                    "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
                     clean(&x.name),
                     state,
                     x.gpus,
@@ -1002,6 +1110,17 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 );
             }
             for x in &n {
+                if let Some(m) = &x.maint {
+                    let until = m.deadline.map(|d| format!("; jobs stopped at {}", fmt_time(d))).unwrap_or_default();
+                    let what = if m.kind == MaintKind::Cordon { "cordoned" } else { "drained" };
+                    println!(
+                        "{}: {what} by {} at {}: {}{until}",
+                        clean(&x.name),
+                        clean(&m.by),
+                        fmt_time(m.since),
+                        clean(&m.reason)
+                    );
+                }
                 if let Some(why) = &x.drain {
                     println!("{}: takes no new work: {}", clean(&x.name), clean(why));
                 }
@@ -1140,20 +1259,24 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
         }
         ServerCmd::Policy { cmd } => {
             let cmd = cmd.unwrap_or(PolicyCmd::Show(ConnArgs::default()));
-            let (conn, r): (ConnArgs, PolicyBody) = match cmd {
+            match cmd {
                 PolicyCmd::Show(conn) => {
-                    let r = conn.client()?.get("/v1/policy")?;
-                    (conn, r)
+                    let r: PolicyBody = conn.client()?.get("/v1/policy")?;
+                    if conn.json {
+                        print_json(&r)?;
+                    } else {
+                        println!("policy: {}", clean(&r.policy));
+                    }
                 }
-                PolicyCmd::Set { conn, policy } => {
-                    let r = conn.client()?.put("/v1/policy", &PolicyBody { policy })?;
-                    (conn, r)
+                PolicyCmd::Set { conn, policy, dry_run, preempt_now } => {
+                    let r: PolicyChanged =
+                        conn.client()?.put("/v1/policy", &PolicyChange { policy, dry_run, preempt_now })?;
+                    if conn.json {
+                        print_json(&r)?;
+                    } else {
+                        print_policy_change(&r);
+                    }
                 }
-            };
-            if conn.json {
-                print_json(&r)?;
-            } else {
-                println!("policy: {}", clean(&r.policy));
             }
         }
         ServerCmd::Audit(a) => {

@@ -78,7 +78,7 @@ function renderSummary(q, g, nodes) {
   const pending = q.jobs.filter((j) => j.state === 'pending').length;
   const running = q.jobs.length - pending;
   const down = nodes.filter((n) => n.state !== 'up').length;
-  const drained = nodes.filter((n) => n.state === 'up' && n.drain).length;
+  const drained = nodes.filter((n) => n.state === 'up' && (n.drain || n.maint)).length;
   $('summary').replaceChildren(
     card('nodes down', down, down > 0),
     card('nodes taking no new work', drained, drained > 0),
@@ -117,14 +117,18 @@ function renderNodes(nodes, g) {
       return el('span', { class: 'cell ' + cls, title, 'data-node': x.node, 'data-gpu': x.gpu, 'data-job': x.job }, label);
     });
     const kind = n.fake ? 'fake GPUs' : (n.gpu_model || 'GPU');
-    const state = n.state === 'up' && n.drain ? 'drain' : n.state;
+    const state = n.status || (n.state === 'up' && n.drain ? 'drain' : n.state);
+    // An admin's cordon or drain: by whom, why, until when.
+    const maint = n.maint ? (n.maint.kind === 'cordon' ? 'cordoned' : 'drained') + ' by ' + n.maint.by + ': ' +
+      n.maint.reason + (n.maint.deadline ? ' (jobs stopped at ' + new Date(n.maint.deadline).toISOString().slice(0, 19).replace('T', ' ') + ' UTC)' : '') : null;
+    const why = [maint, n.drain ? 'its agent: ' + n.drain : null].filter((x) => x).join('; ');
     // A node that is down shows no busy figure: its last samples are not what it does now.
     const busy = n.state === 'up' && n.busy_pct !== null && n.busy_pct !== undefined ? pct(n.busy_pct) + ' busy' : '';
     return el('div', { class: 'node', 'data-node': n.name, 'data-state': state },
-      el('span', { class: 'name', title: n.drain || '' }, el('b', {}, n.name), ' ', state, ' · ', kind),
+      el('span', { class: 'name', title: why }, el('b', {}, n.name), ' ', state, ' · ', kind),
       el('span', { class: 'gpus' }, ...cells),
       el('span', { class: 'busy' }, busy),
-      n.drain ? el('span', { class: 'drain' }, 'takes no new work: ' + n.drain) : null);
+      why ? el('span', { class: 'drain' }, 'takes no new work: ' + why) : null);
   }));
 }
 

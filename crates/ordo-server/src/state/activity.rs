@@ -693,7 +693,16 @@ impl Core {
         s.gpus = self.gpus_status(now).gpus;
         let mut nodes: Vec<(&String, &Node)> = self.nodes.iter().collect();
         nodes.sort_by_key(|(_, n)| n.seq);
-        s.nodes = nodes.into_iter().map(|(name, n)| (name.clone(), n.up, n.last_seen, n.gpus)).collect();
+        s.nodes = nodes.iter().map(|(name, n)| ((*name).clone(), n.up, n.last_seen, n.gpus)).collect();
+        let busy: std::collections::HashSet<String> = self.active.values().flat_map(|j| j.run_nodes()).collect();
+        s.node_status = nodes
+            .into_iter()
+            .map(|(name, n)| {
+                let busy = busy.contains(name.as_str());
+                let m = n.maint.as_ref().map(|m| (m.kind.as_str(), m.by.clone(), m.reason.clone()));
+                (name.clone(), n.status(busy), m)
+            })
+            .collect();
         s
     }
 }

@@ -44,7 +44,7 @@ impl Core {
         let d: Vec<String> = self
             .nodes
             .iter()
-            .filter_map(|(name, n)| n.up.then_some(n.drain.as_ref()?).map(|why| format!("{name} ({why})")))
+            .filter_map(|(name, n)| n.up.then(|| n.paused_why())?.map(|why| format!("{name} ({why})")))
             .collect();
         (!d.is_empty()).then(|| format!("taking no new work: {}", d.join("; ")))
     }
@@ -53,7 +53,7 @@ impl Core {
     fn drained_holder(&self, j: &JobInfo) -> Option<String> {
         (self.held.contains(&j.id)
             && !self.nodes.values().any(|n| n.takes_work() && node_holds(n, j))
-            && self.nodes.values().any(|n| n.up && n.drain.is_some() && node_holds(n, j)))
+            && self.nodes.values().any(|n| n.up && n.paused() && node_holds(n, j)))
         .then(|| format!("only nodes that take no new work now can hold {}", ask_text(j.gpus, j.cpus, j.mem_mib)))
     }
 
@@ -338,6 +338,8 @@ impl Core {
                     gpu_model: n.gpu_model.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
                     drain: n.drain.clone(),
+                    maint: n.maint.clone(),
+                    status: n.status(!jobs.is_empty()).into(),
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
