@@ -12,6 +12,7 @@ pub mod quota;
 pub mod scheduler;
 mod sumset;
 pub mod time;
+mod tiresias;
 mod whatif;
 pub mod words;
 

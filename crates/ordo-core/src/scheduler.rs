@@ -339,6 +339,8 @@ pub struct Scheduler {
     pub(crate) scratch: Scratch,
     /// Quotas, array limits and shares, with what running jobs hold against them.
     pub(crate) limits: crate::quota::Limits,
+    /// `las:...,compat=tiresias`: the Tiresias simulator's queue lists (`tiresias.rs`).
+    pub(crate) tiresias: crate::tiresias::Lists,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -405,6 +407,7 @@ impl Scheduler {
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
+            tiresias: crate::tiresias::Lists::default(),
         }
     }
 
@@ -524,6 +527,7 @@ impl Scheduler {
         self.queue.insert((key, req.id), req);
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
+        self.tiresias_submit(req.id);
         self.buckets
             .entry((req.gpus, req.nodes, est_class(req.estimate)))
             .or_default()
@@ -558,6 +562,7 @@ impl Scheduler {
         }
         self.refresh_run_keys(now);
         self.las_commit(job, now, true);
+        self.tiresias_start(job, now);
         self.account_start(&req, now);
         self.limits.on_start(&req);
         self.unindex_waiting(job, key, &req);
@@ -687,6 +692,7 @@ impl Scheduler {
         self.refresh_run_keys(now);
         self.drop_run_key(job);
         self.las_commit(job, now, false);
+        self.tiresias_preempt(job, now);
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
@@ -832,8 +838,11 @@ impl Scheduler {
 
     /// Brings time-dependent bookkeeping up to `now` (running jobs that crossed a priority
     /// threshold since the last commit). Optional: `schedule` is correct without it, only
-    /// slower after a wake-up with no other event.
+    /// slower after a wake-up with no other event. Except under `las:...,compat=tiresias`,
+    /// where it is the Tiresias simulator's event (once per instant): demotions and
+    /// starvation promotions happen here, and a pass without it keeps every job's queue.
     pub fn advance(&mut self, now: Time) {
+        self.tiresias_event(now);
         self.refresh_run_keys(now);
         self.drop_overdue(now);
         self.move_promoted(now);
@@ -909,6 +918,7 @@ impl Scheduler {
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         let off_estimate = r.expected_end != now;
         let p = self.progress.remove(&job).unwrap_or_default();
+        self.tiresias_finish(job);
         let served = p.attained + r.req.gpus as i64 * (now - r.start);
         // Only Gittins reads the distribution of finished jobs' service; keeping it sorted costs
         // a sort per finished job early on, so other policies skip it.
@@ -1079,6 +1089,7 @@ impl Scheduler {
         {
             return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
         }
+        self.tiresias_check()?;
         if let Some(c) = &self.cons {
             if c.res.len() != self.queue.len() || c.by_start.len() != self.queue.len() {
                 return Err(format!("{} reservations for {} waiting jobs", c.res.len(), self.queue.len()));

@@ -511,7 +511,8 @@ impl Health {
         let dir = &cfg.work_dir;
         // Free space, every poll (one statvfs).
         if let Ok(st) = nix::sys::statvfs::statvfs(dir) {
-            let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+            // fsblkcnt_t and c_ulong are u64 on the 64-bit Linux targets ordo builds for.
+            let free = st.blocks_available().saturating_mul(st.fragment_size());
             if free < cfg.min_free_mib * 1024 * 1024 {
                 return Some(format!(
                     "its work directory {} has {} free, less than its --min-free of {} (the output of its jobs fills it?)",

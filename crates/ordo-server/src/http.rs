@@ -565,10 +565,22 @@ async fn get_policy(State(s): State<AppState>, _: Auth) -> R<PolicyBody> {
     Ok(Json(PolicyBody { policy: s.core().policy().to_string() }))
 }
 
-async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PolicyBody> {
-    let b: PolicyBody = parse_body(&body)?;
-    let policy = s.change(|c| c.set_policy(&who, &b.policy, now_ms())).await?;
-    Ok(Json(PolicyBody { policy }))
+async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PolicyChanged> {
+    let b: PolicyChange = parse_body(&body)?;
+    Ok(Json(s.change(|c| c.change_policy(&who, &b, now_ms())).await?))
+}
+
+async fn node_maintenance(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> R<NodeInfo> {
+    let b: NodeMaintRequest = parse_body(&body)?;
+    let node = s.change(|c| c.node_maintenance(&who, &name, &b, now_ms())).await?;
+    // A drain whose deadline has passed stops jobs: their agents hear of it at once.
+    wake(&s);
+    Ok(Json(node))
 }
 
 #[derive(Debug, Deserialize)]
@@ -702,6 +714,7 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("post", "/v1/jobs/{id}/priority", post(set_priority)),
         ("get", "/v1/history", get(history)),
         ("get", "/v1/nodes", get(nodes)),
+        ("post", "/v1/nodes/{name}/maintenance", post(node_maintenance)),
         ("get", "/v1/policy", get(get_policy)),
         ("put", "/v1/policy", put(set_policy)),
         ("get", "/v1/audit", get(audit)),

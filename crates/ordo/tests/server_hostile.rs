@@ -495,7 +495,7 @@ fn a_job_that_fills_the_agents_disk_drains_the_node_with_its_reason() {
         cli_json(&url, &admin, &["nodes"])[0]["drain"].as_str().is_some_and(|d| d.contains("free"))
     });
     let text = String::from_utf8(ordo(&["nodes", "--server", &url, "--token", &admin]).stdout).expect("utf-8");
-    assert!(text.contains("drain") && text.contains("takes no new work"), "{text}");
+    assert!(text.contains("problem") && text.contains("takes no new work"), "{text}");
     let later = submit(&url, &alice, &["submit", "--gpus", "1", "--", "true"]);
     std::thread::sleep(Duration::from_secs(2));
     let w = job_state(&url, &alice, later);

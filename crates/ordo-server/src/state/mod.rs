@@ -62,12 +62,14 @@ struct Node {
     /// directory is full or cannot be written, a job's processes could not be killed). Its
     /// running jobs go on; the scheduler sees none of its GPUs until it clears.
     drain: Option<String>,
+    /// An admin's cordon or drain (`state/maint.rs`).
+    maint: Option<NodeMaint>,
 }
 
 impl Node {
     /// Whether the scheduler may start new work on it.
     fn takes_work(&self) -> bool {
-        self.up && self.drain.is_none()
+        self.up && !self.paused()
     }
 }
 
@@ -336,7 +338,9 @@ mod arrays;
 mod deps;
 mod gang;
 mod jobs;
+mod maint;
 mod pass;
+mod policy;
 mod quotas;
 mod submit;
 mod views;
@@ -347,7 +351,6 @@ impl Core {
     /// one time-out from now to reconnect.
     pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
         let conn = db::open(&cfg.db)?;
-        activity::create_tables(&conn)?;
         let stored = db::meta_get(&conn, "policy")?;
         let policy = match (&stored, cfg.policy_given) {
             (Some(p), false) => p
@@ -416,6 +419,7 @@ impl Core {
                         mem_limits: r.get::<_, i64>(8)? != 0,
                         addr: r.get(9)?,
                         drain: None,
+                        maint: None,
                     },
                 ))
             })
@@ -424,6 +428,7 @@ impl Core {
             .ctx("load nodes")?;
         drop(st);
         self.nodes = rows.into_iter().collect();
+        self.load_maint()?;
         self.pending.clear();
         self.active.clear();
         self.pending_per_user.clear();
@@ -461,7 +466,7 @@ impl Core {
     fn hides(&self, j: &JobInfo) -> bool {
         (j.no_preempt && self.policy.order.preemptive())
             || j.ranks.iter().any(|r| !self.nodes.get(&r.node).is_some_and(|n| n.up))
-            || placed(j).iter().any(|(node, _)| self.nodes.get(*node).is_some_and(|n| n.drain.is_some()))
+            || placed(j).iter().any(|(node, _)| self.nodes.get(*node).is_some_and(|n| n.paused()))
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
@@ -822,25 +827,5 @@ impl Core {
                 Err(e.into())
             }
         }
-    }
-
-    /// Changes the policy (admins only); recorded with who did it.
-    pub fn set_policy(&mut self, who: &Principal, name: &str, now: i64) -> Result<String, ApiError> {
-        if who.role != Role::Admin {
-            return Err(ApiError::Forbidden("only admins may change the policy".into()));
-        }
-        bounded("policy", name, MAX_POLICY_BYTES)?;
-        let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
-        check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
-        let old = self.policy.to_string();
-        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
-        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![p.to_string()])
-            .ctx("store policy")?;
-        audit(&tx, now, &who.user, "policy", None, &p.to_string(), &json!({"from": old, "to": p.to_string()}))?;
-        tx.commit().ctx("commit policy")?;
-        self.policy = p;
-        self.last_reason.clear();
-        self.rebuild(now)?;
-        Ok(self.policy.to_string())
     }
 }

@@ -44,7 +44,7 @@ impl Core {
         let d: Vec<String> = self
             .nodes
             .iter()
-            .filter_map(|(name, n)| n.up.then_some(n.drain.as_ref()?).map(|why| format!("{name} ({why})")))
+            .filter_map(|(name, n)| n.up.then(|| n.paused_why())?.map(|why| format!("{name} ({why})")))
             .collect();
         (!d.is_empty()).then(|| format!("taking no new work: {}", d.join("; ")))
     }
@@ -53,7 +53,7 @@ impl Core {
     fn drained_holder(&self, j: &JobInfo) -> Option<String> {
         (self.held.contains(&j.id)
             && !self.nodes.values().any(|n| n.takes_work() && node_holds(n, j))
-            && self.nodes.values().any(|n| n.up && n.drain.is_some() && node_holds(n, j)))
+            && self.nodes.values().any(|n| n.up && n.paused() && node_holds(n, j)))
         .then(|| format!("only nodes that take no new work now can hold {}", ask_text(j.gpus, j.cpus, j.mem_mib)))
     }
 
@@ -230,7 +230,22 @@ impl Core {
         let mut on_hold: Vec<&JobInfo> = self.pending.values().filter(|j| j.held_by.is_some()).collect();
         on_hold.sort_by_key(|j| (j.submit, j.id));
         let n = n + self.held.len();
+        let n_hold = on_hold.len();
         for (k, j) in on_hold.into_iter().enumerate() {
+            let mut j = j.clone();
+            j.wait = Some(self.wait_info(j.id, None, n + k, now));
+            jobs.push(j);
+        }
+        // Every other pending job: waiting on other jobs' ends, or just released or doomed by
+        // them (see `deps.rs`), with why.
+        let n = n + n_hold;
+        let mut outside: Vec<&JobInfo> = self
+            .pending
+            .values()
+            .filter(|j| j.held_by.is_none() && !self.held.contains(&j.id) && !self.sched.is_waiting(jid(j.id)))
+            .collect();
+        outside.sort_by_key(|j| (j.submit, j.id));
+        for (k, j) in outside.into_iter().enumerate() {
             let mut j = j.clone();
             j.wait = Some(self.wait_info(j.id, None, n + k, now));
             jobs.push(j);
@@ -323,9 +338,12 @@ impl Core {
                     gpu_model: n.gpu_model.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
                     drain: n.drain.clone(),
+                    maint: n.maint.clone(),
+                    status: n.status(!jobs.is_empty()).into(),
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
+                    job_ids: jobs.iter().map(|j| j.id_text()).collect(),
                     cpus: n.cpus,
                     mem_mib: n.mem_mib,
                     used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),
