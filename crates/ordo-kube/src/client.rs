@@ -357,3 +357,29 @@ impl Kube {
 /// The pods the scheduler watches: those that have not ended (a pod that ends leaves the watch
 /// as a deletion), as kube-scheduler does.
 pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+#[cfg(test)]
+mod tests {
+    use super::Settings;
+
+    #[test]
+    fn settings_read_back_from_their_configmap_data_and_name_a_bad_key() {
+        let s = Settings {
+            policy: "sjf+easy".into(),
+            gpu_resource: "nvidia.com/gpu".into(),
+            node_selector: "pool=a".into(),
+            default_estimate_ms: 3_600_000,
+            started: "2026-12-04T06:00:00Z".into(),
+            ordo_version: "0.1.0".into(),
+        };
+        let mut data = s.to_data();
+        assert_eq!(Settings::from_data(&data), Ok(s));
+        data.insert("default-estimate-ms".into(), "1h".into());
+        assert_eq!(
+            Settings::from_data(&data),
+            Err("`default-estimate-ms`: expected milliseconds, found `1h`".to_string())
+        );
+        data.remove("policy");
+        assert_eq!(Settings::from_data(&data), Err("no `policy` in its data".to_string()));
+    }
+}

@@ -128,7 +128,7 @@ fn bad_input_exits_non_zero_with_the_error() {
     let o = ordo(&["trace", "stats", p.to_str().unwrap(), "--skip-bad", "--json"]);
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("skipped 1 bad rows"), "{err}");
+    assert!(err.contains("skipped 1 bad row (--skip-bad); the first reason:"), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["jobs"].as_u64(), Some(2));
     // The same flags on a simulation command.
