@@ -80,7 +80,7 @@ impl Core {
         .ctx("insert array")?;
         let mut ing =
             Ingest { who: who.clone(), job, spec, after, first: first as JobNo, stored: 0, joined: 0, detail };
-        insert_elements(&tx, &ing, n - 1, n, &policy, now)?;
+        insert_elements(&tx, &who.user, &ing.job, &ing.spec, ing.first, (n - 1, n), &ing.detail, &policy, now)?;
         tx.commit().ctx("commit an array's reservation")?;
         self.ingesting.insert(ing.first, ing.first + n as JobNo - 1);
         // Counted against the user's pending limit from now on.
@@ -98,7 +98,17 @@ impl Core {
         if to > ing.stored {
             let policy = self.policy.to_string();
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
-            insert_elements(&tx, ing, ing.stored, to, &policy, now)?;
+            insert_elements(
+                &tx,
+                &ing.who.user,
+                &ing.job,
+                &ing.spec,
+                ing.first,
+                (ing.stored, to),
+                &ing.detail,
+                &policy,
+                now,
+            )?;
             tx.commit().ctx("commit array elements")?;
             ing.stored = to;
         }
@@ -234,24 +244,28 @@ impl Core {
     }
 }
 
-/// Inserts elements `from..to` (by position in the spec) of an array, with an audit record
-/// each, in two statements over the list of their indices (`json_each`).
-fn insert_elements(
+/// Inserts elements `from..to` (by position in the spec) of the array whose first element has
+/// id `first`, with an audit record each, in two statements over the list of their indices
+/// (`json_each`), whatever their number. `detail` is the submission's audit detail.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn insert_elements(
     tx: &rusqlite::Savepoint<'_>,
-    ing: &Ingest,
-    from: usize,
-    to: usize,
+    user: &str,
+    j: &JobInfo,
+    spec: &ArraySpec,
+    first: JobNo,
+    (from, to): (usize, usize),
+    detail: &serde_json::Value,
     policy: &str,
     now: i64,
 ) -> Result<(), ApiError> {
-    let j = &ing.job;
     let command = serde_json::to_string(&j.command).map_err(|e| internal("encode command", e))?;
     let after = match j.after.is_empty() {
         true => None,
         false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
     };
-    let indices = serde_json::to_string(&ing.spec.indices[from..to]).map_err(|e| internal("encode array", e))?;
-    let base = ing.first as i64 + from as i64;
+    let indices = serde_json::to_string(&spec.indices[from..to]).map_err(|e| internal("encode array", e))?;
+    let base = first as i64 + from as i64;
     tx.prepare_cached(
         "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes)
          SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?18, value, ?16 FROM json_each(?17)",
@@ -259,7 +273,7 @@ fn insert_elements(
     .and_then(|mut st| {
         st.execute(params![
             base,
-            ing.who.user,
+            user,
             j.name,
             command,
             j.cwd,
@@ -275,24 +289,22 @@ fn insert_elements(
             after,
             j.nodes,
             indices,
-            ing.first as i64
+            first as i64
         ])
     })
     .ctx("insert array elements")?;
     // The first element's record names the array's spec and size; every one its array and index.
-    let mut d0 = ing.detail.clone();
-    d0["array_spec"] = json!(ing.spec.canonical());
-    d0["elements"] = json!(ing.len());
-    d0["array"] = json!(ing.first);
-    let mut rest = ing.detail.clone();
-    rest["array"] = json!(ing.first);
+    let mut d0 = detail.clone();
+    d0["array_spec"] = json!(spec.canonical());
+    d0["elements"] = json!(spec.indices.len());
+    d0["array"] = json!(first);
+    let mut rest = detail.clone();
+    rest["array"] = json!(first);
     tx.prepare_cached(
         "INSERT INTO audit(time, actor, kind, job, policy, detail)
          SELECT ?1, ?2, 'submit', ?3 + key, ?4, json_set(CASE ?8 + key WHEN 0 THEN ?5 ELSE ?6 END, '$.index', value) FROM json_each(?7)",
     )
-    .and_then(|mut st| {
-        st.execute(params![now, ing.who.user, base, policy, d0.to_string(), rest.to_string(), indices, from as i64])
-    })
+    .and_then(|mut st| st.execute(params![now, user, base, policy, d0.to_string(), rest.to_string(), indices, from as i64]))
     .ctx("write audit records")?;
     Ok(())
 }
