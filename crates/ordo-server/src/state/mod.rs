@@ -128,6 +128,8 @@ pub struct Core {
     /// lock: made by the scheduling pass (at most every 200 ms), or by a view when older than
     /// [`EXPLAINED_MAX_AGE_MS`].
     explained: std::cell::RefCell<Option<Arc<Explained>>>,
+    /// Arrays being taken in steps (`ingest.rs`): first id -> last id.
+    ingesting: BTreeMap<JobNo, JobNo>,
 }
 
 /// How old an explained plan the views may show, ms.
@@ -337,6 +339,8 @@ mod agents;
 mod arrays;
 mod deps;
 mod gang;
+mod ingest;
+pub use ingest::{Ingest, ARRAY_STEP};
 mod jobs;
 mod maint;
 mod pass;
@@ -389,6 +393,7 @@ impl Core {
             live: activity::Live::default(),
             arrays: HashMap::new(),
             explained: Default::default(),
+            ingesting: BTreeMap::new(),
         };
         core.load(now)?;
         core.load_activity()?;
@@ -396,6 +401,8 @@ impl Core {
     }
 
     fn load(&mut self, now: i64) -> Result<(), ApiError> {
+        self.ingesting.clear();
+        self.remove_incomplete_arrays(now)?;
         self.nodes.clear();
         let mut st = self
             .conn
