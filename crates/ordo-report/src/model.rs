@@ -539,7 +539,8 @@ fn cost(results: &[Metrics], base: usize, best: usize, price: Option<&Price>) ->
         format!("makespan of {} (every job was submitted at once)", headline::name(b))
     };
     let basis = format!("{} of history, the {span}", days(basis_days));
-    let short_history = (basis_days < SHORT_HISTORY_DAYS).then(|| {
+    // On the days as shown (one decimal): 6.98 days read as 7.0 are not warned about.
+    let short_history = ((10.0 * basis_days).round() / 10.0 < SHORT_HISTORY_DAYS).then(|| {
         format!(
             "the figures per month are extrapolated from only {}: a month of this cluster may look quite different. Give a longer history (e.g. `ordo slurm import --since now-30days`) before quoting them.",
             days(basis_days)

@@ -503,7 +503,7 @@ pub fn equivalent_line(r: &Report) -> Option<Vec<Cell>> {
                 line.push(Cell::text(format!(", worth {} ", pr.currency)));
                 line.push(f("equivalent_gpus.cost_per_month".into(), m, 0));
                 line.push(Cell::text(format!(
-                    " per month {}: what {} GPUs would cost to give {} {}'s completion times (found on {}).",
+                    " per month {}: what {} GPUs would cost to give {} {}'s completion times (found on {} of history).",
                     at_price(pr),
                     thousands(g as f64),
                     e.baseline,
@@ -511,7 +511,7 @@ pub fn equivalent_line(r: &Report) -> Option<Vec<Cell>> {
                     crate::model::days(r.cost.basis_days)
                 )));
             }
-            _ => line.push(Cell::text(format!(" (found on {}).", crate::model::days(r.cost.basis_days)))),
+            _ => line.push(Cell::text(format!(" (found on {} of history).", crate::model::days(r.cost.basis_days)))),
         }
     }
     Some(line)

@@ -424,6 +424,15 @@ fn philly_headline_names_las_p99_wait_regression() {
     assert_eq!(v["best"], "las");
     assert!(h.contains("p99 wait +20%. Regression: las's p99 wait is longer than fifo's (9.7d -> 11.7d)."), "{h}");
     assert!(h.contains("Best without a regression in p99 wait or fairness: sgf: "), "{h}");
+    // A week of arrivals (6.98 days, shown as 7.0) is not warned about as a short history.
+    let out = tmp("philly-week.json");
+    let o = out.to_str().unwrap();
+    let a =
+        ["report", "--quiet", "--no-equivalent", "--trace", t, "--from", "42", "--to", "49", "--policies", "fifo,las"];
+    ok(&ordo(&[&a[..], &["--out", o]].concat()));
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(ordo_report::model::days(j["cost"]["basis_days"].as_f64().unwrap()) == "7.0 days", "{}", j["cost"]);
+    assert_eq!(j["cost"]["short_history"], Value::Null);
 }
 
 /// Issue 35, finding 7: a baseline figure that shows as 0s gives no percentage ("-100%"):
