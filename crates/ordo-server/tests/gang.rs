@@ -69,7 +69,7 @@ fn submissions_are_bounded() {
     let e = bad(&mut c, SubmitRequest { cpus: Some(2), ..gang(2, 2) });
     assert!(matches!(e, ApiError::BadRequest(m) if m.contains("cpus")));
     let e = bad(&mut c, gang(4, 4));
-    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 4 nodes with 1 GPUs each, but 3")), "{e}");
+    assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 4 nodes with 1 GPU each, but 3")), "{e}");
     let e = bad(&mut c, gang(2, 10));
     assert!(matches!(&e, ApiError::Unprocessable(m) if m.contains("needs 2 nodes with 5 GPUs each")), "{e}");
     // No node count and more GPUs than a node has: split over nodes by the placement (nodes 0),

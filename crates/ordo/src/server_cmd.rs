@@ -1206,8 +1206,8 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 if !a.follow || l.ended {
                     if !a.conn.json && !a.follow {
                         eprintln!(
-                            "({} bytes of job {}'s {stream} on node {}, {})",
-                            l.size,
+                            "({} of job {}'s {stream} on node {}, {})",
+                            ordo_core::words::count(l.size as usize, "byte"),
                             l.job,
                             clean(&l.node),
                             clean(&l.path)
@@ -1224,11 +1224,11 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 return print_json(&j).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "job {} ({}, user {}, {} GPUs{}, priority {}): {}",
+                "job {} ({}, user {}, {}{}, priority {}): {}",
                 j.id_text(),
                 clean(&j.name),
                 clean(&j.user),
-                j.gpus,
+                ordo_core::words::count(j.gpus as usize, "GPU"),
                 match (j.nodes, j.ranks.len()) {
                     (_, r) if r > 1 => format!(" on {r} nodes"),
                     (0, _) => " split over nodes by the placement".to_string(),

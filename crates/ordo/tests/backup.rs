@@ -64,7 +64,7 @@ fn backup_while_serving_survives_kill_9_and_restores() {
     let took = t0.elapsed();
     assert!(o.status.success(), "backup: {}", String::from_utf8_lossy(&o.stderr));
     let (check, version, jobs, last) = inspect(&out);
-    assert_eq!((check.as_str(), version), ("ok", 1));
+    assert_eq!((check.as_str(), version), ("ok", ordo_server::db::SCHEMA_VERSION));
     assert!(
         last >= acked as i64 && jobs >= 30_100,
         "the backup holds every acknowledged job: {jobs} jobs, last {last}"
@@ -105,7 +105,11 @@ fn backup_while_serving_survives_kill_9_and_restores() {
 
     // The live database is intact and the server goes on.
     let (check, version, _, _) = inspect(&db);
-    assert_eq!((check.as_str(), version), ("ok", 1), "the live database after the killed backups");
+    assert_eq!(
+        (check.as_str(), version),
+        ("ok", ordo_server::db::SCHEMA_VERSION),
+        "the live database after the killed backups"
+    );
     let after =
         cli_json(&url, &alice, &["submit", "--gpus", "1", "--time", "1m", "--", "true"])["id"].as_u64().expect("id");
     let o = backup(&db, &out);

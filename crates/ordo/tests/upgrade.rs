@@ -6,6 +6,7 @@
 mod harness;
 
 use harness::*;
+use ordo_server::db::SCHEMA_VERSION;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,7 +38,8 @@ fn a_server_upgrades_a_database_made_before_schema_versions() {
     let (mut srv, url) = listening(c);
     let mut said = String::new();
     BufReader::new(srv.0.stderr.take().expect("stderr")).read_line(&mut said).expect("stderr line");
-    assert!(said.contains("schema upgraded from version 0 to 1"), "the server says it upgraded: {said}");
+    let want = format!("schema upgraded from version 0 to {SCHEMA_VERSION}");
+    assert!(said.contains(&want), "the server says it upgraded: {said}");
     assert_eq!(cli_json(&url, &admin, &["policy", "show"])["policy"].as_str(), Some("sjf+easy"), "the stored policy");
     let held = job_state(&url, &alice, 8);
     assert_eq!((held["state"].as_str(), held["held_by"].as_str()), (Some("pending"), Some("alice")));
@@ -48,7 +50,7 @@ fn a_server_upgrades_a_database_made_before_schema_versions() {
     let (code, v) = api(&url, &alice, "GET", "/v1/jobs/9", None);
     assert_eq!((code, v["state"].as_str()), (200, Some("cancelled")));
     drop(srv);
-    assert_eq!(user_version(&db), 1);
+    assert_eq!(user_version(&db), SCHEMA_VERSION);
 }
 
 #[test]
@@ -57,7 +59,7 @@ fn a_newer_database_is_refused_by_every_command() {
     let (db, _, _) = fixture(&dir);
     {
         let c = rusqlite::Connection::open(&db).expect("open");
-        c.pragma_update(None, "user_version", 2).expect("stamp");
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).expect("stamp");
     }
     let before = std::fs::read(&db).expect("read");
     let out = Command::new(ORDO)
@@ -68,7 +70,11 @@ fn a_newer_database_is_refused_by_every_command() {
         .expect("run server");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("schema version 2 is newer than this ordo knows (version 1"),
+        !out.status.success()
+            && err.contains(&format!(
+                "schema version {} is newer than this ordo knows (version {SCHEMA_VERSION}",
+                SCHEMA_VERSION + 1
+            )),
         "{err}"
     );
     for args in [&["admin", "token", "list"][..], &["admin", "token", "create", "bob"][..]] {

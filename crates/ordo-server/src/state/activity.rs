@@ -224,9 +224,10 @@ impl Core {
         }
         if rep.gpus.len() > gpus as usize {
             return Err(ApiError::BadRequest(format!(
-                "field `gpus`: {} samples, but node {} has {gpus} GPUs",
+                "field `gpus`: {} samples, but node {} has {}",
                 rep.gpus.len(),
-                rep.node
+                rep.node,
+                ordo_core::words::count(gpus as usize, "GPU")
             )));
         }
         let mut seen = vec![false; gpus as usize];

@@ -56,7 +56,7 @@ impl Core {
                     "policy {} would preempt {} at once: {}; nothing was changed. Give --preempt-now \
                      (preempt_now) to change it anyway, or --dry-run to see all it would do",
                     answer.asked,
-                    plural(jobs.len(), "running job"),
+                    ordo_core::words::count(jobs.len(), "running job"),
                     jobs.join(", ")
                 )));
             }
@@ -120,14 +120,5 @@ impl Core {
             order_before: shown(before),
             order_after: shown(after),
         }
-    }
-}
-
-/// `1 running job`, `2 running jobs`.
-fn plural(n: usize, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
     }
 }

@@ -60,13 +60,15 @@ impl Core {
         let g = gpus as u64;
         if let Some(l) = q.user_limit(user_index(user)).filter(|&l| g > l) {
             return Err(ApiError::Unprocessable(format!(
-                "the job needs {g} GPUs, more than user {user}'s quota of {l} (max_running_gpus): it could never start"
+                "the job needs {}, more than user {user}'s quota of {l} (max_running_gpus): it could never start",
+                ordo_core::words::count(g as usize, "GPU")
             )));
         }
         if let Some(l) = q.group_limit(group_index(&self.cfg.quotas, user)).filter(|&l| g > l) {
             let group = self.cfg.quotas.group_of(user).unwrap_or(user);
             return Err(ApiError::Unprocessable(format!(
-                "the job needs {g} GPUs, more than group {group}'s quota of {l} (max_running_gpus): it could never start"
+                "the job needs {}, more than group {group}'s quota of {l} (max_running_gpus): it could never start",
+                ordo_core::words::count(g as usize, "GPU")
             )));
         }
         Ok(())
@@ -77,13 +79,15 @@ impl Core {
         let q = &self.cfg.quotas;
         match scope {
             QuotaScope::User => format!(
-                "quota: user {} holds {holds} of their {limit} GPUs (max_running_gpus); this job needs {need} more, it starts when their running jobs free them",
-                j.user
+                "quota: user {} holds {holds} of their {} (max_running_gpus); this job needs {need} more, it starts when their running jobs free them",
+                j.user,
+                ordo_core::words::count(limit as usize, "GPU")
             ),
             QuotaScope::Group => format!(
-                "quota: group {} (of user {}) holds {holds} of its {limit} GPUs (max_running_gpus); this job needs {need} more, it starts when the group's running jobs free them",
+                "quota: group {} (of user {}) holds {holds} of its {} (max_running_gpus); this job needs {need} more, it starts when the group's running jobs free them",
                 q.group_of(&j.user).unwrap_or("?"),
-                j.user
+                j.user,
+                ordo_core::words::count(limit as usize, "GPU")
             ),
             QuotaScope::Array => format!(
                 "array limit: {holds} of at most {limit} elements of its array run; it starts when one of them ends"

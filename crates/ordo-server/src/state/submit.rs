@@ -285,10 +285,10 @@ impl Core {
             }
             Some(m) if per_node > m && nodes == 1 => {
                 return Err(ApiError::Unprocessable(format!(
-                "the job needs {} GPUs but the largest node has {m} ({} nodes, {} GPUs in all); a job that asks CPUs or memory runs on one node; without them, more GPUs than a node has are split over nodes by the placement, or give `--nodes`",
+                "the job needs {} GPUs but the largest node has {m} ({}, {} in all); a job that asks CPUs or memory runs on one node; without them, more GPUs than a node has are split over nodes by the placement, or give `--nodes`",
                 req.gpus,
-                self.nodes.len(),
-                self.nodes.values().map(|n| n.gpus as u64).sum::<u64>()
+                ordo_core::words::count(self.nodes.len(), "node"),
+                ordo_core::words::count(self.nodes.values().map(|n| n.gpus as usize).sum::<usize>(), "GPU")
             )))
             }
             _ => {}
@@ -296,7 +296,8 @@ impl Core {
         let fit = self.nodes.values().filter(|n| n.gpus >= per_node).count();
         if nodes > 1 && fit < nodes as usize {
             return Err(ApiError::Unprocessable(format!(
-                "the job needs {nodes} nodes with {per_node} GPUs each, but {fit} of the {} registered nodes have that many",
+                "the job needs {nodes} nodes with {} each, but {fit} of the {} registered nodes have that many",
+                ordo_core::words::count(per_node as usize, "GPU"),
                 self.nodes.len()
             )));
         }
