@@ -26,6 +26,16 @@ printf 'job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end
 printf 'instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time\ni0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640.0,800.0,8,,,\ni1,CN,app_1,64,64,0,0,100,100,320.0,320.0,255.0,300.0,2,100.0,100.0,500.0\ni2,HN,app_0,6.5,6.5,0.5,0.5,25,25,60.5,60.5,100.0,100.0,8,120.0,130.5,\n' | seed alibaba_2025 three
 printf 'JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority\n100|alice|ml|gpu|2024-03-01T10:00:00|2024-03-01T10:05:00|2024-03-02T12:08:04|1-02:03:04|2-00:00:00|billing=8,cpu=8,gres/gpu=2,mem=64G,node=1||COMPLETED|4294\n100.batch|||||||1-02:03:04||cpu=8||COMPLETED|\n101|bob|cv|debug|2024-03-01T11:00:00|||00:10:00|UNLIMITED||cpu=2,mem=4000M,gres/gpu:a100=1|CANCELLED by 1|10\n' | seed sacct three
 printf 'JobId=7 UserId=alice(1001) GroupId=users(100) Name=train big JobState=COMPLETED Partition=gpu TimeLimit=120 StartTime=2024-03-01T10:00:10 EndTime=2024-03-01T11:00:10 NodeList=n1 NodeCnt=2 ProcCnt=16 WorkDir=/w ReservationName= Tres=cpu=16,mem=32G,gres/gpu=4 Account=ml QOS=normal WcKey= Cluster=c SubmitTime=2024-03-01T10:00:00 EligibleTime=2024-03-01T10:00:00 DerivedExitCode=0:0 ExitCode=0:0\nJobId=8 UserId=bob(2) StartTime=Unknown EndTime=2024-03-01T10:30:00 TimeLimit=UNLIMITED\n' | seed jobcomp two
+# The field's traces: the hand-made fixtures of crates/ordo-trace/tests/data/field (their
+# published layouts), and PAI's four tables joined into one input split at 0xff bytes.
+F=../crates/ordo-trace/tests/data/field
+cat "$F/helios/cluster_log.csv" | seed helios cluster_log
+cat "$F/lucid/cluster_full_log.csv" | seed helios lucid_full_log
+cat "$F/acme/trace_seren.csv" | seed acme seren
+cat "$F/acme/trace_kalos.csv" | seed acme kalos
+cat "$F/alibaba2026/job_info_df.csv" | seed alibaba_2026 spot
+{ cat "$F/pai/pai_job_table.csv"; printf '\377'; cat "$F/pai/pai_task_table.csv"; printf '\377'
+  cat "$F/pai/pai_instance_table.csv"; printf '\377'; cat "$F/pai/pai_sensor_table.csv"; } | seed pai_2020 four-tables
 # ordo-db: SQL run on an empty database (an ordo server's tables, a preempted job, a job
 # whose run was reported after its requeue, one still running), and the same as a database file.
 { cat ../crates/ordo-trace/tests/data/ordo_db_tables.sql; cat <<'SQL'
@@ -47,5 +57,5 @@ if command -v sqlite3 >/dev/null; then
 fi
 # Auto-detection sees every sample.
 mkdir -p corpus/trace_reader
-for d in corpus/*/; do [ "$d" = corpus/trace_reader/ ] || [ "$d" = corpus/ordo_db/ ] || cp "$d"* corpus/trace_reader/ 2>/dev/null || true; done
+for d in corpus/*/; do [ "$d" = corpus/trace_reader/ ] || [ "$d" = corpus/ordo_db/ ] || [ "$d" = corpus/pai_2020/ ] || cp "$d"* corpus/trace_reader/ 2>/dev/null || true; done
 for d in corpus/*/; do echo "$d: $(ls "$d" | wc -l) seeds"; done

@@ -84,3 +84,35 @@ pub fn check_db(data: &[u8]) {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+/// The `pai-2020` reader: `data` split at `0xff` bytes is the job, task, instance and sensor
+/// tables (a missing part is an absent table), written beside each other as PAI publishes them
+/// and loaded from the job table's path, as `pai-2020` and by auto-detection (its file name). It
+/// must be consistent, with one activity figure per job when the sensor table is there, or fail
+/// with an error naming one of the tables.
+pub fn check_pai(data: &[u8]) {
+    let dir = std::env::temp_dir().join(format!("ordo-fuzz-pai-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("make the table folder");
+    let names = ["pai_job_table.csv", "pai_task_table.csv", "pai_instance_table.csv", "pai_sensor_table.csv"];
+    for (part, name) in data.split(|&b| b == 0xff).zip(names) {
+        std::fs::write(dir.join(name), part).expect("write a table");
+    }
+    let job = dir.join(names[0]);
+    let prefix = dir.display().to_string();
+    for format in [Format::Pai2020, Format::Auto] {
+        for opts in options(format) {
+            match load_path(&job, &opts) {
+                Ok(t) => {
+                    consistent(&t, Format::Pai2020, &opts);
+                    if let Some(a) = &t.activity {
+                        assert_eq!(a.len(), t.workload.jobs.len());
+                        assert!(a.iter().flatten().all(|b| (0.0..=100.0).contains(&b.mean_pct)));
+                    }
+                }
+                Err(e) => assert!(e.to_string().starts_with(&prefix), "{e}"),
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

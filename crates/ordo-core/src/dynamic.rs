@@ -288,13 +288,9 @@ impl Scheduler {
 
     /// Whether waiting jobs' keys stay fixed while they wait, so they can be kept sorted
     /// between passes (`srtf`, and `las` without promotion, without `+maxwait`).
+    /// Not under `compat=tiresias`, whose list places move at events and commits.
     pub(crate) fn waiting_keys_static(&self) -> bool {
-        self.policy.max_wait.is_none()
-            && match &self.policy.order {
-                Order::Srtf => true,
-                Order::Las(lp) => lp.promote == 0.0,
-                _ => false,
-            }
+        self.policy.max_wait.is_none() && self.waiting_keys_indexed()
     }
 
     /// Whether waiting jobs' keys without the starvation guard stay fixed while they wait, so
@@ -303,7 +299,7 @@ impl Scheduler {
     pub(crate) fn waiting_keys_indexed(&self) -> bool {
         match &self.policy.order {
             Order::Srtf => true,
-            Order::Las(lp) => lp.promote == 0.0,
+            Order::Las(lp) => lp.promote == 0.0 && !lp.compat_tiresias,
             _ => false,
         }
     }
@@ -418,6 +414,13 @@ impl Scheduler {
             Order::Srtf => {
                 let (executed, _, _) = self.served(req.id, now);
                 [1, req.estimate - executed, req.submit, 0, 0]
+            }
+            Order::Las(lp) if lp.compat_tiresias => {
+                // The Tiresias simulator's lists: queue, running part ahead of the waiting part,
+                // place within the part (`tiresias.rs`).
+                let pl = self.tiresias_place(req.id);
+                let small = if lp.small_first { req.gpus as i64 } else { 0 };
+                [1, pl.queue as i64, i64::from(!pl.ahead), small, pl.pos]
             }
             Order::Las(lp) => {
                 let (q, entry) = self.las_queue(lp, req, now);
@@ -662,6 +665,12 @@ impl Scheduler {
                 at(t);
             }
         }
+        if let Some(lp) = self.tiresias_params() {
+            if let Some(t) = self.tiresias_wake(now, plan, lp) {
+                at(t);
+            }
+            return wake;
+        }
         let lp = match &self.policy.order {
             Order::Las(lp) => Some(lp.clone()),
             Order::Gittins(gp) => Some(LasParams { thresholds: gittins_queues(gp), ..LasParams::default() }),
@@ -671,21 +680,14 @@ impl Scheduler {
             // When the next threshold is crossed by a job that runs after this plan: one
             // running now, or one the plan starts.
             let crossing = |id: JobId, gpus: u32| {
-                let (executed, attained, p) = self.served(id, now);
+                let (_, attained, p) = self.served(id, now);
                 let a = attained - p.las_base.0;
                 lp.thresholds.iter().find(|&&t| t > a).map(|&t| {
                     let g = gpus.max(1) as i64;
-                    if lp.compat_tiresias {
-                        // Tiresias: (limit - executed_time) / num_gpu in whole seconds, where
-                        // executed_time is wall time: late for a job that has run before.
-                        let e = executed - p.las_base.1;
-                        now + (t - e).max(0) / (1000 * g) * 1000
-                    } else {
-                        now + (t - a + g - 1) / g
-                    }
+                    now + (t - a + g - 1) / g
                 })
             };
-            if self.run_keys_stored() && !lp.compat_tiresias {
+            if self.run_keys_stored() {
                 // Stored running keys hold until their job's next crossing.
                 if let Some(&(t, _)) = self.run_expiry.range((now + 1, JobId(0))..).next() {
                     at(t);
@@ -711,13 +713,6 @@ impl Scheduler {
                 if let Some(&(t, _)) = self.promo_wake.range((now + 1, JobId(0))..).next() {
                     at(t);
                 }
-            } else if lp.promote > 0.0 {
-                // Tiresias's timing: no index, so every waiting job's promotion is looked up.
-                for req in self.queue.values() {
-                    if let Some((_, wake)) = self.promotion(req) {
-                        at(wake);
-                    }
-                }
             }
         }
         wake
@@ -726,13 +721,25 @@ impl Scheduler {
     /// Scheduling under a dynamic order: sort by the key at `now`; non-preemptive orders then
     /// apply their backfill mode to that order, preemptive ones choose who runs.
     pub(crate) fn schedule_dynamic(&self, now: Time, explain: bool) -> Plan {
-        let preemptive = self.policy.order.preemptive();
-        if !preemptive && !explain && self.nothing_can_start() {
-            // No order and no backfill can start a job, and a non-preemptive pass has nothing
-            // else to decide: skip keying and sorting the whole queue. (No wake either: what
-            // could start only changes with an event, and every event brings a pass.)
+        // No order and no backfill can start a job, and a non-preemptive pass has nothing else
+        // to decide: skip keying and sorting the whole queue. No wake either: what could start
+        // only changes with an event, and every event brings a pass. The explaining pass says
+        // why each job waits, and wakes the same (none).
+        let stuck = !self.policy.order.preemptive() && self.nothing_can_start();
+        if stuck && !explain {
             return Plan::default();
         }
+        let mut plan = self.schedule_dynamic_keyed(now, explain);
+        if stuck {
+            plan.wake_at = None;
+        }
+        plan
+    }
+
+    /// [`Scheduler::schedule_dynamic`] once it is known that something may start (or the pass
+    /// explains).
+    fn schedule_dynamic_keyed(&self, now: Time, explain: bool) -> Plan {
+        let preemptive = self.policy.order.preemptive();
         if let Some(mut plan) = self.select_sorted_pooled(now, explain) {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
@@ -1209,6 +1216,8 @@ impl Scheduler {
     /// the queue it is in and when it entered it, and applies a due starvation promotion.
     pub(crate) fn las_commit(&mut self, id: JobId, now: Time, starting: bool) {
         let lp = match &self.policy.order {
+            // `compat=tiresias` keeps its own lists (`tiresias.rs`).
+            Order::Las(lp) if lp.compat_tiresias => return,
             Order::Las(lp) => lp.clone(),
             Order::Gittins(gp) => LasParams { thresholds: gittins_queues(gp), ..LasParams::default() },
             _ => return,

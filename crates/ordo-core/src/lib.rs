@@ -13,6 +13,7 @@ pub mod quota;
 pub mod scheduler;
 mod sumset;
 pub mod time;
+mod tiresias;
 mod whatif;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};

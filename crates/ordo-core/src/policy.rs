@@ -22,13 +22,13 @@ pub struct LasParams {
     /// Order inside a queue after "running jobs first": `false` by when a job joined (the
     /// Tiresias simulator's lists); `true` fewest GPUs first, then by when it joined.
     pub small_first: bool,
-    /// `compat=tiresias`: ask to be woken for a running job's next demotion when the Tiresias
-    /// simulator does (`dlas_sim_jobs` in its `run_sim.py`), not when the job's attained service
-    /// reaches the threshold: after the threshold (GPU-seconds) minus the job's executed time
-    /// (wall seconds, not GPU-seconds) divided by its GPUs, in whole seconds, rounded down
-    /// (Python 2's integer division under its `math.ceil`). A multi-GPU job that has run before
-    /// is therefore demoted late, at the first event after its crossing. Default: the exact
-    /// crossing.
+    /// `compat=tiresias`: decide as the Tiresias simulator's `dlas-gpu` (`dlas_sim_jobs` in its
+    /// `run_sim.py`; `dlas-gpu-K` with `promote=K`) does, at its instants: it keeps one list per
+    /// queue and notices a demotion (one queue per event) or a promotion only at an event, a
+    /// job demoted while running goes behind the waiting jobs of its new queue, and it wakes for
+    /// its next "queue jump" at `(limit - executed wall seconds) / GPUs` in whole seconds (late
+    /// for a multi-GPU job that has run before), only the latest request counting. See
+    /// `tiresias.rs` and docs/POLICIES.md. Default: the exact crossing, lists by key.
     #[serde(default)]
     pub compat_tiresias: bool,
 }

@@ -340,6 +340,8 @@ pub struct Scheduler {
     pub(crate) scratch: Scratch,
     /// Quotas, array limits and shares, with what running jobs hold against them.
     pub(crate) limits: crate::quota::Limits,
+    /// `las:...,compat=tiresias`: the Tiresias simulator's queue lists (`tiresias.rs`).
+    pub(crate) tiresias: crate::tiresias::Lists,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -406,6 +408,7 @@ impl Scheduler {
             accounts: crate::dynamic::Accounts::default(),
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
+            tiresias: crate::tiresias::Lists::default(),
         }
     }
 
@@ -466,6 +469,11 @@ impl Scheduler {
         self.queue.len()
     }
 
+    /// Whether `job` waits in the queue.
+    pub fn is_waiting(&self, job: JobId) -> bool {
+        self.waiting.contains_key(&job)
+    }
+
     /// Number of running jobs.
     pub fn running_len(&self) -> usize {
         self.running.len()
@@ -520,6 +528,7 @@ impl Scheduler {
         self.queue.insert((key, req.id), req);
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
+        self.tiresias_submit(req.id);
         self.buckets
             .entry((req.gpus, req.nodes, est_class(req.estimate)))
             .or_default()
@@ -561,38 +570,10 @@ impl Scheduler {
         }
         self.refresh_run_keys(now);
         self.las_commit(job, now, true);
+        self.tiresias_start(job, now);
         self.account_start(&req, now);
         self.limits.on_start(&req);
-        if let Some(k) = self.dyn_key.remove(&job) {
-            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
-                set.remove(&(k, job));
-                if set.is_empty() {
-                    self.dyn_wait.remove(&req.gpus);
-                }
-            }
-            self.promoted.remove(&(k, job));
-        }
-        if let Some((_, wake)) = self.promo_of.remove(&job) {
-            self.promo_wake.remove(&(wake, job));
-        }
-        if let Some(w) = self.policy.max_wait {
-            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
-            self.wait_due.remove(&(req.submit + executed + w, job));
-            if let Some(due) = self.due_of.remove(&job) {
-                self.due_fresh.remove(&(due, job));
-                self.due_resumed.remove(&(due, job));
-            }
-        }
-        self.waiting.remove(&job);
-        self.queue.remove(&(key, job));
-        self.class_remove(&req);
-        let b = (req.gpus, req.nodes, est_class(req.estimate));
-        if let Some(set) = self.buckets.get_mut(&b) {
-            set.remove(&((key, job), req.estimate));
-            if set.is_empty() {
-                self.buckets.remove(&b);
-            }
-        }
+        self.unindex_waiting(job, key, &req);
         self.cap.take(alloc);
         self.scratch.apply(|c| c.take(alloc));
         // The reservation becomes the running job. If it starts off its reserved slot (the plan
@@ -647,6 +628,68 @@ impl Scheduler {
         Ok(gpu_ids)
     }
 
+    /// Takes a waiting job out of every index of waiting jobs (the queue, its class, its
+    /// backfill group, its dynamic key, its promotion and its guard): what starting it and
+    /// withdrawing it share.
+    fn unindex_waiting(&mut self, job: JobId, key: (i64, i64), req: &JobReq) {
+        if let Some(k) = self.dyn_key.remove(&job) {
+            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
+                set.remove(&(k, job));
+                if set.is_empty() {
+                    self.dyn_wait.remove(&req.gpus);
+                }
+            }
+            self.promoted.remove(&(k, job));
+        }
+        if let Some((_, wake)) = self.promo_of.remove(&job) {
+            self.promo_wake.remove(&(wake, job));
+        }
+        if let Some(w) = self.policy.max_wait {
+            let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+            self.wait_due.remove(&(req.submit + executed + w, job));
+            if let Some(due) = self.due_of.remove(&job) {
+                self.due_fresh.remove(&(due, job));
+                self.due_resumed.remove(&(due, job));
+            }
+        }
+        self.waiting.remove(&job);
+        self.queue.remove(&(key, job));
+        self.class_remove(req);
+        let b = (req.gpus, req.nodes, est_class(req.estimate));
+        if let Some(set) = self.buckets.get_mut(&b) {
+            set.remove(&((key, job), req.estimate));
+            if set.is_empty() {
+                self.buckets.remove(&b);
+            }
+        }
+    }
+
+    /// Takes a waiting job out of the scheduler, as if it had never been submitted (it was
+    /// cancelled, or held): O(log W) for the job's indexes, and under conservative backfill the
+    /// standing reservations are made afresh in policy order (the job's slot is free for the
+    /// others), as when a job ends before its estimate. What it
+    /// attained before (a preempted job's service) is forgotten: to bring such a job back,
+    /// replay it (submit, start and preempt at its past instants). Refused for a job that is
+    /// not waiting.
+    pub fn withdraw(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
+        let req = self.queue[&(key, job)];
+        self.refresh_run_keys(now);
+        self.unindex_waiting(job, key, &req);
+        self.progress.remove(&job);
+        let mut held_slot = false;
+        if let Some(c) = &mut self.cons {
+            if let Some((t0, _, _)) = c.res.remove(&job) {
+                c.by_start.remove(&(t0, (key, job)));
+                held_slot = true;
+            }
+        }
+        if held_slot {
+            self.rebuild_reservations(now);
+        }
+        Ok(())
+    }
+
     /// Commits a preemption decided by [`Scheduler::schedule`]: stops the running job, frees its
     /// GPUs and puts it back in the queue with its progress kept.
     pub fn preempt(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
@@ -659,6 +702,7 @@ impl Scheduler {
         self.refresh_run_keys(now);
         self.drop_run_key(job);
         self.las_commit(job, now, false);
+        self.tiresias_preempt(job, now);
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
@@ -804,8 +848,11 @@ impl Scheduler {
 
     /// Brings time-dependent bookkeeping up to `now` (running jobs that crossed a priority
     /// threshold since the last commit). Optional: `schedule` is correct without it, only
-    /// slower after a wake-up with no other event.
+    /// slower after a wake-up with no other event. Except under `las:...,compat=tiresias`,
+    /// where it is the Tiresias simulator's event (once per instant): demotions and
+    /// starvation promotions happen here, and a pass without it keeps every job's queue.
     pub fn advance(&mut self, now: Time) {
+        self.tiresias_event(now);
         self.refresh_run_keys(now);
         self.drop_overdue(now);
         self.move_promoted(now);
@@ -881,6 +928,7 @@ impl Scheduler {
         let r = self.running.remove(&job).ok_or(CommitError::NotRunning(job))?;
         let off_estimate = r.expected_end != now;
         let p = self.progress.remove(&job).unwrap_or_default();
+        self.tiresias_finish(job);
         let served = p.attained + r.req.gpus as i64 * (now - r.start);
         // Only Gittins reads the distribution of finished jobs' service; keeping it sorted costs
         // a sort per finished job early on, so other policies skip it.
@@ -1051,6 +1099,7 @@ impl Scheduler {
         {
             return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
         }
+        self.tiresias_check()?;
         if let Some(c) = &self.cons {
             if c.res.len() != self.queue.len() || c.by_start.len() != self.queue.len() {
                 return Err(format!("{} reservations for {} waiting jobs", c.res.len(), self.queue.len()));

@@ -99,11 +99,23 @@ impl AsRun {
     }
 
     /// Words for the as-run row of a trace whose jobs carry when they really started (an
-    /// imported Slurm accounting): no policy or GPU activity is known.
-    pub fn from_trace() -> AsRun {
+    /// imported Slurm accounting, Helios, Acme, PAI 2020): no policy is known, and GPU activity
+    /// only where the trace measured it (`busy`, PAI 2020's sensor table).
+    pub fn from_trace(m: &Metrics, busy: Option<ordo_sim::asrun::BusyShare>) -> AsRun {
         let first = "the schedule the cluster really ran: each job from its start time in the trace (`start_time`; Slurm's `Start`) for its run time, on the cluster above; the policy it ran under and where each job ran are not in the trace.";
         let second = "its waits include time behind jobs not in this comparison (submitted outside the window, filtered out, other partitions), which the policies' rows do not see.";
-        AsRun { policy: None, policies: vec![], busy: None, lines: vec![first.into(), second.into()] }
+        let mut lines = vec![first.to_string(), second.to_string()];
+        if let Some(b) = &busy {
+            lines.push(format!(
+                "GPU activity as the trace measured it: allocated {}, actually busy {} ({}; the GPUs did work during {} of the GPU-time jobs held, measured for {} of it).",
+                pct1(b.allocated),
+                pct1(b.busy),
+                utilisation_measure(m),
+                pct1(b.busy_of_allocated),
+                pct1(b.measured)
+            ));
+        }
+        AsRun { policy: None, policies: vec![], busy, lines }
     }
 }
 

@@ -8,6 +8,8 @@
 //! took, the longest hold of the server's state lock (`ordo_state_lock_longest_hold_seconds`),
 //! the slowest read and poll answer (beyond the poll's own wait) while it ran, and whether
 //! any node was declared down. Run: `cargo bench -p ordo-server --bench fanout [N ...]`.
+//! `-- --single 100000`: how long a user's change to one waiting job (cancel, hold, release,
+//! priority) takes with that many jobs waiting.
 
 mod common;
 
@@ -153,8 +155,89 @@ fn run(n: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// With `pending` jobs waiting (arrays of 10,000 under `fifo+easy`), how long a user's change
+/// to one waiting job takes (median and worst of 20 each, request to durable answer): a cancel,
+/// a hold, a release and a priority change, each of which used to rebuild the whole scheduler.
+fn single_changes(pending: usize) {
+    let dir = std::env::temp_dir().join(format!("ordo-fanout-bench-{}-single", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let url = start_server_with(ServerConfig {
+        db: dir.join("ordo.db"),
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        heartbeat_ms: 1_000,
+        node_timeout_ms: 600_000,
+        max_pending_per_user: 10_000_000,
+        ..ServerConfig::default()
+    });
+    let db = dir.join("ordo.db");
+    let node = Client::new(&url, Some(create_token(&db, "n1", Role::Agent).expect("token")), Duration::from_secs(60));
+    node.post::<_, RegisterResponse>(
+        "/v1/agent/register",
+        &RegisterRequest { node: "n1".into(), gpus: 8, fake: true, ..RegisterRequest::default() },
+    )
+    .expect("register");
+    let u = Client::new(&url, Some(create_token(&db, "carol", Role::User).expect("token")), Duration::from_secs(120));
+    let a = Client::new(&url, Some(create_token(&db, "root", Role::Admin).expect("token")), Duration::from_secs(120));
+    let mut first = 0;
+    for _ in 0..pending.div_ceil(10_000) {
+        let r: SubmitResponse = u
+            .post(
+                "/v1/jobs",
+                &SubmitRequest {
+                    command: vec!["true".into()],
+                    gpus: 1,
+                    time_limit_ms: Some(60_000),
+                    array: Some("0-9999".into()),
+                    ..SubmitRequest::default()
+                },
+            )
+            .expect("array");
+        if first == 0 {
+            first = r.id;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let mut times: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for k in 0..20u64 {
+        let id = first + 1_000 + k * 17;
+        let mut timed = |what: &'static str, f: &mut dyn FnMut()| {
+            let t = Instant::now();
+            f();
+            times.entry(what).or_default().push(t.elapsed().as_secs_f64() * 1000.0);
+        };
+        timed("hold", &mut || {
+            let _: JobInfo = u.post(&format!("/v1/jobs/{id}/hold"), &serde_json::json!({})).expect("hold");
+        });
+        timed("release", &mut || {
+            let _: JobInfo = u.post(&format!("/v1/jobs/{id}/release"), &serde_json::json!({})).expect("release");
+        });
+        timed("priority", &mut || {
+            let _: JobInfo =
+                a.post(&format!("/v1/jobs/{id}/priority"), &serde_json::json!({"priority": 5})).expect("priority");
+        });
+        timed("cancel", &mut || {
+            let _: serde_json::Value =
+                u.post(&format!("/v1/jobs/{id}/cancel"), &serde_json::json!({})).expect("cancel");
+        });
+    }
+    for (what, mut v) in times {
+        println!(
+            "one job's {what} with {pending} pending: median {:.1} ms, worst {:.1} ms (request to durable answer)",
+            pct(&mut v, 0.5),
+            pct(&mut v, 1.0)
+        );
+    }
+    println!("longest state-lock hold in that server: {:.1} ms", longest_hold(&a) * 1000.0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    if let Some(n) = std::env::args().skip_while(|a| a != "--single").nth(1).and_then(|v| v.parse().ok()) {
+        single_changes(n);
         return;
     }
     let mut sizes: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();

@@ -295,6 +295,15 @@ impl Cores {
         Some(free.into_iter().map(|i| self.ids[i]).collect())
     }
 
+    /// Marks `ids` reserved for `job` (a run taken over after a restart of the agent).
+    fn reserve(&mut self, job: JobNo, ids: &[u32]) {
+        for (i, c) in self.ids.iter().enumerate() {
+            if ids.contains(c) {
+                self.owner[i] = Some(job);
+            }
+        }
+    }
+
     /// The cores no job has reserved (all of them when every core is reserved).
     fn unreserved(&self) -> Vec<u32> {
         let v: Vec<u32> = (0..self.ids.len()).filter(|&i| self.owner[i].is_none()).map(|i| self.ids[i]).collect();
@@ -376,7 +385,6 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
                 ))
             })?;
         eprintln!("ordo agent {}: containment: {}", cfg.name, c.describe());
-        kill_leftovers(&cfg, &c);
         Some(c)
     } else {
         eprintln!(
@@ -396,6 +404,8 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
             .map_err(AgentError::Refused)
     };
     let short = client(Duration::from_secs(10))?;
+    // Runs an earlier agent of this node left are taken over before the first poll.
+    adopt(&cfg, &node, &table, &short);
     let reg = RegisterRequest {
         node: cfg.name.clone(),
         gpus: gpus.count,
@@ -469,25 +479,6 @@ fn scope_name(node: &str, work_dir: &Path) -> String {
     format!("agent-{safe}-{:08x}", h as u32)
 }
 
-/// Kills what jobs of an earlier agent of this node left behind (their groups still hold
-/// processes once that agent is gone) and removes their groups, before the agent registers: the
-/// server will run those jobs again, and they must not run twice.
-fn kill_leftovers(cfg: &AgentConfig, c: &Containment) {
-    for (run, g) in c.leftovers() {
-        if g.populated() {
-            eprintln!(
-                "ordo agent {}: killing processes {:?} of {run} left by an earlier agent on this node",
-                cfg.name,
-                g.pids()
-            );
-            g.empty(&cfg.work_dir.join(format!("{run}.stuck")));
-        }
-        if let Err(e) = g.remove() {
-            eprintln!("ordo agent {}: {e}", cfg.name);
-        }
-    }
-}
-
 /// The lease the server gives (older servers: their node time-out), ms.
 fn lease_of(t: &RegisterResponse) -> u64 {
     t.lease_ms.unwrap_or(t.node_timeout_ms)
@@ -520,7 +511,8 @@ impl Health {
         let dir = &cfg.work_dir;
         // Free space, every poll (one statvfs).
         if let Ok(st) = nix::sys::statvfs::statvfs(dir) {
-            let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+            // fsblkcnt_t and c_ulong are u64 on the 64-bit Linux targets ordo builds for.
+            let free = st.blocks_available().saturating_mul(st.fragment_size());
             if free < cfg.min_free_mib * 1024 * 1024 {
                 return Some(format!(
                     "its work directory {} has {} free, less than its --min-free of {} (the output of its jobs fills it?)",
@@ -853,42 +845,120 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
     };
     // Only rank 0's port is its own to report; the others' is rank 0's.
     let own_port = port.filter(|_| a.gang.as_ref().is_some_and(|g| g.rank == 0));
+    let rec = RunRecord {
+        job: a.job,
+        attempt: a.attempt,
+        started_at,
+        gpu_ids: a.gpu_ids.clone(),
+        port: own_port,
+        cores: a.cpus.map(|_| cores.clone()).unwrap_or_default(),
+        supervisor: child.as_ref().map_or(0, |c| c.id()),
+    };
+    // What a restarted agent needs to take this run over (see `adopt`).
+    if let Err(e) = rec.write(dir) {
+        eprintln!("ordo agent {}: job {}: {e} (a restarted agent could not take it over)", cfg.name, a.job);
+    }
     lock(table).insert(
         a.job,
         Running { started_at, attempt: a.attempt, ctl: Some(ctl), gpu_ids: a.gpu_ids.clone(), port: own_port },
     );
-    let table = table.clone();
-    let client = client.clone();
-    let cores_table = node.cores.clone();
-    let node = cfg.name.clone();
-    let stuck = dir.join(format!("{run}.stuck"));
+    let run = RunFiles::new(dir, &rec, group);
+    let (table, client, cores_table, node) = (table.clone(), client.clone(), node.cores.clone(), cfg.name.clone());
     std::thread::spawn(move || {
-        let waited = child.map(|mut c| c.wait());
-        // Whatever ended the supervisor, nothing of the job may outlive it: its GPUs are given
-        // back (by this report) only once its group is empty.
-        if let Some(g) = &group {
+        let waited = child.map(|mut c| format!("{:?}", c.wait()));
+        run.finish(&node, &rec, waited, &table, &client, &cores_table);
+    });
+}
+
+/// What the agent records of each run it starts (`WORK_DIR/job-N-A.run`), so that an agent
+/// that restarts finds it and takes it over (see [`adopt`]) instead of killing it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct RunRecord {
+    job: JobNo,
+    attempt: u32,
+    started_at: i64,
+    gpu_ids: Vec<u32>,
+    port: Option<u16>,
+    /// CPU cores reserved for it (`--cpus`), none when it shares the unreserved ones.
+    cores: Vec<u32>,
+    /// The supervisor's process id (0: it could not be started).
+    supervisor: u32,
+}
+
+impl RunRecord {
+    fn path(dir: &Path, job: JobNo, attempt: u32) -> PathBuf {
+        dir.join(format!("{}.run", crate::cgroup::run_name(job, attempt)))
+    }
+
+    /// Written whole or not at all (a temporary file renamed).
+    fn write(&self, dir: &Path) -> Result<(), String> {
+        let p = Self::path(dir, self.job, self.attempt);
+        let tmp = p.with_extension("run.tmp");
+        let b = serde_json::to_vec(self).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, b)
+            .and_then(|_| std::fs::rename(&tmp, &p))
+            .map_err(|e| format!("run record {}: {e}", p.display()))
+    }
+}
+
+/// A run's files and group, and how its end is reported once its supervisor is gone.
+#[derive(Debug)]
+struct RunFiles {
+    status: PathBuf,
+    ctl: PathBuf,
+    record: PathBuf,
+    stuck: PathBuf,
+    group: Option<JobGroup>,
+}
+
+impl RunFiles {
+    fn new(dir: &Path, rec: &RunRecord, group: Option<JobGroup>) -> RunFiles {
+        let run = crate::cgroup::run_name(rec.job, rec.attempt);
+        RunFiles {
+            status: dir.join(format!("{run}.status")),
+            ctl: dir.join(format!("{run}.ctl")),
+            record: RunRecord::path(dir, rec.job, rec.attempt),
+            stuck: dir.join(format!("{run}.stuck")),
+            group,
+        }
+    }
+
+    /// The supervisor is gone (`waited`: how, when the agent started it; `None`: it could not
+    /// be started): whatever ended it, nothing of the job may outlive it, so its group is emptied
+    /// first; then its end is reported (which frees its GPUs in the server), retried until the
+    /// server has it, and its files removed.
+    fn finish(
+        &self,
+        node: &str,
+        rec: &RunRecord,
+        waited: Option<String>,
+        table: &Table,
+        client: &Client,
+        cores: &Arc<Mutex<Cores>>,
+    ) {
+        if let Some(g) = &self.group {
             if g.populated() {
                 eprintln!(
                     "ordo agent {node}: job {}: its supervisor ended and left processes {:?}; killing them",
-                    a.job,
+                    rec.job,
                     g.pids()
                 );
-                g.empty(&stuck);
+                g.empty(&self.stuck);
             }
             let _ = g.remove();
         }
         let base = EndReport {
-            node: node.clone(),
-            job: a.job,
-            attempt: a.attempt,
+            node: node.to_string(),
+            job: rec.job,
+            attempt: rec.attempt,
             outcome: Outcome::SpawnFailed,
             exit_code: None,
             signal: None,
-            started_at,
+            started_at: rec.started_at,
             ended_at: now_ms(),
             message: None,
         };
-        let rep = match (&waited, read_status(&status_path)) {
+        let rep = match (&waited, read_status(&self.status)) {
             (Some(_), Some(s)) => EndReport {
                 outcome: s.outcome,
                 exit_code: s.exit_code,
@@ -899,18 +969,103 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
                 ..base
             },
             (Some(w), None) => {
-                EndReport { message: Some(format!("the job's supervisor ended without a status ({w:?})")), ..base }
+                EndReport { message: Some(format!("the job's supervisor ended without a status ({w})")), ..base }
             }
             (None, _) => EndReport { message: Some("the agent could not start the job's supervisor".into()), ..base },
         };
         // Retry until the server has it; the job stays in the table (and so in every poll)
         // until then, so a restarted server learns it still runs.
-        lock(&cores_table).release(rep.job);
-        send_report(&client, &rep);
-        lock(&table).remove(&rep.job);
-        let _ = std::fs::remove_file(&ctl_path);
-        let _ = std::fs::remove_file(&status_path);
-    });
+        lock(cores).release(rep.job);
+        send_report(client, &rep);
+        lock(table).remove(&rep.job);
+        for f in [&self.ctl, &self.status, &self.record] {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Whether process `pid` is the supervisor of the run whose status file is `status` (a pid
+/// reused by another process is not).
+fn supervises(pid: u32, status: &Path) -> bool {
+    pid != 0
+        && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            let want = status.as_os_str().as_encoded_bytes();
+            c.split(|&b| b == 0).any(|arg| arg == want)
+        })
+}
+
+/// At start, before the agent registers: takes over the runs an earlier agent of this node
+/// left (same name, same work directory) whose supervisors still run: they go on, uninterrupted,
+/// in the agent's table (so its first poll tells the server they run), their supervisors get
+/// its lease renewals again, and their ends are reported when their supervisors exit. Runs
+/// whose supervisor is gone are finished (their group emptied, their end reported: the status
+/// the supervisor wrote, or none); groups without a record are killed.
+fn adopt(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client) {
+    let dir = &cfg.work_dir;
+    let mut records: Vec<RunRecord> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with("job-") && n.ends_with(".run")))
+        .filter_map(|e| serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok())
+        .collect();
+    records.sort_by_key(|r| (r.job, r.attempt));
+    let mut kept = HashSet::new();
+    for rec in records {
+        let group = node.contain.as_ref().map(|c| c.job(rec.job, rec.attempt));
+        let run = RunFiles::new(dir, &rec, group);
+        kept.insert(crate::cgroup::run_name(rec.job, rec.attempt));
+        let alive = supervises(rec.supervisor, &run.status);
+        let ctl = if alive { ctl_handle(&run.ctl).ok() } else { None };
+        if ctl.is_some() {
+            eprintln!(
+                "ordo agent {}: job {} (run {}) still runs under supervisor {}: taking it over",
+                cfg.name, rec.job, rec.attempt, rec.supervisor
+            );
+            lock(&node.cores).reserve(rec.job, &rec.cores);
+        } else {
+            eprintln!(
+                "ordo agent {}: job {} (run {}) ended while no agent ran; reporting it",
+                cfg.name, rec.job, rec.attempt
+            );
+        }
+        lock(table).insert(
+            rec.job,
+            Running {
+                started_at: rec.started_at,
+                attempt: rec.attempt,
+                ctl,
+                gpu_ids: rec.gpu_ids.clone(),
+                port: rec.port,
+            },
+        );
+        let (table, client, cores, name) = (table.clone(), client.clone(), node.cores.clone(), cfg.name.clone());
+        std::thread::spawn(move || {
+            // Not this agent's child: watched until it is gone.
+            while alive && supervises(rec.supervisor, &run.status) {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let how =
+                if alive { "exited (watched after a restart of the agent)" } else { "gone before the agent started" };
+            run.finish(&name, &rec, Some(how.to_string()), &table, &client, &cores);
+        });
+    }
+    // Groups no record speaks for (a run whose record could not be written): killed.
+    if let Some(c) = &node.contain {
+        for (run, g) in c.leftovers().into_iter().filter(|(run, _)| !kept.contains(run)) {
+            if g.populated() {
+                eprintln!(
+                    "ordo agent {}: killing processes {:?} of {run}, which no record of an earlier agent speaks for",
+                    cfg.name,
+                    g.pids()
+                );
+                g.empty(&cfg.work_dir.join(format!("{run}.stuck")));
+            }
+            if let Err(e) = g.remove() {
+                eprintln!("ordo agent {}: {e}", cfg.name);
+            }
+        }
+    }
 }
 
 /// Creates a job's control channel (a named pipe only root, or the agent's own account, may
@@ -919,16 +1074,16 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
 /// that is gone.
 fn open_ctl(path: &Path) -> Result<std::fs::File, String> {
     use nix::sys::stat::Mode;
-    use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
     nix::unistd::mkfifo(path, Mode::S_IRUSR | Mode::S_IWUSR)
         .map_err(|e| format!("its control channel {}: {e}", path.display()))?;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .map_err(|e| format!("its control channel {}: {e}", path.display()))
+    ctl_handle(path).map_err(|e| format!("its control channel {}: {e}", path.display()))
+}
+
+/// The agent's end of a control channel that exists: read and write, without blocking.
+fn ctl_handle(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).write(true).custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits()).open(path)
 }
 
 /// Sends an end report, retrying until the server has it (or refuses it for good).

@@ -283,6 +283,15 @@ fn one() -> u32 {
 }
 
 impl JobInfo {
+    /// Its id as users name it everywhere (CLI, dashboard, API paths): `125`, or `123_2` for
+    /// element 2 of array 123.
+    pub fn id_text(&self) -> String {
+        match self.array {
+            Some(a) => format!("{}_{}", a.id, a.index),
+            None => self.id.to_string(),
+        }
+    }
+
     /// Its rank on `node` in its current or last run: 0 for a one-node job on that node.
     pub fn rank_on(&self, node: &str) -> Option<usize> {
         if self.ranks.is_empty() {
@@ -385,6 +394,9 @@ pub struct NodeInfo {
     pub free_gpus: u32,
     /// Jobs on it.
     pub jobs: Vec<JobNo>,
+    /// The same, as users name them (`123_2` for element 2 of array 123).
+    #[serde(default)]
+    pub job_ids: Vec<String>,
     /// CPU cores the agent offers, when it reported them.
     #[serde(default)]
     pub cpus: Option<u32>,
@@ -407,6 +419,67 @@ pub struct NodeInfo {
     /// Its jobs flagged allocated-but-idle.
     #[serde(default)]
     pub idle_jobs: Vec<JobNo>,
+    /// An admin's cordon or drain, when one is in force (`ordo node cordon|drain`).
+    #[serde(default)]
+    pub maint: Option<NodeMaint>,
+    /// One word for what it does now: `up` (takes work), `down`, `cordoned` (an admin's: no new
+    /// work), `draining` (an admin's drain, jobs still on it), `drained` (the same, no job
+    /// left) or `problem` (its agent reports one, `drain`).
+    #[serde(default)]
+    pub status: String,
+}
+
+/// An admin's cordon or drain of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMaint {
+    /// `cordon` (no new work; running jobs go on) or `drain` (no new work; running jobs go on
+    /// until `deadline`, then are stopped and requeued).
+    pub kind: MaintKind,
+    /// Why, as the admin gave it.
+    pub reason: String,
+    /// The admin who set it.
+    pub by: String,
+    /// When it was set, ms since the epoch.
+    pub since: i64,
+    /// For a drain: when the jobs still on the node are stopped and requeued (ms since the
+    /// epoch); none: they run to their end.
+    #[serde(default)]
+    pub deadline: Option<i64>,
+}
+
+/// What an admin's maintenance does to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MaintKind {
+    /// No new work; running jobs go on.
+    Cordon,
+    /// No new work; running jobs go on until the deadline, if any.
+    Drain,
+}
+
+impl MaintKind {
+    /// `cordon` or `drain`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MaintKind::Cordon => "cordon",
+            MaintKind::Drain => "drain",
+        }
+    }
+}
+
+/// `POST /v1/nodes/{name}/maintenance`: cordon, drain or resume a node (admins).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeMaintRequest {
+    /// `cordon`, `drain` or `resume`.
+    pub action: String,
+    /// Why (required for cordon and drain; at most 4,096 bytes).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// For a drain: stop and requeue the jobs still on the node this many ms from now (at
+    /// most 366 days); none: they run to their end.
+    #[serde(default)]
+    pub deadline_ms: Option<i64>,
 }
 
 /// `PUT /v1/policy` and `GET /v1/policy`.
@@ -415,6 +488,62 @@ pub struct NodeInfo {
 pub struct PolicyBody {
     /// A policy name such as `fifo+easy`.
     pub policy: String,
+}
+
+/// `PUT /v1/policy`: a new policy, tried first with `dry_run`. A change that would preempt
+/// running jobs at once is refused unless `preempt_now` is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyChange {
+    /// A policy name such as `fifo+easy`.
+    pub policy: String,
+    /// Only say what the change would do now; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Apply it even though it preempts running jobs at once.
+    #[serde(default)]
+    pub preempt_now: bool,
+}
+
+/// The answer to `PUT /v1/policy`: the policy in force afterwards and what the new policy's
+/// first decision does (or would do, with `dry_run`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyChanged {
+    /// The policy in force after the request (unchanged by a dry run).
+    pub policy: String,
+    /// Whether the change was made.
+    #[serde(default)]
+    pub applied: bool,
+    /// The policy asked for, as parsed.
+    #[serde(default)]
+    pub asked: String,
+    /// Running jobs it preempts at once (ids as users write them), with how long each has run.
+    #[serde(default)]
+    pub preempt: Vec<PolicyEffect>,
+    /// Waiting jobs it starts at once.
+    #[serde(default)]
+    pub start: Vec<PolicyEffect>,
+    /// Waiting jobs whose place in the queue it changes.
+    #[serde(default)]
+    pub reordered: usize,
+    /// The first waiting jobs in the queue's order before and after (at most 20 each).
+    #[serde(default)]
+    pub order_before: Vec<String>,
+    /// See `order_before`.
+    #[serde(default)]
+    pub order_after: Vec<String>,
+}
+
+/// A job a policy change acts on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyEffect {
+    /// The job's id as users write it (`123_2`).
+    pub job: String,
+    /// Its owner.
+    pub user: String,
+    /// For a preempted job: how long it has run, ms.
+    #[serde(default)]
+    pub ran_ms: Option<i64>,
 }
 
 /// `POST /v1/jobs/{id}/priority`: a job's new static priority.

@@ -23,6 +23,19 @@ pub trait Ctx<T> {
     fn ctx(self, what: &str) -> Result<T, DbError>;
 }
 
+impl DbError {
+    /// An error that is not SQLite's own: `why` went wrong while doing `what`.
+    pub fn new(what: &str, why: &str) -> DbError {
+        DbError {
+            what: what.to_string(),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+                Some(why.to_string()),
+            ),
+        }
+    }
+}
+
 impl<T> Ctx<T> for Result<T, rusqlite::Error> {
     fn ctx(self, what: &str) -> Result<T, DbError> {
         self.map_err(|source| DbError { what: what.to_string(), source })
@@ -56,23 +69,70 @@ CREATE INDEX IF NOT EXISTS audit_job ON audit(job);
 CREATE INDEX IF NOT EXISTS audit_time ON audit(time);
 ";
 
-/// Opens (creating if needed) the database in WAL mode with full sync, so a committed
-/// transaction survives a crash of the process or the machine.
-pub fn open(path: &Path) -> Result<Connection, DbError> {
-    private_file(path).map_err(|e| DbError {
-        what: format!("make {} readable by its owner only: {e}", path.display()),
-        source: rusqlite::Error::InvalidQuery,
-    })?;
-    let conn = Connection::open(path).ctx(&format!("open {}", path.display()))?;
-    conn.busy_timeout(std::time::Duration::from_secs(10)).ctx("set busy timeout")?;
-    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).ctx("enable WAL")?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(DbError {
-            what: format!("enable WAL on {} (journal mode stayed `{mode}`)", path.display()),
-            source: rusqlite::Error::InvalidQuery,
-        });
-    }
-    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").ctx("set synchronous=FULL")?;
+/// The activity tables (`state/activity.rs` keeps them).
+const ACTIVITY_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS job_activity(
+  job INTEGER PRIMARY KEY, samples INTEGER NOT NULL, util_sum REAL NOT NULL, hist TEXT NOT NULL,
+  mem_peak_mib INTEGER, idle_since INTEGER, idle_sum REAL NOT NULL, idle_n INTEGER NOT NULL, idle_flagged INTEGER,
+  updated INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS gpu_series(
+  res INTEGER NOT NULL, node TEXT NOT NULL, gpu INTEGER NOT NULL, slot INTEGER NOT NULL, t INTEGER NOT NULL,
+  n INTEGER NOT NULL, util_sum REAL NOT NULL, sm_sum REAL NOT NULL, sm_n INTEGER NOT NULL, mem_max_mib INTEGER,
+  power_sum REAL NOT NULL, power_n INTEGER NOT NULL, alloc_n INTEGER NOT NULL,
+  PRIMARY KEY(res, node, gpu, slot)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cluster_series(
+  res INTEGER NOT NULL, slot INTEGER NOT NULL, t INTEGER NOT NULL, n INTEGER NOT NULL, gpus REAL NOT NULL,
+  allocated REAL NOT NULL, busy REAL NOT NULL, sampled REAL NOT NULL, idle_allocated REAL NOT NULL,
+  PRIMARY KEY(res, slot)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
+";
+
+/// The schema version this binary reads and writes, kept in the database header's
+/// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
+/// including commit aba5234, whose schema is version 1 without the number) or a new file.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// One step of the schema: it takes a database from version `to - 1` to `to`.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The version it makes.
+    pub to: i64,
+    /// What it changes, in words (logged when it runs).
+    pub what: &'static str,
+    /// The change, run inside the upgrade's transaction.
+    pub apply: fn(&Connection) -> Result<(), DbError>,
+}
+
+/// The schema's steps in order: `MIGRATIONS[i]` takes version `i` to `i + 1`. A schema change
+/// is a new step at the end (a step that has shipped is never edited), with
+/// [`SCHEMA_VERSION`] raised to it, a fixture database made by the binary before it in
+/// `crates/ordo-server/tests/data/` (`scripts/schema-fixture.sh`) and a test that upgrades that
+/// fixture (`crates/ordo-server/tests/migrate.rs`).
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        to: 1,
+        what: "the tables of ordo up to commit aba5234 (new ones created, columns added by earlier \
+               versions added where missing)",
+        apply: to_v1,
+    },
+    Migration { to: 2, what: "admins' cordons and drains of nodes (table node_maint)", apply: to_v2 },
+];
+
+/// Version 2: an admin's cordon or drain of a node, one row per node under maintenance (kept
+/// apart from `nodes`, whose row an agent's registration replaces).
+fn to_v2(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch(
+        "CREATE TABLE node_maint(
+           node TEXT PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN ('cordon', 'drain')), reason TEXT NOT NULL,
+           actor TEXT NOT NULL, since INTEGER NOT NULL, deadline INTEGER)",
+    )
+    .ctx("create table node_maint")
+}
+
+/// Version 1: the schema as ordo kept it before versions were numbered. Every statement is
+/// idempotent, so it completes a new file, a database of that schema, and one made by an earlier
+/// version that lacks some columns.
+fn to_v1(conn: &Connection) -> Result<(), DbError> {
     conn.execute_batch(SCHEMA).ctx("create schema")?;
     // Databases made by earlier versions lack the newer columns.
     for (table, col, decl) in [
@@ -94,22 +154,220 @@ pub fn open(path: &Path) -> Result<Connection, DbError> {
         ("jobs", "ranks", "TEXT"),
         ("jobs", "gang_stop", "TEXT"),
     ] {
-        let has: bool = conn
-            .query_row(&format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"), [col], |r| {
-                r.get::<_, i64>(0)
-            })
-            .ctx(&format!("read {table} columns"))?
-            > 0;
-        if !has {
-            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {col} {decl}"))
-                .ctx(&format!("add column {table}.{col}"))?;
-        }
+        add_column(conn, table, col, decl)?;
     }
     conn.execute_batch(
         "CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_id, array_index) WHERE array_id IS NOT NULL",
     )
     .ctx("create index jobs_array")?;
+    conn.execute_batch(ACTIVITY_SCHEMA).ctx("create activity tables")
+}
+
+/// Adds a column to a table unless it has it.
+fn add_column(conn: &Connection, table: &str, col: &str, decl: &str) -> Result<(), DbError> {
+    let has: bool = conn
+        .query_row(&format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"), [col], |r| {
+            r.get::<_, i64>(0)
+        })
+        .ctx(&format!("read {table} columns"))?
+        > 0;
+    if !has {
+        conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {col} {decl}"))
+            .ctx(&format!("add column {table}.{col}"))?;
+    }
+    Ok(())
+}
+
+/// A database's schema version (`PRAGMA user_version`).
+pub fn schema_version(conn: &Connection) -> Result<i64, DbError> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).ctx("read the schema version")
+}
+
+/// The error for a database that a newer ordo has upgraded: this binary would misread it.
+fn newer_error(path: &Path, found: i64, known: i64) -> DbError {
+    DbError::new(
+        &format!("{}", path.display()),
+        &format!(
+            "schema version {found} is newer than this ordo knows (version {known}; ordo {}): a newer ordo has \
+             upgraded it. Run that version, or restore a backup made before the upgrade; nothing was changed",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+}
+
+/// Brings the database to the newest version of `steps`, all steps in one transaction: on any
+/// error nothing of the upgrade is kept and the database stays at its version. Returns the
+/// version it was at, when it changed. A database newer than `steps` know is refused
+/// unchanged.
+pub fn migrate(conn: &Connection, path: &Path, steps: &[Migration]) -> Result<Option<i64>, DbError> {
+    let latest = steps.last().map_or(0, |m| m.to);
+    let found = schema_version(conn)?;
+    if found > latest {
+        return Err(newer_error(path, found, latest));
+    }
+    if found == latest {
+        return Ok(None);
+    }
+    conn.execute_batch("BEGIN IMMEDIATE").ctx("begin the schema upgrade")?;
+    let done = (|| {
+        // Another process may have upgraded it between the read above and the write lock.
+        let from = schema_version(conn)?;
+        if from > latest {
+            return Err(newer_error(path, from, latest));
+        }
+        for (i, m) in steps.iter().enumerate().skip(from.max(0) as usize) {
+            debug_assert_eq!(m.to, i as i64 + 1, "migrations are numbered in order");
+            (m.apply)(conn).map_err(|e| DbError {
+                what: format!("upgrade {} to schema version {} ({}): {}", path.display(), m.to, m.what, e.what),
+                source: e.source,
+            })?;
+        }
+        conn.pragma_update(None, "user_version", latest).ctx("write the schema version")?;
+        Ok(from)
+    })();
+    match done {
+        Ok(from) => {
+            conn.execute_batch("COMMIT").ctx("commit the schema upgrade")?;
+            Ok((from != latest).then_some(from))
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Opens (creating if needed) the database in WAL mode with full sync, so a committed
+/// transaction survives a crash of the process or the machine, and brings its schema to
+/// [`SCHEMA_VERSION`] ([`MIGRATIONS`]). A database of a newer schema is refused before
+/// anything in it or about it (mode, journal) is changed.
+pub fn open(path: &Path) -> Result<Connection, DbError> {
+    let existed = path.exists();
+    if !existed {
+        private(path)?;
+    }
+    let conn = Connection::open(path).ctx(&format!("open {}", path.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).ctx("set busy timeout")?;
+    let found = schema_version(&conn)?;
+    if found > SCHEMA_VERSION {
+        return Err(newer_error(path, found, SCHEMA_VERSION));
+    }
+    if existed {
+        private(path)?;
+    }
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).ctx("enable WAL")?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(DbError::new(
+            &format!("enable WAL on {}", path.display()),
+            &format!("the journal mode stayed `{mode}`"),
+        ));
+    }
+    conn.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;").ctx("set synchronous=FULL")?;
+    let had_tables: bool =
+        conn.query_row("SELECT COUNT(*) > 0 FROM sqlite_master", [], |r| r.get(0)).ctx("read the schema")?;
+    if let Some(from) = migrate(&conn, path, MIGRATIONS)? {
+        if had_tables {
+            eprintln!("database {}: schema upgraded from version {from} to {SCHEMA_VERSION}", path.display());
+        }
+    }
     Ok(conn)
+}
+
+/// [`private_file`] as a database error.
+fn private(path: &Path) -> Result<(), DbError> {
+    private_file(path)
+        .map_err(|e| DbError::new(&format!("make {} readable by its owner only", path.display()), &e.to_string()))
+}
+
+/// What [`backup`] copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupInfo {
+    /// Size of the copy, bytes.
+    pub bytes: u64,
+    /// Its schema version.
+    pub schema_version: i64,
+    /// Jobs in it.
+    pub jobs: i64,
+    /// The largest job id in it (the last submission it holds).
+    pub last_job: Option<i64>,
+}
+
+/// Copies the database at `src` to `out` while a server may be writing it, with SQLite's
+/// online backup API in one step: the copy is read in one read transaction, so it is the
+/// database as of one commit (WAL readers do not block the server's writes). The source is
+/// opened read-only and never changed. The copy is written to `OUT.partial` (mode 0600: it
+/// holds token digests and every command), checked (`PRAGMA quick_check`), made a single file
+/// (rollback journal, no `-wal`), synced, and only then renamed over `out`: a backup killed at
+/// any point leaves `out` as it was (absent, or an earlier complete backup), and the next one
+/// starts afresh.
+pub fn backup(src: &Path, out: &Path) -> Result<BackupInfo, DbError> {
+    use rusqlite::backup::{Backup, StepResult};
+    use rusqlite::OpenFlags;
+    let io = |what: String| move |e: std::io::Error| DbError::new(&what, &e.to_string());
+    if !src.is_file() {
+        return Err(DbError::new(&format!("back up {}", src.display()), "no such database file"));
+    }
+    if out.exists() && std::fs::canonicalize(out).ok() == std::fs::canonicalize(src).ok() {
+        return Err(DbError::new(&format!("back up {}", src.display()), "--out names the database itself"));
+    }
+    let from = Connection::open_with_flags(src, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .ctx(&format!("open {} read-only", src.display()))?;
+    from.busy_timeout(std::time::Duration::from_secs(10)).ctx("set busy timeout")?;
+    let partial = side(out, ".partial");
+    for p in [partial.clone(), side(&partial, "-journal"), side(&partial, "-wal"), side(&partial, "-shm")] {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(DbError::new(&format!("remove the unfinished backup {}", p.display()), &e.to_string()))
+            }
+            _ => {}
+        }
+    }
+    private_file(&partial).map_err(io(format!("create {}", partial.display())))?;
+    let mut to = Connection::open(&partial).ctx(&format!("open {}", partial.display()))?;
+    {
+        let b = Backup::new(&from, &mut to).ctx(&format!("start the backup of {}", src.display()))?;
+        let mut tries = 0;
+        loop {
+            match b.step(-1).ctx(&format!("copy {}", src.display()))? {
+                StepResult::Done => break,
+                // Busy or locked (a writer mid-recovery): try again shortly, for up to a minute.
+                _ if tries < 600 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                _ => return Err(DbError::new(&format!("copy {}", src.display()), "the database stayed locked")),
+            }
+        }
+    }
+    drop(from);
+    let check: String = to.query_row("PRAGMA quick_check", [], |r| r.get(0)).ctx("check the copy")?;
+    if check != "ok" {
+        return Err(DbError::new(&format!("check the copy {}", partial.display()), &check));
+    }
+    let mode: String = to.query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0)).ctx("make the copy one file")?;
+    if !mode.eq_ignore_ascii_case("delete") {
+        return Err(DbError::new(&format!("make {} one file", partial.display()), &format!("journal mode `{mode}`")));
+    }
+    let schema_version = schema_version(&to)?;
+    let has_jobs: bool = to
+        .query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'", [], |r| r.get(0))
+        .ctx("read the copy")?;
+    let (jobs, last_job) = if has_jobs {
+        to.query_row("SELECT COUNT(*), MAX(id) FROM jobs", [], |r| Ok((r.get(0)?, r.get(1)?))).ctx("read the copy")?
+    } else {
+        (0, None)
+    };
+    to.close().map_err(|(_, e)| e).ctx(&format!("close {}", partial.display()))?;
+    let f = std::fs::File::open(&partial).map_err(io(format!("open {}", partial.display())))?;
+    f.sync_all().map_err(io(format!("sync {}", partial.display())))?;
+    let bytes = f.metadata().map_err(io(format!("read {}", partial.display())))?.len();
+    std::fs::rename(&partial, out).map_err(io(format!("rename {} to {}", partial.display(), out.display())))?;
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    std::fs::File::open(&dir).and_then(|d| d.sync_all()).map_err(io(format!("sync {}", dir.display())))?;
+    Ok(BackupInfo { bytes, schema_version, jobs, last_job })
 }
 
 /// A job row.

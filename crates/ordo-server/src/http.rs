@@ -6,7 +6,7 @@ use crate::array::JobRef;
 use crate::auth::{self, Principal, Role};
 use crate::config::ServerConfig;
 use crate::gate::Gate;
-use crate::state::{ApiError, Core};
+use crate::state::{ApiError, Core, ARRAY_STEP};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -184,6 +184,15 @@ async fn group_commit(s: AppState, mut rx: tokio::sync::mpsc::UnboundedReceiver<
                 Err(_) => break,
             }
         }
+        // Large arrays are taken in steps, each its own hold of the state lock.
+        let (large, batch): (Vec<Submission>, Vec<Submission>) =
+            batch.into_iter().partition(|(_, req, _)| Core::ingests_in_steps(req));
+        for sub in large {
+            tokio::spawn(ingest(s.clone(), sub));
+        }
+        if batch.is_empty() {
+            continue;
+        }
         let (items, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|(p, r, tx)| ((p, r), tx)).unzip();
         let core = s.core.clone();
         let results = tokio::task::spawn_blocking(move || {
@@ -215,6 +224,75 @@ async fn group_commit(s: AppState, mut rx: tokio::sync::mpsc::UnboundedReceiver<
                 }
             }
         });
+    }
+}
+
+/// Takes a large array in steps (`state/ingest.rs`): its ids reserved, its rows stored
+/// [`ARRAY_STEP`] at a time (each step durable before the next), then its elements given to the
+/// scheduler as many at a time; answered after the last step. A step that fails takes the
+/// array back whole.
+async fn ingest(s: AppState, (who, req, reply): Submission) {
+    let not_stored = |e: tokio::task::JoinError| ApiError::Conflict(format!("submission not stored: {e}"));
+    let core = s.core.clone();
+    let begun = tokio::task::spawn_blocking(move || core.lock().ingest_begin(&who, req, now_ms())).await;
+    let mut ing = match begun.map_err(not_stored).and_then(|r| r) {
+        Ok(ing) => ing,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    let mut result: Result<(), ApiError> = Ok(());
+    // Rows first, each step durable before the next (a commit stays small), then the joins.
+    'steps: for joining in [false, true] {
+        loop {
+            let core = s.core.clone();
+            let stepped = tokio::task::spawn_blocking(move || {
+                let mut c = core.lock();
+                let r = match joining {
+                    false => c.ingest_store(&mut ing, ARRAY_STEP, now_ms()),
+                    true => c.ingest_join(&mut ing, ARRAY_STEP, now_ms()),
+                };
+                (ing, r, c.writes())
+            })
+            .await;
+            // A panic in a step loses the array's handle: the next load removes what it stored.
+            let Ok((back, r, seq)) = stepped else {
+                let _ = reply.send(Err(ApiError::Conflict("submission not stored: a step failed".into())));
+                return;
+            };
+            ing = back;
+            s.dirty.notify_one();
+            if joining {
+                s.kick.notify_one();
+            }
+            match r {
+                Ok(done) => {
+                    if let Err(e) = s.settle(seq).await {
+                        result = Err(e);
+                        break 'steps;
+                    }
+                    if done {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break 'steps;
+                }
+            }
+        }
+    }
+    match result {
+        Ok(()) => {
+            let _ = reply.send(Ok(ing.id()));
+        }
+        Err(e) => {
+            let core = s.core.clone();
+            let _ = tokio::task::spawn_blocking(move || core.lock().ingest_abort(&ing, now_ms())).await;
+            s.dirty.notify_one();
+            let _ = reply.send(Err(e));
+        }
     }
 }
 
@@ -565,10 +643,22 @@ async fn get_policy(State(s): State<AppState>, _: Auth) -> R<PolicyBody> {
     Ok(Json(PolicyBody { policy: s.core().policy().to_string() }))
 }
 
-async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PolicyBody> {
-    let b: PolicyBody = parse_body(&body)?;
-    let policy = s.change(|c| c.set_policy(&who, &b.policy, now_ms())).await?;
-    Ok(Json(PolicyBody { policy }))
+async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<PolicyChanged> {
+    let b: PolicyChange = parse_body(&body)?;
+    Ok(Json(s.change(|c| c.change_policy(&who, &b, now_ms())).await?))
+}
+
+async fn node_maintenance(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> R<NodeInfo> {
+    let b: NodeMaintRequest = parse_body(&body)?;
+    let node = s.change(|c| c.node_maintenance(&who, &name, &b, now_ms())).await?;
+    // A drain whose deadline has passed stops jobs: their agents hear of it at once.
+    wake(&s);
+    Ok(Json(node))
 }
 
 #[derive(Debug, Deserialize)]
@@ -702,6 +792,7 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("post", "/v1/jobs/{id}/priority", post(set_priority)),
         ("get", "/v1/history", get(history)),
         ("get", "/v1/nodes", get(nodes)),
+        ("post", "/v1/nodes/{name}/maintenance", post(node_maintenance)),
         ("get", "/v1/policy", get(get_policy)),
         ("put", "/v1/policy", put(set_policy)),
         ("get", "/v1/audit", get(audit)),
@@ -855,15 +946,16 @@ impl Bound {
                         }
                     }
                     let now = now_ms();
-                    let mut c = core.lock();
-                    if let Err(e) = c.check_nodes_seen(now, &seen) {
+                    // Three holds of the lock, so that requests and polls get turns between them.
+                    if let Err(e) = core.lock().check_nodes_seen(now, &seen) {
                         eprintln!("ordo server: node check: {e}");
                     }
                     // GPU activity series and allocated-but-idle notices (every 10 s).
-                    let notices = c.activity_tick(now).unwrap_or_else(|e| {
+                    let notices = core.lock().activity_tick(now).unwrap_or_else(|e| {
                         eprintln!("ordo server: GPU activity: {e}");
                         vec![]
                     });
+                    let mut c = core.lock();
                     let w = match c.timed_pass(now) {
                         Ok(w) => w,
                         Err(e) => {

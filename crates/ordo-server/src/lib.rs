@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod activity_api;
 pub mod agent;
+pub mod agent_file;
 pub mod api;
 pub mod array;
 pub mod auth;

@@ -66,7 +66,12 @@ pub struct Snapshot {
     pub gpus: Vec<GpuStatus>,
     /// Nodes: name, up, last heartbeat (ms since the epoch), GPUs.
     pub nodes: Vec<(String, bool, i64, u32)>,
+    /// Nodes: name, status (`NodeInfo::status`), an admin's cordon or drain: kind, by, reason.
+    pub node_status: Vec<(String, &'static str, Option<MaintLabels>)>,
 }
+
+/// An admin's cordon or drain as labels: kind, by, reason.
+pub type MaintLabels = (&'static str, String, String);
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -164,6 +169,26 @@ pub fn render(s: &Snapshot, outcomes: &BTreeMap<String, u64>, t: &Telemetry) -> 
         up.get_or_create(&l).set(*is_up as u8 as f64);
         seen.get_or_create(&l).set(*last as f64 / 1000.0);
         node_gpus.get_or_create(&l).set(*gpus as f64);
+    }
+    let status = gauge_family(
+        &mut reg,
+        "ordo_node_status",
+        "1 for the node's status: up, down, cordoned, draining, drained or problem (its agent drained it)",
+        None,
+    );
+    let maint = gauge_family(
+        &mut reg,
+        "ordo_node_maintenance_info",
+        "1 for a node an admin cordoned or drained, with who did it and why",
+        None,
+    );
+    for (name, st, m) in &s.node_status {
+        status.get_or_create(&vec![("node", name.clone()), ("status", st.to_string())]).set(1.0);
+        if let Some((kind, by, why)) = m {
+            let l: Labels =
+                vec![("node", name.clone()), ("kind", kind.to_string()), ("by", by.clone()), ("reason", why.clone())];
+            maint.get_or_create(&l).set(1.0);
+        }
     }
     let ended = Family::<Labels, Counter>::default();
     reg.register("ordo_jobs_ended", "Jobs that ended, by final state (all the database holds)", ended.clone());

@@ -137,3 +137,109 @@ fn bad_specs_and_pending_limits_are_refused() {
     assert!(c.queue(t0).jobs.len() == 10);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Each element as the scheduler and the database see it: (id, array, index, state, user).
+fn elements(c: &Core, id: u64, now: i64) -> Vec<(u64, Option<ArrayMember>, JobState, String)> {
+    let mut v: Vec<_> = c
+        .queue(now)
+        .jobs
+        .into_iter()
+        .filter(|j| j.array.is_some_and(|a| a.id == id))
+        .map(|j| (j.id, j.array, j.state, j.user))
+        .collect();
+    v.sort_by_key(|e| e.0);
+    v
+}
+
+/// An array larger than `ARRAY_STEP` taken in steps (as the server does: its ids reserved, its
+/// rows stored a step at a time, then its elements joined a step at a time) gives the same
+/// elements, audit records and first decisions as the same array taken at once; while it is
+/// taken in, its id is refused for actions and dependencies (409) rather than half-applied.
+#[test]
+fn a_large_array_taken_in_steps_is_the_same_as_one_taken_at_once() {
+    let spec = format!("0-{}:2%40", 2 * (ordo_server::state::ARRAY_STEP * 2 + 500) - 1);
+    let t0 = 1_000_000;
+    let dir_a = tempdir("arrays-at-once");
+    let mut a = Core::open(cfg(&dir_a, "fifo"), t0).unwrap();
+    a.register(&agent("n1"), &reg("n1", 8), t0).unwrap();
+    let before_a = a.submit(&user("bob"), job(1), t0).unwrap();
+    let id_a = a.submit(&user("alice"), arr(&spec), t0).unwrap();
+    let after_a = a.submit(&user("bob"), job(1), t0).unwrap();
+
+    let dir_b = tempdir("arrays-in-steps");
+    let mut b = Core::open(cfg(&dir_b, "fifo"), t0).unwrap();
+    b.register(&agent("n1"), &reg("n1", 8), t0).unwrap();
+    let before_b = b.submit(&user("bob"), job(1), t0).unwrap();
+    let req = arr(&spec);
+    assert!(Core::ingests_in_steps(&req));
+    let mut ing = b.ingest_begin(&user("alice"), req, t0).unwrap();
+    let id_b = ing.id();
+    // A submission meanwhile takes the ids after the array's.
+    let after_b = b.submit(&user("bob"), job(1), t0).unwrap();
+    assert_eq!((before_b, id_b, after_b), (before_a, id_a, after_a));
+    let mut steps = 0;
+    while !b.ingest_store(&mut ing, ordo_server::state::ARRAY_STEP, t0).unwrap() {
+        steps += 1;
+        for r in [JobRef::Job(id_b), JobRef::Element(id_b, 4), JobRef::Job(id_b + 3)] {
+            match b.cancel_ref(&user("alice"), r, t0) {
+                Err(ApiError::Conflict(m)) => assert!(m.contains("still being submitted"), "{m}"),
+                other => panic!("{r:?} while the array is taken in: {other:?}"),
+            }
+        }
+        let dep = SubmitRequest { after: vec![AfterDep { kind: ordo_core::DepKind::AfterOk, job: id_b }], ..job(1) };
+        assert!(matches!(b.submit(&user("bob"), dep, t0), Err(ApiError::Conflict(_))));
+    }
+    assert!(steps >= 2, "stored in {steps} steps");
+    while !b.ingest_join(&mut ing, ordo_server::state::ARRAY_STEP, t0).unwrap() {}
+    let ea = elements(&a, id_a, t0);
+    let eb = elements(&b, id_b, t0);
+    assert_eq!(ea.len(), ordo_server::state::ARRAY_STEP * 2 + 500);
+    assert_eq!(ea, eb);
+    assert_eq!(a.queue(t0).arrays, b.queue(t0).arrays);
+    let audit_a: Vec<(String, Option<u64>, serde_json::Value)> =
+        a.audit(None, None, 100_000).unwrap().into_iter().map(|r| (r.kind, r.job, r.detail)).collect();
+    let mut audit_b: Vec<(String, Option<u64>, serde_json::Value)> =
+        b.audit(None, None, 100_000).unwrap().into_iter().map(|r| (r.kind, r.job, r.detail)).collect();
+    let mut audit_a_sorted = audit_a.clone();
+    audit_a_sorted.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
+    audit_b.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
+    assert_eq!(audit_a_sorted, audit_b, "the same audit records (the last element's written first)");
+    a.pass(t0).unwrap();
+    b.pass(t0).unwrap();
+    let ids = |c: &Core| running(c, t0).into_iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(ids(&a), ids(&b));
+    // Now an ordinary array: cancel takes it whole.
+    let (_, n) = b.cancel_ref(&user("alice"), JobRef::Job(id_b), t0).unwrap();
+    assert_eq!(n, ea.len());
+}
+
+/// An array whose rows the server had not all stored when it stopped (it was never
+/// acknowledged) is removed when the server starts again, with an audit record saying so;
+/// what came before and after it is kept.
+#[test]
+fn an_array_the_server_did_not_finish_storing_is_removed_at_start() {
+    let dir = tempdir("arrays-incomplete");
+    let t0 = 1_000_000;
+    let mut c = Core::open(cfg(&dir, "fifo"), t0).unwrap();
+    c.register(&agent("n1"), &reg("n1", 8), t0).unwrap();
+    let before = c.submit(&user("bob"), job(1), t0).unwrap();
+    let spec = format!("0-{}", ordo_server::state::ARRAY_STEP * 3 - 1);
+    let mut ing = c.ingest_begin(&user("alice"), arr(&spec), t0).unwrap();
+    let id = ing.id();
+    assert!(!c.ingest_store(&mut ing, ordo_server::state::ARRAY_STEP, t0).unwrap());
+    let after = c.submit(&user("bob"), job(1), t0).unwrap();
+    drop(c);
+    let c = Core::open(cfg(&dir, "fifo"), t0 + 1000).unwrap();
+    assert!(c.job(before, t0 + 1000).is_ok());
+    assert!(c.job(after, t0 + 1000).is_ok());
+    for j in [id, id + 1, id + ordo_server::state::ARRAY_STEP as u64 * 3 - 1] {
+        assert!(matches!(c.job(j, t0 + 1000), Err(ApiError::NotFound(_))), "element {j} removed");
+    }
+    let rec = c.audit(Some(id), None, 100).unwrap();
+    let gone = rec.iter().find(|r| r.kind == "cancel").expect("a record of the removal");
+    let why = gone.detail["why"].as_str().unwrap();
+    assert!(
+        why.contains("did not complete before the server stopped") && why.contains("1001 stored elements of 3000"),
+        "{why}"
+    );
+}

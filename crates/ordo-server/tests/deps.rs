@@ -161,6 +161,9 @@ fn a_dependency_on_an_array_waits_for_every_element_and_one_on_an_element_for_th
     let w = c.job(best, t2).unwrap().wait.unwrap();
     assert!(w.text.starts_with(&format!("waits for array {sweep}'s elements to complete")), "{}", w.text);
     assert!(w.text.contains("1 of its 3 elements has not ended"), "{}", w.text);
+    exit(&mut c, e2, 0, t2);
+    c.pass(t2).unwrap();
+    assert_ne!(st(&c, best, t2), JobState::Pending, "the last element's success releases the array's dependent");
 
     // One element failing makes an after_ok on the array unmeetable.
     let sweep2 = c.submit(&u, SubmitRequest { array: Some("0-1".into()), ..job(1) }, t2).unwrap();

@@ -129,6 +129,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         last_seen: 0,
         free_gpus: 1,
         jobs: vec![],
+        job_ids: vec![],
         cpus: None,
         mem_mib: None,
         used_cpus: 0,
@@ -136,8 +137,35 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         mem_limits: false,
         busy_pct: None,
         idle_jobs: vec![],
+        maint: Some(NodeMaint {
+            kind: MaintKind::Drain,
+            reason: "r".into(),
+            by: "admin".into(),
+            since: 1,
+            deadline: Some(2),
+        }),
+        status: "draining".into(),
     };
     assert_eq!(keys(serde_json::to_value(&node).expect("json")), schema_props("NodeInfo", None));
+    let m = node.maint.clone().expect("maint");
+    assert_eq!(keys(serde_json::to_value(&m).expect("json")), schema_props("NodeMaint", None));
+    let mr = NodeMaintRequest { action: "drain".into(), reason: Some("r".into()), deadline_ms: Some(1) };
+    assert_eq!(keys(serde_json::to_value(&mr).expect("json")), schema_props("NodeMaintRequest", None));
+    let pc = PolicyChange { policy: "las".into(), dry_run: true, preempt_now: false };
+    assert_eq!(keys(serde_json::to_value(&pc).expect("json")), schema_props("PolicyChange", None));
+    let eff = PolicyEffect { job: "1".into(), user: "u".into(), ran_ms: Some(1) };
+    assert_eq!(keys(serde_json::to_value(&eff).expect("json")), schema_props("PolicyEffect", None));
+    let pd = PolicyChanged {
+        policy: "fifo".into(),
+        applied: false,
+        asked: "las".into(),
+        preempt: vec![eff.clone()],
+        start: vec![],
+        reordered: 0,
+        order_before: vec![],
+        order_after: vec![],
+    };
+    assert_eq!(keys(serde_json::to_value(&pd).expect("json")), schema_props("PolicyChanged", None));
     let reg = RegisterRequest {
         node: "n".into(),
         gpus: 1,

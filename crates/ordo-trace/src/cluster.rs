@@ -1,5 +1,6 @@
-//! Cluster descriptions beyond `64x8`: a TOML file of node groups, and the Alibaba node list
-//! (`openb_node_list_gpu_node.csv`), each becoming an [`ordo_core::ClusterSpec`].
+//! Cluster descriptions beyond `64x8`: a TOML file of node groups, and the node lists published
+//! with traces (Alibaba 2023 and 2026, PAI 2020, Lucid's and Helios's virtual clusters), each
+//! becoming an [`ordo_core::ClusterSpec`].
 
 use crate::csvread::parse_mem_mib;
 use crate::error::ClusterError;
@@ -96,61 +97,168 @@ pub fn load_cluster_toml(path: &Path) -> Result<ClusterSpec, ClusterError> {
     Ok(ClusterSpec { nodes })
 }
 
-/// Reads an Alibaba node list (`sn,cpu_milli,memory_mib,gpu,model`): one node per row, named
-/// `sn`, with `gpu` GPUs of model `model`, `cpu_milli / 1000` CPUs (rounded down: a node cannot
-/// offer part of a core it lacks) and `memory_mib` MiB.
+/// The layouts of a node list `.csv` (docs/TRACES.md, "Cluster specs").
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum NodeList {
+    /// Alibaba 2023 `openb_node_list_*.csv`: `sn,cpu_milli,memory_mib,gpu,model`.
+    Openb,
+    /// Alibaba 2026 spot `node_info_df.csv`: `gpu_model,gpu_capacity_num,cpu_num,node_name`.
+    Spot2026,
+    /// PAI 2020 `pai_machine_spec.csv`, headerless: `machine,gpu_type,cap_cpu,cap_mem,cap_gpu`
+    /// (memory in GB).
+    PaiSpec,
+    /// The Lucid simulator's `vc_config.csv`: `,num`, one virtual cluster and its 8-GPU nodes a row.
+    LucidVc,
+    /// Helios `cluster_gpu_number.csv`: `date,vc...,total`, GPUs per virtual cluster per day.
+    HeliosGpus,
+}
+
+const PAI_SPEC: [&str; 5] = ["machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu"];
+
+/// Reads a node list `.csv`, recognised by its header: an Alibaba 2023 node list
+/// (`sn,cpu_milli,memory_mib,gpu,model`: one node per row, `cpu_milli / 1000` CPUs rounded down,
+/// since a node cannot offer part of a core it lacks), an Alibaba 2026 spot node list
+/// (`gpu_model,gpu_capacity_num,cpu_num,node_name`), PAI 2020's headerless machine spec
+/// (`machine,gpu_type,cap_cpu,cap_mem,cap_gpu`, memory in GB), the Lucid simulator's
+/// `vc_config.csv` (`,num`: per virtual cluster its number of 8-GPU nodes) or Helios's
+/// `cluster_gpu_number.csv` (`date,vc...,total`: the day with the most GPUs, as 8-GPU nodes).
 pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
     let file = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|err| ClusterError::Io { file: file.clone(), err })?;
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).from_reader(f);
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| ClusterError::Node { file: file.clone(), line: 1, why: e.to_string() })?
-        .iter()
-        .map(|h| h.trim().trim_start_matches('\u{feff}').to_string())
-        .collect();
+    let mut rdr = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(f);
+    let mut records = rdr.records();
+    let bad_line = |line: u64, why: String| ClusterError::Node { file: file.clone(), line, why };
+    let first = match records.next() {
+        None => return Err(ClusterError::Empty { file }),
+        Some(r) => r.map_err(|e| bad_line(1, e.to_string()))?,
+    };
+    let first: Vec<String> = first.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_string()).collect();
+    let has = |n: &str| first.iter().any(|h| h == n);
+    let layout = if has("sn") && has("cpu_milli") {
+        NodeList::Openb
+    } else if has("gpu_capacity_num") && has("node_name") {
+        NodeList::Spot2026
+    } else if first.len() == 2 && first[1] == "num" {
+        NodeList::LucidVc
+    } else if first.first().is_some_and(|h| h == "date") && first.last().is_some_and(|h| h == "total") {
+        NodeList::HeliosGpus
+    } else if first.len() == 5 && first[2..].iter().all(|x| x.parse::<f64>().is_ok()) {
+        NodeList::PaiSpec
+    } else {
+        return Err(bad_line(
+            1,
+            format!(
+                "unknown node list: header {:?} (expected sn,cpu_milli,memory_mib,gpu,model; \
+                 gpu_model,gpu_capacity_num,cpu_num,node_name; PAI's headerless machine,gpu_type,cap_cpu,cap_mem,cap_gpu; \
+                 Lucid's `,num`; or Helios's date,...,total)",
+                first.join(",")
+            ),
+        ));
+    };
+    let header: Vec<String> =
+        if layout == NodeList::PaiSpec { PAI_SPEC.iter().map(|s| s.to_string()).collect() } else { first.clone() };
     let col = |name: &str| {
         header.iter().position(|h| h == name).ok_or_else(|| ClusterError::Node {
             file: file.clone(),
             line: 1,
-            why: format!("missing column `{name}` (expected the header sn,cpu_milli,memory_mib,gpu,model)"),
+            why: format!("missing column `{name}` (header: {:?})", header.join(",")),
         })
     };
-    let (sn, cpu, mem, gpu, model) = (col("sn")?, col("cpu_milli")?, col("memory_mib")?, col("gpu")?, col("model")?);
+    let cols: Vec<usize> = match layout {
+        NodeList::Openb => vec![col("sn")?, col("cpu_milli")?, col("memory_mib")?, col("gpu")?, col("model")?],
+        NodeList::Spot2026 => vec![col("node_name")?, col("cpu_num")?, col("gpu_capacity_num")?, col("gpu_model")?],
+        NodeList::PaiSpec => vec![0, 2, 3, 4, 1],
+        NodeList::LucidVc | NodeList::HeliosGpus => vec![],
+    };
     let mut nodes = Vec::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| ClusterError::Node {
-            file: file.clone(),
-            line: e.position().map_or(0, |p| p.line()),
-            why: e.to_string(),
-        })?;
-        let line = rec.position().map_or(0, |p| p.line());
+    let mut best_day: Option<(u64, u64)> = None; // Helios: (GPUs, line) of the day with the most
+    let pai_first = (layout == NodeList::PaiSpec).then(|| csv::StringRecord::from(first.clone()));
+    for (i, rec) in pai_first.into_iter().map(Ok).chain(records).enumerate() {
+        let rec = rec.map_err(|e| bad_line(e.position().map_or(0, |p| p.line()), e.to_string()))?;
+        let line = i as u64 + if layout == NodeList::PaiSpec { 1 } else { 2 };
         let get = |i: usize| rec.get(i).unwrap_or_default().trim();
-        let bad = |i: usize, what: &str| ClusterError::Node {
-            file: file.clone(),
-            line,
-            why: format!("field `{}`: expected {what}, found {:?}", header.get(i).map_or("?", String::as_str), get(i)),
-        };
-        if rec.len() != header.len() {
-            return Err(ClusterError::Node {
-                file: file.clone(),
+        let bad = |i: usize, what: &str| {
+            bad_line(
                 line,
-                why: format!("expected {} fields (as in the header), found {}", header.len(), rec.len()),
-            });
+                format!("field `{}`: expected {what}, found {:?}", header.get(i).map_or("?", String::as_str), get(i)),
+            )
+        };
+        if rec.len() == 1 && get(0).is_empty() {
+            continue;
         }
-        let gpus: u32 = get(gpu).parse().ok().filter(|&g| g <= 1024).ok_or_else(|| bad(gpu, "a GPU count 0..=1024"))?;
-        let cpu_milli: u64 = get(cpu).parse().map_err(|_| bad(cpu, "CPU thousandths (a whole number)"))?;
-        let mem_mib: u64 = get(mem).parse().map_err(|_| bad(mem, "MiB (a whole number)"))?;
-        let name = get(sn);
-        nodes.push(NodeSpec {
-            name: if name.is_empty() { format!("node{}", nodes.len()) } else { name.to_string() },
-            gpus,
-            cpus: Some(u32::try_from(cpu_milli / 1000).unwrap_or(u32::MAX)),
-            mem_mib: Some(mem_mib),
-            gpu_model: Some(get(model).to_string()).filter(|m| !m.is_empty()),
-        });
+        if rec.len() != header.len() {
+            return Err(bad_line(
+                line,
+                format!("expected {} fields (as in the header), found {}", header.len(), rec.len()),
+            ));
+        }
+        let count = |i: usize, max: u32, what: &str| -> Result<u32, ClusterError> {
+            let v: f64 = get(i).parse().map_err(|_| bad(i, what))?;
+            (v >= 0.0 && v.fract() == 0.0 && v <= f64::from(max)).then_some(v as u32).ok_or_else(|| bad(i, what))
+        };
+        let name = |i: usize, nodes: &Vec<NodeSpec>| {
+            Some(get(i).to_string()).filter(|n| !n.is_empty()).unwrap_or_else(|| format!("node{}", nodes.len()))
+        };
+        match layout {
+            NodeList::Openb => {
+                let gpus = count(cols[3], 1024, "a GPU count 0..=1024")?;
+                let cpu_milli: u64 =
+                    get(cols[1]).parse().map_err(|_| bad(cols[1], "CPU thousandths (a whole number)"))?;
+                let mem_mib: u64 = get(cols[2]).parse().map_err(|_| bad(cols[2], "MiB (a whole number)"))?;
+                nodes.push(NodeSpec {
+                    name: name(cols[0], &nodes),
+                    gpus,
+                    cpus: Some(u32::try_from(cpu_milli / 1000).unwrap_or(u32::MAX)),
+                    mem_mib: Some(mem_mib),
+                    gpu_model: Some(get(cols[4]).to_string()).filter(|m| !m.is_empty()),
+                });
+            }
+            NodeList::Spot2026 | NodeList::PaiSpec => {
+                let gpu_col = if layout == NodeList::PaiSpec { cols[3] } else { cols[2] };
+                let gpus = count(gpu_col, 1024, "a GPU count 0..=1024")?;
+                let cpus = count(cols[1], 1 << 20, "a whole number of CPU cores")?;
+                let mem_mib = if layout == NodeList::PaiSpec {
+                    Some(u64::from(count(cols[2], 1 << 24, "memory in GB (a whole number)")?) * 1024)
+                } else {
+                    None
+                };
+                let model_col = if layout == NodeList::PaiSpec { cols[4] } else { cols[3] };
+                nodes.push(NodeSpec {
+                    name: name(cols[0], &nodes),
+                    gpus,
+                    cpus: Some(cpus),
+                    mem_mib,
+                    gpu_model: Some(get(model_col).to_string()).filter(|m| !m.is_empty()),
+                });
+            }
+            NodeList::LucidVc => {
+                let n = count(1, 100_000, "a number of 8-GPU nodes")?;
+                let vc = get(0);
+                for k in 0..n {
+                    nodes.push(NodeSpec {
+                        name: format!("{vc}-{k}"),
+                        gpus: 8,
+                        cpus: None,
+                        mem_mib: None,
+                        gpu_model: None,
+                    });
+                }
+            }
+            NodeList::HeliosGpus => {
+                let last = header.len() - 1;
+                let total = u64::from(count(last, 8_000_000, "a whole number of GPUs")?);
+                if best_day.is_none_or(|(g, _)| total > g) {
+                    best_day = Some((total, line));
+                }
+            }
+        }
         if nodes.len() > 1_000_000 {
-            return Err(ClusterError::Node { file: file.clone(), line, why: "more than 1,000,000 nodes".into() });
+            return Err(bad_line(line, "more than 1,000,000 nodes".into()));
+        }
+    }
+    if let Some((gpus, _)) = best_day {
+        for k in 0..gpus.div_ceil(8) {
+            nodes.push(NodeSpec { name: format!("n{k}"), gpus: 8, cpus: None, mem_mib: None, gpu_model: None });
         }
     }
     if nodes.is_empty() {

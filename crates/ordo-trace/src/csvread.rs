@@ -4,17 +4,26 @@
 use crate::error::shown;
 use crate::format::Role;
 use crate::sink::{Row, Sink};
-use crate::timefmt::{parse_clock, parse_datetime, parse_secs, parse_slurm_duration};
+use crate::timefmt::{parse_clock, parse_datetime, parse_secs, parse_slurm_duration, parse_zoned};
 use crate::{Format, TraceError, DEFAULT_NAME};
 use std::io::Read;
 
 pub(crate) const EXPECT_ID: &str = "a non-empty job id (UTF-8 text)";
 pub(crate) const EXPECT_TIME: &str = "a time in seconds >= 0 (finite, at most 1e12)";
 const EXPECT_CLOCK: &str = "a date and time `YYYY-MM-DD HH:MM:SS` (or seconds >= 0)";
+const EXPECT_ZONED: &str =
+    "a date and time `YYYY-MM-DD HH:MM:SS`, optionally with a UTC offset (`+08:00`), or seconds >= 0";
+const EXPECT_REAL_START: &str =
+    "when the job really started: a date and time `YYYY-MM-DD HH:MM:SS` (a UTC offset allowed), or an empty cell";
+const EXPECT_WORKERS: &str = "a whole number of workers >= 1";
+const EXPECT_WORKER_GPUS: &str = "a whole number of GPUs per worker >= 0, or a share of one GPU between 0 and 1 \
+     only with `worker_num` 1 (several workers holding a fraction of a GPU each have no such share)";
 const EXPECT_DATETIME: &str = "a date and time `YYYY-MM-DDTHH:MM:SS`";
 const EXPECT_SLURM_DURATION: &str = "a duration `[DAYS-]HH:MM:SS`";
 const EXPECT_SLURM_LIMIT: &str = "a time limit `[DAYS-]HH:MM:SS`, `UNLIMITED` or `Partition_Limit`";
 pub(crate) const EXPECT_GPUS: &str = "a whole number of GPUs >= 0";
+/// Most GPUs one job may ask for once its workers are multiplied out.
+const MAX_JOB_GPUS: u32 = 1 << 24;
 const EXPECT_GPUS_OR_SHARE: &str = "a whole number of GPUs >= 0, or a share of one GPU between 0 and 1 (e.g. 0.5); \
      a job holding a fraction of several GPUs has no such share: write the trace in the generic format, \
      with `num_gpu` and `gpu_milli` (thousandths of one GPU) columns";
@@ -183,9 +192,8 @@ fn parse_row<'r>(
         && [Role::Submit, Role::End].iter().any(|&r| layout.col(r).is_some_and(|c| field(c).is_empty()));
     let submit = match format {
         _ if censored => 0,
-        Format::PhillyVc | Format::Helios => {
-            parse_clock(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_CLOCK))?
-        }
+        Format::PhillyVc => parse_clock(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_CLOCK))?,
+        Format::Helios | Format::Acme => parse_zoned(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_ZONED))?,
         Format::Sacct => parse_datetime(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_DATETIME))?,
         _ => parse_secs(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_TIME))?,
     };
@@ -200,10 +208,23 @@ fn parse_row<'r>(
             }
         }
     }
-    let (gpus, share) = match (layout.col(Role::Gpus), layout.col(Role::GpusOrShare)) {
+    let (mut gpus, share) = match (layout.col(Role::Gpus), layout.col(Role::GpusOrShare)) {
         (Some(c), _) => (parse_count(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS))?, None),
         (None, Some(c)) => parse_gpus_or_share(field(c)).ok_or_else(|| bad(c, EXPECT_GPUS_OR_SHARE))?,
         (None, None) => (tres.gpus.unwrap_or(0), None),
+    };
+    // Alibaba 2026: GPUs and CPUs are asked per worker.
+    let workers = match layout.col(Role::Workers) {
+        Some(c) => {
+            let w = parse_count(field(c)).filter(|&w| w >= 1).ok_or_else(|| bad(c, EXPECT_WORKERS))?;
+            let g = layout.col(Role::GpusOrShare).unwrap_or(c);
+            if share.is_some() && w > 1 {
+                return Err(bad(g, EXPECT_WORKER_GPUS));
+            }
+            gpus = gpus.checked_mul(w).filter(|&n| n <= MAX_JOB_GPUS).ok_or_else(|| bad(g, EXPECT_WORKER_GPUS))?;
+            w
+        }
+        None => 1,
     };
     let gpu_milli = match layout.col(Role::GpuMilli) {
         _ if share.is_some() => share,
@@ -226,7 +247,7 @@ fn parse_row<'r>(
         (None, Some(c), _) => optional(field(c), parse_count).map_err(|()| bad(c, EXPECT_COUNT))?,
         (None, None, Some(c)) => {
             let x = optional(field(c), parse_nonneg).map_err(|()| bad(c, EXPECT_CORES))?;
-            x.map(|x| x.ceil().min(f64::from(u32::MAX)) as u32)
+            x.map(|x| (x.ceil() * f64::from(workers)).min(f64::from(u32::MAX)) as u32)
         }
         (None, None, None) => tres.cpus,
     };
@@ -248,6 +269,8 @@ fn parse_row<'r>(
             let no_alloc = layout.col(Role::AllocTres).is_some_and(|a| field(a).is_empty());
             (d > 0 || !no_alloc).then_some(d)
         }
+        // Acme: a job cancelled before it started has no duration.
+        Some(c) if format == Format::Acme && field(c).is_empty() => None,
         Some(c) => Some(parse_secs(field(c)).ok_or_else(|| bad(c, EXPECT_TIME))?),
         None if censored => None,
         None => {
@@ -267,6 +290,10 @@ fn parse_row<'r>(
             b"" | b"Unknown" | b"None" => None,
             v => Some(parse_datetime(v).ok_or_else(|| bad(c, EXPECT_SACCT_START))?),
         },
+        Some(c) if runtime.is_some() && matches!(format, Format::Helios | Format::Acme) => match field(c) {
+            b"" | b"None" | b"Unknown" => None,
+            v => Some(parse_zoned(v).ok_or_else(|| bad(c, EXPECT_REAL_START))?),
+        },
         Some(c) if runtime.is_some() => parse_start(field(c), submit).map_err(|()| bad(c, EXPECT_START))?,
         _ => None,
     };
@@ -279,8 +306,10 @@ fn parse_row<'r>(
         }
     };
     let group = text(Role::Group)?.unwrap_or(DEFAULT_NAME);
-    // Philly-vc has only the virtual cluster: it is the user as well as the group.
-    let user = text(Role::User)?.unwrap_or(if format == Format::PhillyVc { group } else { DEFAULT_NAME });
+    // Philly-vc has only the virtual cluster, Alibaba 2026 only the organization: it is the
+    // user as well as the group.
+    let owner_only = matches!(format, Format::PhillyVc | Format::Alibaba2026);
+    let user = text(Role::User)?.unwrap_or(if owner_only { group } else { DEFAULT_NAME });
     let queue = text(Role::Queue)?;
     let estimate = match layout.col(Role::Estimate) {
         Some(c) if format == Format::Sacct => {
@@ -304,7 +333,10 @@ fn parse_row<'r>(
     };
     let failed = match layout.col(Role::State) {
         // Slurm has many more states (PENDING, REQUEUED, ...): only its unsuccessful ends count.
-        Some(c) if format == Format::Sacct => parse_failed(field(c)).unwrap_or(false),
+        // Helios and Acme write Slurm's; Helios's Philly writes `Pass`, `Failed`, `Killed`.
+        Some(c) if matches!(format, Format::Sacct | Format::Helios | Format::Acme) => {
+            parse_failed(field(c)).or_else(|| Some(field(c).eq_ignore_ascii_case(b"killed"))).unwrap_or(false)
+        }
         Some(c) => parse_failed(field(c)).ok_or_else(|| bad(c, EXPECT_STATE))?,
         None => false,
     };

@@ -29,10 +29,10 @@ pub enum TraceError {
     #[error(
         "{file}:{line}: unknown trace format: header {header:?} matches none of the known formats \
          (generic: a header with `job_id` and `submit_time` columns; philly: a header starting \
-         with `#job id`; philly-vc, alibaba, tiresias, helios: their CSV headers; sacct: a \
-         `|`-separated header with `JobID`; jobcomp: lines starting `JobId=`; swf: `;` comments \
-         or 18 numbers a line; jsonl: lines starting with `{{`); pass the format explicitly with \
-         --format"
+         with `#job id`; philly-vc, alibaba, alibaba-2025, alibaba-2026, tiresias, helios, acme: \
+         their CSV headers; pai-2020: a file named pai_job_table.csv; sacct: a `|`-separated \
+         header with `JobID`; jobcomp: lines starting `JobId=`; swf: `;` comments or 18 numbers \
+         a line; jsonl: lines starting with `{{`); pass the format explicitly with --format"
     )]
     UnknownFormat {
         /// Path or name of the trace.

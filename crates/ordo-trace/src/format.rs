@@ -39,9 +39,22 @@ pub enum Format {
     Swf,
     /// The Tiresias simulator's CSV: `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`.
     Tiresias,
-    /// The Helios trace CSV:
-    /// `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue`.
+    /// The Helios trace CSV (HeliosData `cluster_log.csv`):
+    /// `job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue`;
+    /// also the Lucid simulator's bundled `cluster_full_log.csv` (the same jobs with `jobname` and
+    /// Lucid's workload profile columns).
     Helios,
+    /// The Acme traces (Shanghai AI Lab, NSDI'24; `trace_seren.csv`, `trace_kalos.csv`):
+    /// `job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time`
+    /// (Kalos adds `mem_per_pod_GB,shared_mem_per_pod,fail_time,stop_time`); dates with a UTC offset.
+    Acme,
+    /// Alibaba's spot GPU trace of 2026 (`cluster-trace-v2026-spot-gpu/job_info_df.csv`):
+    /// `job_name,organization,gpu_model,cpu_request,gpu_request,worker_num,submit_time,duration,job_type`.
+    Alibaba2026,
+    /// Alibaba PAI's GPU trace of 2020 (`cluster-trace-gpu-v2020`): the headerless
+    /// `pai_job_table.csv` joined with `pai_task_table.csv`, `pai_instance_table.csv` and
+    /// `pai_sensor_table.csv` beside it (read from its path, not a stream).
+    Pai2020,
     /// Slurm accounting: `sacct --parsable2 --allusers --duplicates=no --format=JobID,User,Account,
     /// Partition,Submit,Start,End,Elapsed,Timelimit,AllocTRES,ReqTRES,State,Priority`.
     Sacct,
@@ -54,7 +67,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, `Auto` first.
-    pub const ALL: [Format; 13] = [
+    pub const ALL: [Format; 16] = [
         Format::Auto,
         Format::Generic,
         Format::Jsonl,
@@ -65,6 +78,9 @@ impl Format {
         Format::Swf,
         Format::Tiresias,
         Format::Helios,
+        Format::Acme,
+        Format::Alibaba2026,
+        Format::Pai2020,
         Format::Sacct,
         Format::Jobcomp,
         Format::OrdoDb,
@@ -83,16 +99,22 @@ impl Format {
             Format::Swf => "swf",
             Format::Tiresias => "tiresias",
             Format::Helios => "helios",
+            Format::Acme => "acme",
+            Format::Alibaba2026 => "alibaba-2026",
+            Format::Pai2020 => "pai-2020",
             Format::Sacct => "sacct",
             Format::Jobcomp => "jobcomp",
             Format::OrdoDb => "ordo-db",
         }
     }
 
-    /// True for formats whose times are wall-clock dates (`philly-vc`, `helios`, `sacct`,
+    /// True for formats whose times are wall-clock dates (`philly-vc`, `helios`, `acme`, `sacct`,
     /// `jobcomp`, `ordo-db`): day windows then count from the earliest submit time in the file.
     pub fn wall_clock(self) -> bool {
-        matches!(self, Format::PhillyVc | Format::Helios | Format::Sacct | Format::Jobcomp | Format::OrdoDb)
+        matches!(
+            self,
+            Format::PhillyVc | Format::Helios | Format::Acme | Format::Sacct | Format::Jobcomp | Format::OrdoDb
+        )
     }
 
     /// Detects the format from the split fields of a CSV header line (surrounding whitespace
@@ -108,6 +130,12 @@ impl Format {
         }
         if has("vc") && has("gpu_num") && has("job_id") {
             return Some(Format::Helios);
+        }
+        if has("gpu_num") && has("gpu_time") && has("type") && has("job_id") {
+            return Some(Format::Acme);
+        }
+        if has("job_name") && has("worker_num") && has("gpu_request") {
+            return Some(Format::Alibaba2026);
         }
         if has("cpu_milli") && has("creation_time") {
             return Some(Format::Alibaba);
@@ -158,6 +186,9 @@ impl Format {
         if lower.ends_with(".jsonl") || lower.ends_with(".ndjson") || lower.ends_with(".jsonl.gz") {
             return Some(Format::Jsonl);
         }
+        if is_pai_job_table(name) {
+            return Some(Format::Pai2020);
+        }
         None
     }
 
@@ -171,8 +202,10 @@ impl Format {
             Format::Alibaba2025 => ALIBABA_2025,
             Format::Tiresias => TIRESIAS,
             Format::Helios => HELIOS,
+            Format::Acme => ACME,
+            Format::Alibaba2026 => ALIBABA_2026,
             Format::Sacct => SACCT,
-            Format::Auto | Format::Jsonl | Format::Swf | Format::Jobcomp | Format::OrdoDb => &[],
+            Format::Auto | Format::Jsonl | Format::Swf | Format::Jobcomp | Format::OrdoDb | Format::Pai2020 => &[],
         }
     }
 }
@@ -183,10 +216,17 @@ impl fmt::Display for Format {
     }
 }
 
+/// Whether a file name is PAI 2020's job table (`pai_job_table.csv`, optionally gzipped), whose
+/// rows have no header to detect them by.
+pub fn is_pai_job_table(name: &str) -> bool {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name).to_ascii_lowercase();
+    base == "pai_job_table.csv" || base == "pai_job_table.csv.gz"
+}
+
 /// Error of [`Format::from_str`]: the name is not a known format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, alibaba-2025, swf, tiresias, helios, sacct, jobcomp, ordo-db)"
+    "unknown trace format `{0}` (known: auto, generic, jsonl, philly, philly-vc, alibaba, alibaba-2025, swf, tiresias, helios, acme, alibaba-2026, pai-2020, sacct, jobcomp, ordo-db)"
 )]
 pub struct ParseFormatError(pub String);
 
@@ -239,6 +279,8 @@ pub(crate) enum Role {
     /// When the job really started (generic `start_time`, sacct `Start`): kept for the as-run
     /// row ([`ordo_core::Job::start`]), not read for the run time.
     RealStart,
+    /// Instances (workers) of the job, each asking the row's GPUs and CPUs (Alibaba 2026).
+    Workers,
     /// Known but not used.
     Ignore,
 }
@@ -345,12 +387,55 @@ const HELIOS: &[Column] = &[
     req("gpu_num", Role::Gpus),
     opt("cpu_num", Role::Cpus),
     opt("node_num", Role::Ignore),
-    opt("state", Role::Ignore),
+    opt("state", Role::State),
     req("submit_time", Role::Submit),
-    opt("start_time", Role::Ignore),
+    opt("start_time", Role::RealStart),
     opt("end_time", Role::Ignore),
     req("duration", Role::Duration),
     opt("queue", Role::Ignore),
+    // The Lucid simulator's `cluster_full_log.csv`: the job's name and the workload profile Lucid
+    // assigned to it (not measured on the cluster; read and ignored).
+    opt("jobname", Role::Ignore),
+    opt("dataset", Role::Ignore),
+    opt("model", Role::Ignore),
+    opt("batchsize", Role::Ignore),
+    opt("amp", Role::Ignore),
+    opt("speed", Role::Ignore),
+    opt("gpu_util", Role::Ignore),
+    opt("gmem_util", Role::Ignore),
+    opt("gmem", Role::Ignore),
+];
+
+const ACME: &[Column] = &[
+    req("job_id", Role::Id),
+    opt("user", Role::User),
+    opt("node_num", Role::Ignore),
+    req("gpu_num", Role::Gpus),
+    opt("cpu_num", Role::Cpus),
+    opt("mem_per_pod_GB", Role::Ignore),
+    opt("shared_mem_per_pod", Role::Ignore),
+    opt("type", Role::Queue),
+    opt("state", Role::State),
+    req("submit_time", Role::Submit),
+    opt("start_time", Role::RealStart),
+    opt("end_time", Role::Ignore),
+    opt("fail_time", Role::Ignore),
+    opt("stop_time", Role::Ignore),
+    req("duration", Role::Duration),
+    opt("queue", Role::Ignore),
+    opt("gpu_time", Role::Ignore),
+];
+
+const ALIBABA_2026: &[Column] = &[
+    req("job_name", Role::Id),
+    opt("organization", Role::Group),
+    opt("gpu_model", Role::Ignore),
+    req("cpu_request", Role::CpuCores),
+    req("gpu_request", Role::GpusOrShare),
+    req("worker_num", Role::Workers),
+    req("submit_time", Role::Submit),
+    req("duration", Role::Duration),
+    opt("job_type", Role::Queue),
 ];
 
 const SACCT: &[Column] = &[

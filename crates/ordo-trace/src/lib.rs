@@ -1,9 +1,11 @@
 //! ordo-trace: loads real cluster job logs into an [`ordo_core::Workload`].
 //!
 //! Formats (see [`Format`] and `docs/TRACES.md`): ordo's `generic` CSV and `jsonl`, Philly
-//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`) and 2025 inference instances
-//! (`alibaba-2025`), the Standard Workload Format
-//! (`swf`, plain or gzip), the Tiresias and Helios CSVs, Slurm `sacct --parsable2` output, the
+//! (`philly`, `philly-vc`), Alibaba GPU 2023 pods (`alibaba`), 2025 inference instances
+//! (`alibaba-2025`) and 2026 spot jobs (`alibaba-2026`), Alibaba PAI 2020 (`pai-2020`: four
+//! tables joined, with measured GPU activity in [`LoadedTrace::activity`]), the Standard Workload
+//! Format (`swf`, plain or gzip), the Tiresias, Helios (also the Lucid simulator's log) and Acme
+//! CSVs, Slurm `sacct --parsable2` output, the
 //! `jobcomp/filetxt` log, and an `ordo server`'s own database (`ordo-db`, SQLite: its jobs, its
 //! nodes and the schedule as it ran, in [`LoadedTrace::server`]). [`Format::Auto`] detects the
 //! format from the first line and the file name; gzip and SQLite input by their magic bytes.
@@ -53,6 +55,7 @@ mod error;
 mod format;
 mod lines;
 mod ordodb;
+mod pai;
 mod quotas;
 mod sink;
 pub mod stats;
@@ -61,7 +64,7 @@ mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
 pub use error::{ClusterError, QuotaError, TraceError};
-pub use format::{Format, ParseFormatError};
+pub use format::{is_pai_job_table, Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
 pub use quotas::{load_quotas, parse_quotas};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
@@ -148,7 +151,7 @@ pub struct LoadedTrace {
     /// ended (Alibaba 2025: no creation or no deletion time), so its run time is unknown.
     pub dropped_outside_trace: usize,
     /// Rows dropped because the job's size is unknown (SWF: allocated and requested processors
-    /// both -1).
+    /// both -1; PAI 2020: no task row describes the job).
     pub dropped_unknown_size: usize,
     /// Rows dropped by the user or group filter.
     pub dropped_filtered: usize,
@@ -170,6 +173,9 @@ pub struct LoadedTrace {
     pub time_base: Option<Time>,
     /// For an `ordo server` database (`ordo-db`): its nodes, policy, and the schedule as it ran.
     pub server: Option<ServerRecord>,
+    /// Each kept job's measured GPU activity (indexed like `workload.jobs`), for traces that
+    /// publish it (`pai-2020`: its sensor table); `None` when the trace measures none.
+    pub activity: Option<Vec<Option<JobBusy>>>,
 }
 
 impl LoadedTrace {
@@ -191,7 +197,7 @@ impl LoadedTrace {
             ("bad row (skipped with --skip-bad)", self.skipped_bad),
             ("never ran (no start time or unknown run time)", self.dropped_never_ran),
             ("began before the trace or outlived it (run time unknown)", self.dropped_outside_trace),
-            ("unknown size (processors -1)", self.dropped_unknown_size),
+            ("unknown size (SWF processors -1, or no PAI task row)", self.dropped_unknown_size),
             ("run time 0", self.dropped_zero_duration),
             ("user or group not selected", self.dropped_filtered),
             ("submitted outside the window", self.dropped_outside_window),
@@ -212,6 +218,11 @@ pub fn load_path(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, TraceEr
     // An `ordo server` database is SQLite, read through SQLite rather than as a stream.
     if opts.format == Format::OrdoDb || (opts.format == Format::Auto && is_sqlite(path)) {
         return ordodb::load(path, opts);
+    }
+    // PAI 2020 is several tables: the job table's path leads to the others beside it.
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    if opts.format == Format::Pai2020 || (opts.format == Format::Auto && is_pai_job_table(&name)) {
+        return pai::load(path, opts);
     }
     let file = path.display().to_string();
     let reader = std::fs::File::open(path).map_err(|err| TraceError::Io { file: file.clone(), err })?;
@@ -251,6 +262,7 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
                 why: "an SQLite database (an ordo server's?) is read from its path, not a stream".into(),
             });
         }
+
         head.starts_with(&[0x1f, 0x8b])
     };
     let mut input: Box<dyn BufRead + '_> = if gz {
@@ -287,6 +299,14 @@ pub fn load_reader<R: Read>(reader: R, source_name: &str, opts: &LoadOptions) ->
         }
         f => f,
     };
+    if format == Format::Pai2020 {
+        return Err(TraceError::Database {
+            file: file.to_string(),
+            why: "a PAI 2020 trace is read from the path of its pai_job_table.csv, with the task, instance and \
+                  sensor tables beside it, not from a stream"
+                .into(),
+        });
+    }
     let mut sink = sink::Sink::new(file, format, opts)?;
     let body = std::io::Cursor::new(prefix).chain(input);
     match format {

@@ -153,7 +153,8 @@ impl<'o> Sink<'o> {
         *self.repaired.entry(why).or_insert(0) += 1;
     }
 
-    /// Counts a data row dropped because the job's size is unknown (SWF processors -1).
+    /// Counts a data row dropped because the job's size is unknown (SWF processors -1, a PAI job
+    /// no task row describes).
     pub fn unknown_size(&mut self) {
         self.rows += 1;
         self.unknown_size += 1;
@@ -346,6 +347,7 @@ impl<'o> Sink<'o> {
             max_procs: self.max_procs,
             time_base: base,
             server: None,
+            activity: None,
         }
     }
 }

@@ -127,6 +127,41 @@ pub fn parse_datetime(raw: &[u8]) -> Option<Time> {
     Some(days_from_civil(y, m, d) * 86_400_000 + ms)
 }
 
+/// A date and time as [`parse_datetime`] reads it, optionally followed by a UTC offset (`Z`,
+/// `+08:00`, `-0500`, `+08`) after the clock, or seconds: milliseconds since the epoch, UTC.
+pub(crate) fn parse_zoned(raw: &[u8]) -> Option<Time> {
+    if let Some(t) = parse_secs(raw) {
+        return Some(t);
+    }
+    let s = std::str::from_utf8(raw).ok()?.trim();
+    let Some(clock_at) = s.find([' ', 'T']).map(|i| i + 1) else {
+        return parse_datetime(s.as_bytes());
+    };
+    let clock = &s[clock_at..];
+    if let Some(local) = clock.strip_suffix('Z') {
+        return parse_datetime(&s.as_bytes()[..clock_at + local.len()]);
+    }
+    let Some(sign_at) = clock.rfind(['+', '-']) else {
+        return parse_datetime(s.as_bytes());
+    };
+    let (local, offset) = (&s[..clock_at + sign_at], &clock[sign_at + 1..]);
+    let (h, m) = match offset.split_once(':') {
+        Some((h, m)) => (h, m),
+        None if offset.len() == 4 => offset.split_at(2),
+        None => (offset, "00"),
+    };
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m) = (digits(h.as_bytes())?, digits(m.as_bytes())?);
+    if h > 14 || m > 59 {
+        return None;
+    }
+    let off = (h * 60 + m) * 60_000;
+    let t = parse_datetime(local.trim_end().as_bytes())?;
+    Some(if clock.as_bytes()[sign_at] == b'+' { t - off } else { t + off })
+}
+
 /// Milliseconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC, milliseconds dropped).
 pub fn format_datetime(t: Time) -> String {
     let secs = t.div_euclid(1000);

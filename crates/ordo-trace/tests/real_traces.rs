@@ -6,29 +6,18 @@
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
-use ordo_core::{Job, Workload};
 use ordo_trace::{load_cluster_nodes, load_path, write_generic, Format, LoadOptions, LoadedTrace};
 
 // The traces-directory lookup (skip or fail under CI) is shared with the `ordo` crate's tests.
 #[path = "../../ordo/tests/common/mod.rs"]
 mod common;
+mod support;
 use common::trace;
+use support::{group, job, user};
 
 fn load(rel: &str) -> Option<LoadedTrace> {
     let path = trace(rel)?;
     Some(load_path(&path, &LoadOptions::default()).unwrap())
-}
-
-fn job<'a>(w: &'a Workload, name: &str) -> &'a Job {
-    w.jobs.iter().find(|j| j.name == name).unwrap_or_else(|| panic!("job {name} not loaded"))
-}
-
-fn user(w: &Workload, j: &Job) -> String {
-    w.users[j.user as usize].clone()
-}
-
-fn group(w: &Workload, j: &Job) -> String {
-    w.groups[j.group as usize].clone()
 }
 
 fn consistent(t: &LoadedTrace) {

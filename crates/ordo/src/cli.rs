@@ -14,7 +14,7 @@ use std::time::Instant;
 #[derive(Parser, Debug)]
 #[command(
     name = "ordo",
-    version,
+    version = env!("ORDO_VERSION"),
     about = "Measure, compare and improve the order in which a GPU cluster runs its jobs"
 )]
 struct Cli {
@@ -48,6 +48,34 @@ enum Cmd {
     Tune(crate::tune_cmd::TuneArgs),
     /// Write a self-contained HTML (or Markdown, JSON) report: every policy side by side, cost, equivalent GPUs.
     Report(crate::report_cmd::ReportArgs),
+    /// (packaging) Write shell completions (bash, zsh, fish) and man pages made from these
+    /// definitions: `ordo generate --out DIR` writes DIR/completions and DIR/man.
+    #[command(hide = true)]
+    Generate {
+        /// Where to write them.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Writes `out/completions/{ordo.bash,_ordo,ordo.fish}` and `out/man/ordo*.1` (a page per
+/// command that is not hidden) from the clap definitions.
+fn generate_assets(out: &std::path::Path) -> Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let (comp, man) = (out.join("completions"), out.join("man"));
+    for d in [&comp, &man] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+        clap_complete::generate_to(shell, &mut Cli::command(), "ordo", &comp)
+            .with_context(|| format!("writing {shell} completions in {}", comp.display()))?;
+    }
+    clap_mangen::generate_to(Cli::command(), &man)
+        .with_context(|| format!("writing man pages in {}", man.display()))?;
+    let pages = std::fs::read_dir(&man)?.count();
+    println!("wrote bash, zsh and fish completions to {} and {pages} man pages to {}", comp.display(), man.display());
+    Ok(())
 }
 
 /// Where the jobs come from, and the cluster they run on.
@@ -207,11 +235,13 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     };
     let explicit = |c: &ClusterSpec| (c.clone(), "given by --cluster".to_string());
     let mut server = None;
+    let mut activity: Option<Vec<Option<ordo_trace::JobBusy>>> = None;
     let (workload, mut source, (cluster, cluster_from), placement) = match &a.trace {
         Some(path) => {
             let mut t = crate::trace_cmd::load(path, a.format, &a.select)?;
             crate::trace_cmd::report_other_drops(&t);
             server = t.server.take().map(|s| (s, cluster_arg.is_none()));
+            activity = t.activity.take();
             let cluster = match (&cluster_arg, &a.cluster) {
                 (Some(c), _) => explicit(c),
                 (None, Some(_)) => {
@@ -297,7 +327,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
         as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
-        as_run = trace_as_run_row(&workload, &cluster, placement)?;
+        as_run = trace_as_run_row(&workload, &cluster, placement, activity.as_deref())?;
     }
     Ok(Input {
         workload,
@@ -346,7 +376,8 @@ fn as_run_row(
 }
 
 /// The as-run row of a trace whose jobs carry when they really started (`start_time`, written
-/// by `ordo slurm import` from Slurm's `Start`): each job from its start for its run time. Left
+/// by `ordo slurm import` from Slurm's `Start`; Helios, Acme and PAI 2020 publish it): each job
+/// from its start for its run time, with the GPU activity the trace measured, if any. Left
 /// out, saying why, when some jobs carry no start, or when the schedule cannot have run on
 /// `cluster` (a job it could never hold, more GPUs held at once than it has): the row would
 /// then describe a cluster the jobs did not run on.
@@ -354,6 +385,7 @@ fn trace_as_run_row(
     w: &Workload,
     cluster: &ClusterSpec,
     placement: Placement,
+    activity: Option<&[Option<ordo_trace::JobBusy>]>,
 ) -> Result<Option<(SimOutput, ordo_report::AsRun)>> {
     let why_not = match ordo_sim::asrun::runs_from_starts(w) {
         Err(without) => Err(format!(
@@ -376,7 +408,14 @@ fn trace_as_run_row(
         }
     };
     let out = ordo_sim::asrun::as_run(w, cluster, placement, &runs).context("the schedule as run")?;
-    Ok(Some((out, ordo_report::AsRun::from_trace())))
+    // A trace that measured its jobs' GPU activity (PAI 2020's sensor table): allocated against
+    // really busy, as for an `ordo server`'s database.
+    let share = activity.and_then(|a| {
+        let busy: Vec<Option<f64>> = a.iter().map(|b| b.map(|b| b.mean_pct)).collect();
+        ordo_sim::asrun::busy_share(&out, &busy)
+    });
+    let words = ordo_report::AsRun::from_trace(&out.metrics, share);
+    Ok(Some((out, words)))
 }
 
 /// The policies to simulate: those given, and the one an `ordo server` ran (from its database)
@@ -477,6 +516,7 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Batch(a) => return crate::batch_cmd::run(a),
         Cmd::Tune(a) => return crate::tune_cmd::run(a),
         Cmd::Report(a) => crate::report_cmd::run(a)?,
+        Cmd::Generate { out } => generate_assets(&out)?,
         Cmd::Compare(a) => {
             if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");

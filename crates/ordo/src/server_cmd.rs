@@ -1,5 +1,5 @@
 //! `ordo server`, `ordo agent` and the client commands (`submit`, `queue`, `cancel`, `hold`,
-//! `release`, `priority`, `nodes`, `explain`, `history`, `policy`, `audit`, `admin token create`).
+//! `release`, `priority`, `nodes`, `explain`, `history`, `policy`, `audit`, `admin token`, `admin backup`).
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -49,6 +49,11 @@ pub enum ServerCmd {
     Priority(PriorityArgs),
     /// The nodes and their GPUs.
     Nodes(ConnArgs),
+    /// Node maintenance (admins): cordon, drain or resume a node.
+    Node {
+        #[command(subcommand)]
+        cmd: NodeCmd,
+    },
     /// Why a job waits, and when it is expected to start.
     Explain(JobArgs),
     /// Finished jobs, most recent first.
@@ -167,6 +172,11 @@ pub struct ServerArgs {
 
 #[derive(Args, Debug)]
 pub struct AgentArgs {
+    /// TOML file with any of these settings, named as the flags (`token_file`, `gpus`,
+    /// `work_dir`, ...; `cgroup = false` for --no-cgroup); flags override it. A service runs
+    /// `ordo agent --config /etc/ordo/agent.toml`.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Server URL (default: $ORDO_SERVER, else http://127.0.0.1:7700).
     #[arg(long)]
     server: Option<String>,
@@ -194,18 +204,18 @@ pub struct AgentArgs {
     /// reaches a job, and never a variable named ORDO_TOKEN*.
     #[arg(long, value_delimiter = ',')]
     pass_env: Option<Vec<String>>,
-    /// `auto` (NVML) or a number of fake GPUs.
-    #[arg(long, default_value = "auto")]
-    gpus: GpuSpec,
+    /// `auto` (NVML; the default) or a number of fake GPUs.
+    #[arg(long)]
+    gpus: Option<GpuSpec>,
     /// Node name (default: the host name).
     #[arg(long)]
     name: Option<String>,
     /// Where job output goes (default: ./ordo-agent-NODE).
     #[arg(long)]
     work_dir: Option<PathBuf>,
-    /// Time between SIGTERM and SIGKILL when a job is killed.
-    #[arg(long, default_value = "10s")]
-    grace: String,
+    /// Time between SIGTERM and SIGKILL when a job is killed (default 10s).
+    #[arg(long)]
+    grace: Option<String>,
     /// CPU cores to offer to jobs (the first N this agent may use; default: all of them).
     #[arg(long)]
     cpus: Option<u32>,
@@ -217,18 +227,19 @@ pub struct AgentArgs {
     /// `seed:N` (a seeded generator, for fake GPUs) or `off` (the default with fake GPUs).
     #[arg(long)]
     gpu_activity: Option<ActivitySource>,
-    /// How often GPU activity is sampled and sent (1s to 20s).
-    #[arg(long, default_value = "5s")]
-    activity_every: String,
+    /// How often GPU activity is sampled and sent (1s to 20s; default 5s).
+    #[arg(long)]
+    activity_every: Option<String>,
     /// The address other nodes reach this one at (a host name or IP): a multi-node job whose
     /// rank 0 runs here gets it as MASTER_ADDR (default: the node name).
     #[arg(long)]
     addr: Option<String>,
     /// TCP ports for the rendezvous (MASTER_PORT) of multi-node jobs whose rank 0 runs here:
     /// the agent hands rank 0 a port of this range that it finds free on this node (a test
-    /// bind) and that none of its running jobs has, and the server gives it to the other ranks.
-    #[arg(long, default_value = "29500-30499", value_name = "LO-HI")]
-    master_ports: PortRange,
+    /// bind) and that none of its running jobs has, and the server gives it to the other ranks
+    /// (default 29500-30499).
+    #[arg(long, value_name = "LO-HI")]
+    master_ports: Option<PortRange>,
     /// Run without cgroup containment (the agent refuses to start without a usable cgroup
     /// otherwise). Risky: a process a job detaches from its process group (`setsid`, a daemon)
     /// then outlives the job and keeps its GPUs while the server gives them to the next job,
@@ -236,13 +247,13 @@ pub struct AgentArgs {
     #[arg(long)]
     no_cgroup: bool,
     /// Most output a job may leave in its files (standard output and error together, e.g. 1G);
-    /// the rest is discarded, and the job's record says so.
-    #[arg(long, default_value = "1G")]
-    max_output: String,
+    /// the rest is discarded, and the job's record says so (default 1G).
+    #[arg(long)]
+    max_output: Option<String>,
     /// Take no new work while the work directory has less free space than this (e.g. 64M): the
-    /// node drains itself, saying why in `ordo nodes`, until space is freed.
-    #[arg(long, default_value = "16M")]
-    min_free: String,
+    /// node drains itself, saying why in `ordo nodes`, until space is freed (default 16M).
+    #[arg(long)]
+    min_free: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -407,6 +418,15 @@ pub struct QueueArgs {
     /// List every element of a job array on its own line (`123_7`), not one line per array.
     #[arg(long)]
     expand: bool,
+    /// Only this user's jobs.
+    #[arg(long)]
+    user: Option<String>,
+    /// Only jobs in this state (pending, starting, running, preempting).
+    #[arg(long)]
+    state: Option<String>,
+    /// Only jobs running on this node (a multi-node job: on any of its nodes).
+    #[arg(long)]
+    node: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -446,13 +466,49 @@ pub struct HistoryArgs {
 pub enum PolicyCmd {
     /// Show the policy in force.
     Show(ConnArgs),
-    /// Change the policy (admins).
+    /// Change the policy (admins). A change whose first decision preempts running jobs is
+    /// refused, naming them, unless --preempt-now is given; --dry-run says what it would do.
     Set {
         #[command(flatten)]
         conn: ConnArgs,
         /// e.g. `sjf+easy`.
         policy: String,
+        /// Change nothing: list the running jobs the new policy would preempt at once, the
+        /// waiting jobs it would start, and how it reorders the queue.
+        #[arg(long)]
+        dry_run: bool,
+        /// Apply it even though it preempts running jobs at once.
+        #[arg(long)]
+        preempt_now: bool,
     },
+}
+
+/// `ordo node`: an admin's maintenance of one node (audited).
+#[derive(Subcommand, Debug)]
+pub enum NodeCmd {
+    /// No new work on the node; its running jobs go on.
+    Cordon(NodeMaintArgs),
+    /// No new work on the node; its running jobs finish, or with --deadline are stopped and
+    /// requeued (their run time kept) once it passes. `ordo nodes` shows `draining`, then
+    /// `drained` when no job is left: the node may then be stopped.
+    Drain(NodeMaintArgs),
+    /// The node takes work again.
+    Resume(NodeMaintArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NodeMaintArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// The node's name (as `ordo nodes` shows it).
+    node: String,
+    /// Why (required for cordon and drain; shown by `ordo nodes`, `ordo explain`, the
+    /// dashboard and /metrics).
+    #[arg(long)]
+    reason: Option<String>,
+    /// For drain: stop and requeue the jobs still on the node after this long (`30m`, `2h`).
+    #[arg(long)]
+    deadline: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -476,6 +532,20 @@ pub enum AdminCmd {
     Token {
         #[command(subcommand)]
         cmd: TokenCmd,
+    },
+    /// Copy the database to FILE while the server runs.
+    ///
+    /// SQLite's online backup: the database as of one commit, checked, written beside FILE and
+    /// renamed onto it only when complete (a killed backup leaves FILE as it was). Restore: stop
+    /// the server, remove the database's -wal and -shm files, put FILE in its place
+    /// (docs/INSTALL.md).
+    Backup {
+        /// The server's database.
+        #[arg(long, default_value = "ordo.db")]
+        db: PathBuf,
+        /// Where the copy goes (replaced only once the new copy is complete).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
     },
 }
 
@@ -518,6 +588,39 @@ pub enum TokenCmd {
     },
 }
 
+/// What a policy change did, or would do (`--dry-run`), in words.
+fn print_policy_change(r: &PolicyChanged) {
+    let verb = if r.applied { "" } else { "would " };
+    if r.applied {
+        println!("policy: {}", clean(&r.policy));
+    } else {
+        println!("policy: {} (dry run: {} would be in force; nothing changed)", clean(&r.policy), clean(&r.asked));
+    }
+    let jobs = |v: &[PolicyEffect]| {
+        v.iter()
+            .map(|e| match e.ran_ms {
+                Some(ms) => format!("{} ({}, ran {})", e.job, clean(&e.user), ordo_server::state::fmt_rel(ms)),
+                None => format!("{} ({})", e.job, clean(&e.user)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match r.preempt.len() {
+        0 => println!("{verb}preempt: no running job"),
+        n => println!("{verb}preempt {n} running job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.preempt)),
+    }
+    match r.start.len() {
+        0 => println!("{verb}start: no waiting job"),
+        n => println!("{verb}start {n} waiting job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.start)),
+    }
+    let jobs_word = if r.reordered == 1 { "job" } else { "jobs" };
+    println!("{verb}change the place in the queue of {} waiting {jobs_word}", r.reordered);
+    if r.order_before != r.order_after {
+        println!("queue before: {}", r.order_before.join(" "));
+        println!("queue after:  {}", r.order_after.join(" "));
+    }
+}
+
 /// `YYYY-MM-DD HH:MM:SS` (UTC) from ms since the epoch.
 pub fn fmt_time(ms: i64) -> String {
     ordo_trace::format_datetime(ms)
@@ -553,20 +656,12 @@ fn unsafe_char(c: char) -> bool {
         || matches!(c, '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
-/// A job's id as users name it: `125`, or `123_2` for element 2 of array 123.
-fn job_id_text(j: &JobInfo) -> String {
-    match j.array {
-        Some(a) => format!("{}_{}", a.id, a.index),
-        None => j.id.to_string(),
-    }
-}
-
 /// What a hold, release or priority change was applied to: a job, an element, or (the array's
 /// id given) every element of an array concerned.
 fn what_changed(asked: JobRef, j: &JobInfo) -> String {
     match (asked, j.array) {
         (JobRef::Job(id), Some(a)) if a.id == id => format!("array {id} (its elements)"),
-        _ => format!("job {}", job_id_text(j)),
+        _ => format!("job {}", j.id_text()),
     }
 }
 
@@ -591,7 +686,7 @@ fn array_lines(q: &QueueResponse, id: JobNo, elems: &[&JobInfo]) -> String {
     );
     if let Some(next) = elems.iter().find(|j| j.wait.is_some()) {
         let w = next.wait.as_ref().map(|w| clean(&w.text).into_owned()).unwrap_or_default();
-        l = format!("{l}\n        why ({}, next to start): {w}", job_id_text(next));
+        l = format!("{l}\n        why ({}, next to start): {w}", next.id_text());
     }
     l
 }
@@ -616,7 +711,7 @@ fn job_line(j: &JobInfo) -> String {
     };
     format!(
         "{:>6}  {:<10} {:<10} {:<16} {:>4}  {when}",
-        job_id_text(j),
+        j.id_text(),
         j.state.as_str(),
         clean(&j.user),
         truncate(&clean(&j.name), 16),
@@ -689,14 +784,20 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             })?;
         }
         ServerCmd::Agent(a) => {
+            use ordo_server::agent_file::{text, AgentFile};
+            let file = match &a.config {
+                Some(p) => AgentFile::read(p)?,
+                None => AgentFile::default(),
+            };
             let server = a
                 .server
+                .or(file.server.clone())
                 .or_else(|| std::env::var("ORDO_SERVER").ok())
                 .unwrap_or_else(|| "http://127.0.0.1:7700".into());
             if a.token.is_some() {
                 bail!("--token: an agent's token on its command line is visible to every process (jobs included) through `ps`; put it in a file readable by the agent only and give --token-file FILE, or set ORDO_TOKEN");
             }
-            let token = match &a.token_file {
+            let token = match a.token_file.as_ref().or(file.token_file.as_ref()) {
                 Some(f) => read_token_file(f)?,
                 None => std::env::var("ORDO_TOKEN").ok().filter(|t| !t.is_empty()).context(
                     "no token: give --token-file FILE or set ORDO_TOKEN (make one with `ordo admin token create NODE --agent`)",
@@ -705,12 +806,17 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             // Jobs start from a clean environment anyway; the agent keeps no copy either.
             std::env::remove_var("ORDO_TOKEN");
             let euid = nix_euid();
-            let run_as = ordo_server::runas::RunAs::new(a.run_as.as_deref(), a.user_map.as_deref(), euid)
-                .map_err(|e| anyhow!(e))?;
+            let (run_as, user_map) = match (a.run_as, a.user_map) {
+                (None, None) => (file.run_as.clone(), file.user_map.clone()),
+                given => given,
+            };
+            let run_as =
+                ordo_server::runas::RunAs::new(run_as.as_deref(), user_map.as_deref(), euid).map_err(|e| anyhow!(e))?;
             let pass_env = a
                 .pass_env
+                .or(file.pass_env.clone())
                 .unwrap_or_else(|| ordo_server::runas::DEFAULT_PASS_ENV.iter().map(|s| s.to_string()).collect());
-            let name = match a.name {
+            let name = match a.name.or(file.name.clone()) {
                 Some(n) => n,
                 None => std::fs::read_to_string("/etc/hostname")
                     .map(|s| s.trim().to_string())
@@ -718,42 +824,62 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .filter(|s| !s.is_empty())
                     .context("--name: cannot read the host name; give --name NODE")?,
             };
-            let grace = parse_duration(&a.grace)
-                .with_context(|| format!("--grace `{}`: expected a duration such as 10s", a.grace))?;
+            let gpus = match (a.gpus, file.gpus()) {
+                (Some(g), _) => g,
+                (None, Some(g)) => g.parse().map_err(|e| anyhow!("gpus: {e}"))?,
+                (None, None) => GpuSpec::Auto,
+            };
+            let grace_s = a.grace.or(text(&file.grace)).unwrap_or_else(|| "10s".into());
+            let grace = parse_duration(&grace_s)
+                .with_context(|| format!("--grace `{grace_s}`: expected a duration such as 10s"))?;
             let exe = std::env::current_exe().context("locating the ordo binary for the job supervisor")?;
-            let activity_every =
-                parse_duration(&a.activity_every).filter(|t| (1_000..=20_000).contains(t)).with_context(|| {
-                    format!("--activity-every `{}`: expected a duration from 1s to 20s", a.activity_every)
-                })?;
-            let activity = a.gpu_activity.unwrap_or(match a.gpus {
-                GpuSpec::Auto => ActivitySource::Nvml,
-                GpuSpec::Fake(_) => ActivitySource::Off,
-            });
+            let every_s = a.activity_every.or(text(&file.activity_every)).unwrap_or_else(|| "5s".into());
+            let activity_every = parse_duration(&every_s)
+                .filter(|t| (1_000..=20_000).contains(t))
+                .with_context(|| format!("--activity-every `{every_s}`: expected a duration from 1s to 20s"))?;
+            let activity = match (a.gpu_activity, text(&file.gpu_activity)) {
+                (Some(s), _) => s,
+                (None, Some(s)) => s.parse().map_err(|e| anyhow!("gpu_activity: {e}"))?,
+                (None, None) => match gpus {
+                    GpuSpec::Auto => ActivitySource::Nvml,
+                    GpuSpec::Fake(_) => ActivitySource::Off,
+                },
+            };
+            let master_ports = match (a.master_ports, text(&file.master_ports)) {
+                (Some(p), _) => p,
+                (None, Some(p)) => p.parse().map_err(|e| anyhow!("master_ports: {e}"))?,
+                (None, None) => PortRange::default(),
+            };
+            let max_output = a.max_output.or(text(&file.max_output)).unwrap_or_else(|| "1G".into());
+            let min_free = a.min_free.or(text(&file.min_free)).unwrap_or_else(|| "16M".into());
             let cfg = AgentConfig {
                 server,
                 token,
-                work_dir: a.work_dir.unwrap_or_else(|| PathBuf::from(format!("ordo-agent-{name}"))),
+                work_dir: a
+                    .work_dir
+                    .or(file.work_dir.clone())
+                    .unwrap_or_else(|| PathBuf::from(format!("ordo-agent-{name}"))),
                 name,
-                gpus: a.gpus,
+                gpus,
                 grace_ms: grace as u64,
                 supervisor: vec![exe.to_string_lossy().into_owned(), "agent-supervise".into()],
-                cpus: a.cpus,
-                mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
+                cpus: a.cpus.or(file.cpus),
+                mem_mib: a.mem.or(text(&file.mem)).as_deref().map(parse_mem).transpose()?,
                 run_as,
                 pass_env,
-                ca_pem: match a.ca.or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {
+                ca_pem: match a.ca.or(file.ca.clone()).or_else(|| std::env::var_os("ORDO_CA").map(PathBuf::from)) {
                     Some(p) => Some(std::fs::read(&p).with_context(|| format!("CA file {}", p.display()))?),
                     None => None,
                 },
                 activity,
                 activity_every_ms: activity_every as u64,
-                addr: a.addr,
-                master_ports: a.master_ports,
-                contain: !a.no_cgroup,
-                max_output: parse_mem(&a.max_output)
-                    .with_context(|| format!("--max-output `{}`", a.max_output))?
+                addr: a.addr.or(file.addr.clone()),
+                master_ports,
+                contain: !a.no_cgroup && file.cgroup != Some(false),
+                max_output: parse_mem(&max_output)
+                    .with_context(|| format!("--max-output `{max_output}`"))?
                     .saturating_mul(1024 * 1024),
-                min_free_mib: parse_mem(&a.min_free).with_context(|| format!("--min-free `{}`", a.min_free))?,
+                min_free_mib: parse_mem(&min_free).with_context(|| format!("--min-free `{min_free}`"))?,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -827,8 +953,18 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 println!("{}", r.id);
             }
         }
-        ServerCmd::Queue(QueueArgs { conn, expand }) => {
-            let q: QueueResponse = conn.client()?.get("/v1/jobs")?;
+        ServerCmd::Queue(QueueArgs { conn, expand, user, state, node }) => {
+            let mut q: QueueResponse = conn.client()?.get("/v1/jobs")?;
+            if let Some(s) = &state {
+                if JobState::parse(s).is_none() {
+                    bail!("--state `{s}`: expected pending, starting, running or preempting");
+                }
+            }
+            q.jobs.retain(|j| {
+                user.as_ref().is_none_or(|u| &j.user == u)
+                    && state.as_ref().is_none_or(|s| j.state.as_str() == s)
+                    && node.as_ref().is_none_or(|n| j.rank_on(n).is_some() && j.state != JobState::Pending)
+            });
             if conn.json {
                 return print_json(&q).map(|_| ExitCode::SUCCESS);
             }
@@ -903,13 +1039,47 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 println!("{} priority {}", what_changed(a.job, &j), j.priority);
             }
         }
+        ServerCmd::Node { cmd } => {
+            let (action, a) = match cmd {
+                NodeCmd::Cordon(a) => ("cordon", a),
+                NodeCmd::Drain(a) => ("drain", a),
+                NodeCmd::Resume(a) => ("resume", a),
+            };
+            if a.deadline.is_some() && action != "drain" {
+                bail!("--deadline: only `ordo node drain` has a deadline");
+            }
+            if action != "resume" && a.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+                bail!("--reason: required to {action} a node (say why, for whoever looks at it next)");
+            }
+            let deadline_ms = match &a.deadline {
+                Some(d) => Some(
+                    parse_duration(d)
+                        .ok_or_else(|| anyhow!("--deadline `{d}`: expected a duration such as 30m or 2h"))?,
+                ),
+                None => None,
+            };
+            let req = NodeMaintRequest { action: action.into(), reason: a.reason.clone(), deadline_ms };
+            let n: NodeInfo = a.conn.client()?.post(&format!("/v1/nodes/{}/maintenance", a.node), &req)?;
+            if a.conn.json {
+                return print_json(&n).map(|_| ExitCode::SUCCESS);
+            }
+            let jobs = match n.job_ids.len() {
+                0 => "no job on it".to_string(),
+                1 => format!("1 job on it ({})", n.job_ids[0]),
+                k => format!("{k} jobs on it ({})", n.job_ids.join(",")),
+            };
+            println!("{}: {}; {jobs}", clean(&n.name), n.status);
+            if let Some(d) = n.maint.as_ref().and_then(|m| m.deadline) {
+                println!("jobs still on it at {} are stopped and requeued", fmt_time(d));
+            }
+        }
         ServerCmd::Nodes(conn) => {
             let n: Vec<NodeInfo> = conn.client()?.get("/v1/nodes")?;
             if conn.json {
                 return print_json(&n).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
+                "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
                 "node", "state", "gpus", "free", "busy", "kind", "cpus used", "memory used"
             );
             for x in &n {
@@ -918,16 +1088,16 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 } else {
                     clean(x.gpu_model.as_deref().unwrap_or("gpu")).into_owned()
                 };
-                let jobs: Vec<String> = x.jobs.iter().map(|j| j.to_string()).collect();
+                let jobs = &x.job_ids;
                 let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
                 let mem = x
                     .mem_mib
                     .map(|m| format!("{}/{}", fmt_mib(x.used_mem_mib), fmt_mib(m)))
                     .unwrap_or_else(|| "-".into());
                 let busy = x.busy_pct.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "-".into());
-                let state = if x.drain.is_some() && x.state == "up" { "drain" } else { x.state.as_str() };
+                let state = if x.status.is_empty() { x.state.as_str() } else { x.status.as_str() };
                 println!(
-                    "{:<16} {:<5} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
+                    "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
                     clean(&x.name),
                     state,
                     x.gpus,
@@ -940,6 +1110,17 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 );
             }
             for x in &n {
+                if let Some(m) = &x.maint {
+                    let until = m.deadline.map(|d| format!("; jobs stopped at {}", fmt_time(d))).unwrap_or_default();
+                    let what = if m.kind == MaintKind::Cordon { "cordoned" } else { "drained" };
+                    println!(
+                        "{}: {what} by {} at {}: {}{until}",
+                        clean(&x.name),
+                        clean(&m.by),
+                        fmt_time(m.since),
+                        clean(&m.reason)
+                    );
+                }
                 if let Some(why) = &x.drain {
                     println!("{}: takes no new work: {}", clean(&x.name), clean(why));
                 }
@@ -966,7 +1147,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             println!(
                 "job {} ({}, user {}, {} GPUs{}, priority {}): {}",
-                job_id_text(&j),
+                j.id_text(),
                 clean(&j.name),
                 clean(&j.user),
                 j.gpus,
@@ -1078,20 +1259,24 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
         }
         ServerCmd::Policy { cmd } => {
             let cmd = cmd.unwrap_or(PolicyCmd::Show(ConnArgs::default()));
-            let (conn, r): (ConnArgs, PolicyBody) = match cmd {
+            match cmd {
                 PolicyCmd::Show(conn) => {
-                    let r = conn.client()?.get("/v1/policy")?;
-                    (conn, r)
+                    let r: PolicyBody = conn.client()?.get("/v1/policy")?;
+                    if conn.json {
+                        print_json(&r)?;
+                    } else {
+                        println!("policy: {}", clean(&r.policy));
+                    }
                 }
-                PolicyCmd::Set { conn, policy } => {
-                    let r = conn.client()?.put("/v1/policy", &PolicyBody { policy })?;
-                    (conn, r)
+                PolicyCmd::Set { conn, policy, dry_run, preempt_now } => {
+                    let r: PolicyChanged =
+                        conn.client()?.put("/v1/policy", &PolicyChange { policy, dry_run, preempt_now })?;
+                    if conn.json {
+                        print_json(&r)?;
+                    } else {
+                        print_policy_change(&r);
+                    }
                 }
-            };
-            if conn.json {
-                print_json(&r)?;
-            } else {
-                println!("policy: {}", clean(&r.policy));
             }
         }
         ServerCmd::Audit(a) => {
@@ -1134,6 +1319,20 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
         }
         ServerCmd::Admin { cmd: AdminCmd::Token { cmd } } => return token_cmd(cmd),
+        ServerCmd::Admin { cmd: AdminCmd::Backup { db, out } } => {
+            let t0 = std::time::Instant::now();
+            let b = ordo_server::db::backup(&db, &out)?;
+            let last = b.last_job.map(|j| format!(", the last job {j}")).unwrap_or_default();
+            println!(
+                "backed up {} to {}: schema version {}, {} jobs{last}, {} bytes, checked, in {:.2} s",
+                db.display(),
+                out.display(),
+                b.schema_version,
+                b.jobs,
+                b.bytes,
+                t0.elapsed().as_secs_f64()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -130,16 +130,24 @@ pub fn cluster_from_trace(t: &LoadedTrace) -> Result<ClusterSpec> {
 
 /// The cluster a trace declares, and where it came from, when it declares one: a cluster file
 /// beside it (`NAME.cluster.toml` for a trace `NAME.csv` or `NAME.swf.gz`, else `cluster.toml`
-/// in its folder; for an Alibaba pod list, the `openb_node_list_gpu_node.csv` published with
-/// it), else an SWF header's `MaxProcs` (or `MaxNodes`). `None`: it declares none.
+/// in its folder; the node list published with the trace: `openb_node_list_gpu_node.csv` for an
+/// Alibaba 2023 pod list, `node_info_df.csv` for Alibaba 2026, `pai_machine_spec.csv` for PAI
+/// 2020, Lucid's `vc_config.csv` or else Helios's `cluster_gpu_number.csv` for a Helios log),
+/// else an SWF header's `MaxProcs` (or `MaxNodes`). `None`: it declares none.
 pub fn declared_cluster(t: &LoadedTrace, path: &std::path::Path) -> Result<Option<(ClusterSpec, String)>> {
     let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let stem = name.split('.').next().unwrap_or_default();
     let mut candidates = vec![dir.join(format!("{stem}.cluster.toml")), dir.join("cluster.toml")];
-    if t.format == Format::Alibaba {
-        candidates.push(dir.join("openb_node_list_gpu_node.csv"));
-    }
+    // The node lists published with the traces.
+    let published: &[&str] = match t.format {
+        Format::Alibaba => &["openb_node_list_gpu_node.csv"],
+        Format::Alibaba2026 => &["node_info_df.csv"],
+        Format::Pai2020 => &["pai_machine_spec.csv"],
+        Format::Helios => &["vc_config.csv", "cluster_gpu_number.csv"],
+        _ => &[],
+    };
+    candidates.extend(published.iter().map(|f| dir.join(f)));
     for c in candidates {
         if c.is_file() {
             let spec = ordo_trace::load_cluster(&c.to_string_lossy())
@@ -186,6 +194,7 @@ fn generated(scenario: ordo_sim::workload::Scenario, seed: u64, jobs: Option<usi
         max_procs: cluster.nodes.iter().all(|n| n.gpus == 1).then(|| cluster.total_gpus()),
         time_base: Some(0),
         server: None,
+        activity: None,
     }
 }
 

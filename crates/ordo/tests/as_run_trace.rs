@@ -150,3 +150,27 @@ fn no_as_run_row_where_it_would_not_be_what_ran() {
     assert!(err.contains("start time dropped: --scale-load moved the submit times"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PAI 2020's tables (the hand-made fixture of `ordo-trace`'s tests): the jobs' first instance
+/// starts give the as-run row, and the sensor table's measured GPU use shows beside it, worked
+/// out by hand. Arrival window 0-60 s on the 12 GPUs of `pai_machine_spec.csv`: j1 holds 1 GPU
+/// 10-60 s (50 GPU-s, measured busy 74.107%), j2 2 GPUs 50-60 s (20 GPU-s, busy 75%), j3 starts
+/// at 65 s. Allocated 70 / 720 = 9.7%; busy (50 x 0.74107 + 20 x 0.75) / 720 = 7.2%, which is
+/// 74.4% of what jobs held; every held GPU-second was measured.
+#[test]
+fn pai_measured_gpu_activity_beside_the_as_run_row() {
+    let trace =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-trace/tests/data/field/pai/pai_job_table.csv");
+    let out = ordo(&["compare", "--trace", trace.to_str().unwrap(), "--policies", "fifo"]);
+    let text = ok(&out);
+    assert!(text.contains("pai_machine_spec.csv beside it"), "{text}");
+    assert!(
+        text.contains("as-run:  GPU activity as the trace measured it: allocated 9.7%, actually busy 7.2% (utilisation over the arrival window; the GPUs did work during 74.4% of the GPU-time jobs held, measured for 100.0% of it)."),
+        "{text}"
+    );
+    let (v, _) = compare_json(&["--trace", trace.to_str().unwrap(), "--policies", "fifo"]);
+    let busy = &v["as_run"]["busy"];
+    assert!(close(&busy["allocated"], 70.0 / 720.0), "{busy}");
+    assert!(close(&busy["busy_of_allocated"], (50.0 * 207.5 / 280.0 + 20.0 * 0.75) / 70.0), "{busy}");
+    assert!(close(&busy["measured"], 1.0), "{busy}");
+}

@@ -222,20 +222,25 @@ fn kill_9_of_server_and_of_an_agent_loses_no_job() {
 
     let runs = read_runs(&results);
     let mut rerun_after_lost_report = 0;
+    // n3's jobs outlive its agent by at most the lease (the harness's --node-timeout, 1.5 s):
+    // then their supervisors kill them; the server runs them elsewhere only after the lease
+    // and its grace (check_no_overlap below).
+    let lease_end = killed_at + 1_500_000_000 + 500_000_000;
     for (id, _) in &jobs {
         let rs = runs.get(id).unwrap_or_else(|| panic!("job {id} never completed"));
-        // Exactly once, except a job whose process finished on n3 in the instant before its
-        // agent died, so the server never heard of it: it is run again (at-least-once for
-        // work whose end was lost with its node). Such a run ended on n3 before the kill.
-        let extra: Vec<&Run> = rs.iter().filter(|r| r.node == "n3" && r.end <= killed_at).collect();
+        // Exactly once, except a job whose process finished on n3 after its agent died and
+        // before its lease ran out, so the server never heard of it: it is run again
+        // (at-least-once for work whose end was lost with its node).
+        let extra: Vec<&Run> = rs.iter().filter(|r| r.node == "n3" && r.end <= lease_end).collect();
         if rs.len() > 1 {
             assert!(rs.len() == 2 && extra.len() == 1, "job {id} completed {} times: {rs:?}", rs.len());
             rerun_after_lost_report += 1;
         }
     }
-    assert!(rerun_after_lost_report <= 2, "{rerun_after_lost_report} jobs ran twice");
-    // Nothing ran on n3 after its agent died (the supervisors killed their jobs).
-    assert!(runs.values().flatten().all(|r| r.node != "n3" || r.end <= killed_at + 1_000_000_000));
+    // At most the jobs n3 ran when its agent died (4 GPUs: at most 4 jobs).
+    assert!(rerun_after_lost_report <= 4, "{rerun_after_lost_report} jobs ran twice");
+    // Nothing ran on n3 once its agent's lease had run out (the supervisors killed their jobs).
+    assert!(runs.values().flatten().all(|r| r.node != "n3" || r.end <= lease_end));
     check_no_overlap(&runs);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -53,6 +53,9 @@ function rel(ms) {
   return Math.floor(s / 86400) + 'd' + String(Math.floor((s % 86400) / 3600)).padStart(2, '0') + 'h';
 }
 
+/** A job's id as users name it everywhere: `123_2` for element 2 of array 123. */
+const jobId = (j) => j.array ? j.array.id + '_' + j.array.index : String(j.id);
+
 const pct = (x) => (x === null || x === undefined) ? '-' : (Math.round(x * 10) / 10) + '%';
 const gib = (mib) => (mib === null || mib === undefined) ? '' : (mib / 1024).toFixed(1) + ' GiB';
 
@@ -66,7 +69,7 @@ function card(label, value, alert) {
   return el('div', { class: 'card' + (alert ? ' alert' : '') }, el('b', {}, value), el('span', {}, label));
 }
 
-function renderSummary(q, g) {
+function renderSummary(q, g, nodes) {
   const up = g.gpus.filter((x) => x.up).length;
   const alloc = g.gpus.filter((x) => x.up && x.job !== null).length;
   const sampled = g.gpus.filter((x) => x.up && x.sample);
@@ -74,7 +77,11 @@ function renderSummary(q, g) {
   const idleGpus = g.gpus.filter((x) => x.idle).length;
   const pending = q.jobs.filter((j) => j.state === 'pending').length;
   const running = q.jobs.length - pending;
+  const down = nodes.filter((n) => n.state !== 'up').length;
+  const drained = nodes.filter((n) => n.state === 'up' && (n.drain || n.maint)).length;
   $('summary').replaceChildren(
+    card('nodes down', down, down > 0),
+    card('nodes taking no new work', drained, drained > 0),
     card('GPUs up', up),
     card('allocated', up ? pct(100 * alloc / up) : '-'),
     card('really busy' + (sampled.length < up ? ' (of ' + sampled.length + ' sampled)' : ''),
@@ -110,10 +117,18 @@ function renderNodes(nodes, g) {
       return el('span', { class: 'cell ' + cls, title, 'data-node': x.node, 'data-gpu': x.gpu, 'data-job': x.job }, label);
     });
     const kind = n.fake ? 'fake GPUs' : (n.gpu_model || 'GPU');
-    return el('div', { class: 'node', 'data-node': n.name },
-      el('span', { class: 'name' }, el('b', {}, n.name), ' ', n.state, ' · ', kind),
+    const state = n.status || (n.state === 'up' && n.drain ? 'drain' : n.state);
+    // An admin's cordon or drain: by whom, why, until when.
+    const maint = n.maint ? (n.maint.kind === 'cordon' ? 'cordoned' : 'drained') + ' by ' + n.maint.by + ': ' +
+      n.maint.reason + (n.maint.deadline ? ' (jobs stopped at ' + new Date(n.maint.deadline).toISOString().slice(0, 19).replace('T', ' ') + ' UTC)' : '') : null;
+    const why = [maint, n.drain ? 'its agent: ' + n.drain : null].filter((x) => x).join('; ');
+    // A node that is down shows no busy figure: its last samples are not what it does now.
+    const busy = n.state === 'up' && n.busy_pct !== null && n.busy_pct !== undefined ? pct(n.busy_pct) + ' busy' : '';
+    return el('div', { class: 'node', 'data-node': n.name, 'data-state': state },
+      el('span', { class: 'name', title: why }, el('b', {}, n.name), ' ', state, ' · ', kind),
       el('span', { class: 'gpus' }, ...cells),
-      el('span', { class: 'busy' }, n.busy_pct !== null && n.busy_pct !== undefined ? pct(n.busy_pct) + ' busy' : ''));
+      el('span', { class: 'busy' }, busy),
+      why ? el('span', { class: 'drain' }, 'takes no new work: ' + why) : null);
   }));
 }
 
@@ -136,12 +151,16 @@ function startText(j) {
   return t <= Date.now() ? 'now' : 'in ' + rel(t - Date.now()) + ' (' + new Date(t).toLocaleString() + ')';
 }
 
-async function act(id, what) {
+/** Acts on one job (`123` or an array's element `123_2`: that element alone), or, for
+ *  `whole`, on every element of an array not ended, after asking. */
+async function act(id, what, whole) {
+  if (whole && !window.confirm(what[0].toUpperCase() + what.slice(1) + ' every element of array ' + id +
+    ' that has not ended, running ones included?')) return;
   try {
     await api('/v1/jobs/' + encodeURIComponent(id) + '/' + what, 'POST', {});
     $('error').textContent = '';
   } catch (e) {
-    $('error').textContent = what + ' job ' + id + ': ' + e.message;
+    $('error').textContent = what + ' ' + (whole ? 'array ' : 'job ') + id + ': ' + e.message;
   }
   refresh();
 }
@@ -149,22 +168,41 @@ async function act(id, what) {
 function renderQueue(q) {
   $('policy').textContent = 'policy ' + q.policy + ', in the order it will run them';
   const pending = q.jobs.filter((j) => j.state === 'pending');
-  fill('queue', pending.map((j, i) => el('tr', { 'data-job': j.id },
-    el('td', { class: 'num' }, i + 1), el('td', {}, j.id), el('td', {}, j.user), el('td', {}, j.name),
+  fill('queue', pending.map((j, i) => el('tr', { 'data-job': jobId(j) },
+    el('td', { class: 'num' }, i + 1), el('td', {}, jobId(j)), el('td', {}, j.user), el('td', {}, j.name),
     el('td', { class: 'num' }, j.gpus), el('td', { class: 'why' }, waitText(j)), el('td', {}, startText(j)))), 'nothing waits');
   const mine = q.jobs.filter((j) => me && j.user === me.user);
   fill('mine', mine.map((j) => {
-    const buttons = [el('button', { type: 'button', class: 'cancel', onclick: () => act(j.id, 'cancel') }, 'Cancel')];
+    const id = jobId(j);
+    // Each button acts on this row's job alone (an element of an array: that element).
+    const buttons = [el('button', { type: 'button', class: 'cancel', onclick: () => act(id, 'cancel') }, 'Cancel')];
     if (j.state === 'pending') {
       buttons.push(j.held_by
-        ? el('button', { type: 'button', class: 'release', onclick: () => act(j.id, 'release') }, 'Release')
-        : el('button', { type: 'button', class: 'hold', onclick: () => act(j.id, 'hold') }, 'Hold'));
+        ? el('button', { type: 'button', class: 'release', onclick: () => act(id, 'release') }, 'Release')
+        : el('button', { type: 'button', class: 'hold', onclick: () => act(id, 'hold') }, 'Hold'));
     }
-    const details = j.state === 'pending' ? waitText(j) : 'on ' + j.node + ' GPUs ' + j.gpu_ids.join(',');
+    if (j.array) {
+      buttons.push(el('button', { type: 'button', class: 'cancel-array', onclick: () => act(j.array.id, 'cancel', true) },
+        'Cancel array ' + j.array.id));
+    }
+    const details = j.state === 'pending' ? waitText(j) : 'on ' + runWhere(j);
     const busy = j.activity ? pct(j.activity.mean_busy_pct) + (j.activity.idle_flagged ? ' (idle)' : '') : '-';
-    return el('tr', { 'data-job': j.id }, el('td', {}, j.id), el('td', {}, j.state), el('td', {}, j.name),
+    return el('tr', { 'data-job': id }, el('td', {}, id), el('td', {}, j.state), el('td', {}, j.name),
       el('td', { class: 'num' }, j.gpus), el('td', { class: 'num' }, busy), el('td', {}, details), el('td', {}, ...buttons));
   }), 'you have no running or pending jobs');
+  // Admins: every running job.
+  $('running-box').hidden = !(me && me.role === 'admin');
+  const running = q.jobs.filter((j) => j.state !== 'pending');
+  fill('running', running.map((j) => el('tr', { 'data-job': jobId(j) },
+    el('td', {}, jobId(j)), el('td', {}, j.state), el('td', {}, j.user), el('td', {}, j.name),
+    el('td', { class: 'num' }, j.gpus), el('td', {}, runWhere(j)),
+    el('td', {}, j.start ? rel(Date.now() - j.start) : ''))), 'nothing runs');
+}
+
+/** Where a job runs: `node GPUs 0,1`, or each rank's node and GPUs. */
+function runWhere(j) {
+  if (j.ranks && j.ranks.length) return j.ranks.map((r) => r.node + ' GPUs ' + r.gpu_ids.join(',')).join('; ');
+  return (j.node || '?') + ' GPUs ' + (j.gpu_ids || []).join(',');
 }
 
 function chart(id, u) {
@@ -218,13 +256,17 @@ async function refresh() {
       api('/v1/jobs'), api('/v1/nodes'), api('/v1/gpus'),
       api('/v1/utilization?span=1d'), api('/v1/utilization?span=14d'), api('/v1/usage?span=14d'),
     ]);
-    renderSummary(q, g);
+    renderSummary(q, g, nodes);
     renderNodes(nodes, g);
     renderIdle(g);
     renderQueue(q);
     chart('chart-day', day);
     chart('chart-2w', two);
     shares('share-users', usage.users);
+    // Groups are worth their own table only where some group has more than one user.
+    const sameAsUsers = usage.groups.length === usage.users.length &&
+      usage.groups.every((g) => usage.users.some((u) => u.name === g.name));
+    $('share-groups-box').hidden = sameAsUsers;
     shares('share-groups', usage.groups);
     $('updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     document.body.dataset.loaded = 'yes';

@@ -16,29 +16,6 @@ const FLUSH_MS: i64 = 60_000;
 /// A sample is a GPU's current activity for this long.
 pub const FRESH_MS: i64 = 30_000;
 
-/// The tables (created with the rest of the schema when the state opens).
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS job_activity(
-  job INTEGER PRIMARY KEY, samples INTEGER NOT NULL, util_sum REAL NOT NULL, hist TEXT NOT NULL,
-  mem_peak_mib INTEGER, idle_since INTEGER, idle_sum REAL NOT NULL, idle_n INTEGER NOT NULL, idle_flagged INTEGER,
-  updated INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS gpu_series(
-  res INTEGER NOT NULL, node TEXT NOT NULL, gpu INTEGER NOT NULL, slot INTEGER NOT NULL, t INTEGER NOT NULL,
-  n INTEGER NOT NULL, util_sum REAL NOT NULL, sm_sum REAL NOT NULL, sm_n INTEGER NOT NULL, mem_max_mib INTEGER,
-  power_sum REAL NOT NULL, power_n INTEGER NOT NULL, alloc_n INTEGER NOT NULL,
-  PRIMARY KEY(res, node, gpu, slot)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS cluster_series(
-  res INTEGER NOT NULL, slot INTEGER NOT NULL, t INTEGER NOT NULL, n INTEGER NOT NULL, gpus REAL NOT NULL,
-  allocated REAL NOT NULL, busy REAL NOT NULL, sampled REAL NOT NULL, idle_allocated REAL NOT NULL,
-  PRIMARY KEY(res, slot)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
-";
-
-/// Creates the activity tables.
-pub(crate) fn create_tables(conn: &Connection) -> Result<(), DbError> {
-    conn.execute_batch(SCHEMA).ctx("create activity tables")
-}
-
 /// A job's figures so far.
 #[derive(Debug, Clone)]
 struct JobAcc {
@@ -684,8 +661,8 @@ impl Core {
     /// Everything `/metrics` shows from the state, now.
     pub fn snapshot(&self, now: i64) -> Snapshot {
         let mut s = self.figures(now);
-        let plan = self.sched.schedule(now, true);
-        for (_, r) in &plan.waiting {
+        let ex = self.explained(now, true, None);
+        for r in ex.reasons.iter().filter(|(j, _)| self.sched.is_waiting(**j)).map(|(_, r)| r) {
             let reason = match self.shown(r) {
                 Reason::Resources { .. } => "resources",
                 Reason::NodeFit { .. } => "node_fit",
@@ -699,7 +676,8 @@ impl Core {
         }
         // Chosen by the policy: they start at the next pass, or wait for the GPUs, CPUs or
         // memory a preempted job still holds (`blocked`).
-        for x in plan.starts.iter().map(|x| x.job.0 as JobNo).filter(|id| self.pending.contains_key(id)) {
+        let chosen = ex.order.iter().filter(|j| !ex.reasons.contains_key(j) && self.sched.is_waiting(**j));
+        for x in chosen.map(|j| j.0 as JobNo) {
             let reason = if self.blocked.contains_key(&x) { "blocked" } else { "starting" };
             *s.pending_by_reason.entry(reason).or_default() += 1;
         }
@@ -715,7 +693,16 @@ impl Core {
         s.gpus = self.gpus_status(now).gpus;
         let mut nodes: Vec<(&String, &Node)> = self.nodes.iter().collect();
         nodes.sort_by_key(|(_, n)| n.seq);
-        s.nodes = nodes.into_iter().map(|(name, n)| (name.clone(), n.up, n.last_seen, n.gpus)).collect();
+        s.nodes = nodes.iter().map(|(name, n)| ((*name).clone(), n.up, n.last_seen, n.gpus)).collect();
+        let busy: std::collections::HashSet<String> = self.active.values().flat_map(|j| j.run_nodes()).collect();
+        s.node_status = nodes
+            .into_iter()
+            .map(|(name, n)| {
+                let busy = busy.contains(name.as_str());
+                let m = n.maint.as_ref().map(|m| (m.kind.as_str(), m.by.clone(), m.reason.clone()));
+                (name.clone(), n.status(busy), m)
+            })
+            .collect();
         s
     }
 }

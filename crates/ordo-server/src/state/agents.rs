@@ -180,6 +180,7 @@ impl Core {
                 mem_limits: req.mem_limits,
                 addr: req.addr.clone(),
                 drain: self.nodes.get(&req.node).and_then(|n| n.drain.clone()),
+                maint: self.nodes.get(&req.node).and_then(|n| n.maint.clone()),
             },
         );
         if changed {
@@ -534,6 +535,7 @@ impl Core {
     /// agent off the state lock (a request that waited for the lock still proves the node was
     /// alive when it arrived: the liveness path never waits behind the scheduling path).
     pub fn check_nodes_seen(&mut self, now: i64, seen: &HashMap<String, i64>) -> Result<(), ApiError> {
+        self.drain_deadlines(now)?;
         let limit = (self.cfg.node_timeout_ms + self.cfg.fence_grace_ms) as i64;
         for (name, n) in self.nodes.iter_mut() {
             if let Some(&t) = seen.get(name) {

@@ -100,6 +100,12 @@ impl Core {
     /// none); `123` the whole array when 123 is an array's id (409 when all its elements have
     /// ended), else job 123.
     pub(super) fn resolve(&self, r: JobRef) -> Result<Target, ApiError> {
+        let named = match r {
+            JobRef::Element(a, _) | JobRef::Job(a) => a,
+        };
+        if self.ingesting_holds(named) {
+            return Err(Self::still_ingesting(named));
+        }
         match r {
             JobRef::Element(a, i) => self.element(a, i).map(Target::One),
             JobRef::Job(id) => {

@@ -85,6 +85,9 @@ impl Core {
                 after.len()
             )));
         }
+        if let Some(d) = after.iter().find(|d| self.ingesting_holds(d.job)) {
+            return Err(Self::still_ingesting(d.job));
+        }
         let expanded = self.expand_after(after)?;
         for d in &expanded {
             let dep = Dep { kind: d.kind, job: jid(d.job) };

@@ -75,10 +75,11 @@ impl Core {
                     *c = c.saturating_sub(1);
                 }
                 self.last_reason.remove(&id);
-                let waited = self.waits_on_deps(id);
+                let queued = self.queued(&j);
                 self.deps.remove(jid(id));
-                // The scheduler has no "withdraw": it is rebuilt without the job.
-                rebuild |= !self.held.remove(&id) && j.held_by.is_none() && !waited;
+                self.held.remove(&id);
+                // Taken out of the scheduler's queue (O(log) per job), not rebuilt.
+                rebuild |= queued && self.sched.withdraw(jid(id), now).is_err();
                 ended.push(id);
                 states.push(JobState::Cancelled);
             } else {
@@ -181,15 +182,19 @@ impl Core {
             audit(&tx, now, &who.user, "hold", Some(id), &policy, &with_array(detail, array))?;
         }
         tx.commit().ctx("commit hold")?;
+        let mut rebuild = false;
         for &id in &ids {
+            let queued = self.pending.get(&id).is_some_and(|j| self.queued(j));
             if let Some(j) = self.pending.get_mut(&id) {
                 j.held_by = Some(who.user.clone());
             }
             self.last_reason.remove(&id);
             self.held.remove(&id);
+            rebuild |= queued && self.sched.withdraw(jid(id), now).is_err();
         }
-        // The scheduler has no "withdraw": rebuild it without the jobs.
-        self.rebuild(now)?;
+        if rebuild {
+            self.rebuild(now)?;
+        }
         self.job(ids[0], now)
     }
 
@@ -227,12 +232,16 @@ impl Core {
             audit(&tx, now, &who.user, "release", Some(id), &policy, &with_array(detail, array))?;
         }
         tx.commit().ctx("commit release")?;
-        for id in &ids {
-            if let Some(j) = self.pending.get_mut(id) {
+        let mut rebuild = false;
+        for &id in &ids {
+            if let Some(j) = self.pending.get_mut(&id) {
                 j.held_by = None;
             }
+            rebuild |= !self.enqueue(id, now);
         }
-        self.rebuild(now)?;
+        if rebuild {
+            self.rebuild(now)?;
+        }
         self.job(ids[0], now)
     }
 
@@ -275,19 +284,52 @@ impl Core {
         tx.commit().ctx("commit priority")?;
         let mut rebuild = false;
         for (&id, &old) in ids.iter().zip(&olds) {
-            let pending = self.pending.contains_key(&id);
+            let queued = self.pending.get(&id).is_some_and(|j| self.queued(j));
             if let Some(j) = self.pending.get_mut(&id).or_else(|| self.active.get_mut(&id)) {
                 j.priority = priority;
             }
-            if pending && old != priority {
+            if queued && old != priority {
+                // The scheduler reads priority at submission: the job is taken out and queued
+                // again with the new one (or, where that cannot keep what it attained, the
+                // scheduler is rebuilt).
                 self.last_reason.remove(&id);
-                rebuild = true;
+                rebuild |= self.sched.withdraw(jid(id), now).is_err() || !self.enqueue(id, now);
             }
         }
         if rebuild {
-            // The scheduler reads priority at submission: rebuild it with the new one.
             self.rebuild(now)?;
         }
         self.job(ids[0], now)
+    }
+
+    /// Whether a pending job should be in the scheduler's queue: not held, not waiting on (or
+    /// doomed by) its dependencies, not kept out because no node can hold it. (One whose
+    /// dependencies were just met may not be there yet: `withdraw` then says so, and the
+    /// caller rebuilds.)
+    fn queued(&self, j: &JobInfo) -> bool {
+        j.held_by.is_none()
+            && !self.deps.is_waiting(jid(j.id))
+            && !self.doomed.contains(&j.id)
+            && !self.held.contains(&j.id)
+    }
+
+    /// Puts a pending job (not held, not waiting on dependencies) back in the scheduler's queue,
+    /// as a rebuild would: at its submit time's place, from now on. `false` when that would
+    /// not be what a rebuild does (it ran before, so its attained service must be replayed):
+    /// the caller then rebuilds.
+    fn enqueue(&mut self, id: JobNo, now: i64) -> bool {
+        let Some(j) = self.pending.get(&id) else { return true };
+        if j.held_by.is_some() || self.deps.is_waiting(jid(id)) || self.doomed.contains(&id) {
+            return true;
+        }
+        if j.executed_ms > 0 {
+            return false;
+        }
+        let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
+        let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
+        if outgrows(j, max_up) || self.sched.submit(req, now).is_err() {
+            self.held.insert(id);
+        }
+        true
     }
 }

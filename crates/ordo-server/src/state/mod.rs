@@ -62,12 +62,14 @@ struct Node {
     /// directory is full or cannot be written, a job's processes could not be killed). Its
     /// running jobs go on; the scheduler sees none of its GPUs until it clears.
     drain: Option<String>,
+    /// An admin's cordon or drain (`state/maint.rs`).
+    maint: Option<NodeMaint>,
 }
 
 impl Node {
     /// Whether the scheduler may start new work on it.
     fn takes_work(&self) -> bool {
-        self.up && self.drain.is_none()
+        self.up && !self.paused()
     }
 }
 
@@ -121,6 +123,34 @@ pub struct Core {
     live: activity::Live,
     /// Job arrays with elements that have not ended, by id (`arrays.rs`).
     arrays: HashMap<JobNo, arrays::ArrayMeta>,
+    /// The last explained plan (every waiting job's reason and place), which the views (a job,
+    /// the queue, `/metrics`) read rather than each planning the whole queue under the state
+    /// lock: made by the scheduling pass (at most every 200 ms), or by a view when older than
+    /// [`EXPLAINED_MAX_AGE_MS`].
+    explained: std::cell::RefCell<Option<Arc<Explained>>>,
+    /// Arrays being taken in steps (`ingest.rs`): first id -> last id.
+    ingesting: BTreeMap<JobNo, JobNo>,
+}
+
+/// How old an explained plan the views may show, ms.
+const EXPLAINED_MAX_AGE_MS: i64 = 1_000;
+
+/// How old an explained plan the views show even when the state changed since, ms.
+const EXPLAINED_MIN_AGE_MS: i64 = 200;
+
+/// An explained plan as the views read it.
+#[derive(Debug)]
+pub(super) struct Explained {
+    /// When it was made.
+    at: i64,
+    /// The state's change count then ([`Core::writes`]).
+    writes: u64,
+    /// Every waiting job in the order the policy runs them (see `Core::policy_order`).
+    order: Vec<JobId>,
+    /// Each waiting job's place in `order`.
+    place: HashMap<JobId, usize>,
+    /// Why each job left waiting waits.
+    reasons: HashMap<JobId, Reason>,
 }
 
 fn jid(id: JobNo) -> JobId {
@@ -309,8 +339,12 @@ mod agents;
 mod arrays;
 mod deps;
 mod gang;
+mod ingest;
+pub use ingest::{Ingest, ARRAY_STEP};
 mod jobs;
+mod maint;
 mod pass;
+mod policy;
 mod quotas;
 mod submit;
 mod views;
@@ -321,7 +355,6 @@ impl Core {
     /// one time-out from now to reconnect.
     pub fn open(cfg: ServerConfig, now: i64) -> Result<Core, ApiError> {
         let conn = db::open(&cfg.db)?;
-        activity::create_tables(&conn)?;
         let stored = db::meta_get(&conn, "policy")?;
         let policy = match (&stored, cfg.policy_given) {
             (Some(p), false) => p
@@ -359,6 +392,8 @@ impl Core {
             doomed: Default::default(),
             live: activity::Live::default(),
             arrays: HashMap::new(),
+            explained: Default::default(),
+            ingesting: BTreeMap::new(),
         };
         core.load(now)?;
         core.load_activity()?;
@@ -366,6 +401,8 @@ impl Core {
     }
 
     fn load(&mut self, now: i64) -> Result<(), ApiError> {
+        self.ingesting.clear();
+        self.remove_incomplete_arrays(now)?;
         self.nodes.clear();
         let mut st = self
             .conn
@@ -389,6 +426,7 @@ impl Core {
                         mem_limits: r.get::<_, i64>(8)? != 0,
                         addr: r.get(9)?,
                         drain: None,
+                        maint: None,
                     },
                 ))
             })
@@ -397,6 +435,7 @@ impl Core {
             .ctx("load nodes")?;
         drop(st);
         self.nodes = rows.into_iter().collect();
+        self.load_maint()?;
         self.pending.clear();
         self.active.clear();
         self.pending_per_user.clear();
@@ -434,7 +473,7 @@ impl Core {
     fn hides(&self, j: &JobInfo) -> bool {
         (j.no_preempt && self.policy.order.preemptive())
             || j.ranks.iter().any(|r| !self.nodes.get(&r.node).is_some_and(|n| n.up))
-            || placed(j).iter().any(|(node, _)| self.nodes.get(*node).is_some_and(|n| n.drain.is_some()))
+            || placed(j).iter().any(|(node, _)| self.nodes.get(*node).is_some_and(|n| n.paused()))
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
@@ -795,25 +834,5 @@ impl Core {
                 Err(e.into())
             }
         }
-    }
-
-    /// Changes the policy (admins only); recorded with who did it.
-    pub fn set_policy(&mut self, who: &Principal, name: &str, now: i64) -> Result<String, ApiError> {
-        if who.role != Role::Admin {
-            return Err(ApiError::Forbidden("only admins may change the policy".into()));
-        }
-        bounded("policy", name, MAX_POLICY_BYTES)?;
-        let p: PolicySpec = name.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
-        check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
-        let old = self.policy.to_string();
-        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
-        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![p.to_string()])
-            .ctx("store policy")?;
-        audit(&tx, now, &who.user, "policy", None, &p.to_string(), &json!({"from": old, "to": p.to_string()}))?;
-        tx.commit().ctx("commit policy")?;
-        self.policy = p;
-        self.last_reason.clear();
-        self.rebuild(now)?;
-        Ok(self.policy.to_string())
     }
 }

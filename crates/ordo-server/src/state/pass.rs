@@ -4,7 +4,7 @@
 use super::*;
 
 /// Most `skip` records (a waiting job's changed reason) one pass writes.
-const SKIP_RECORDS_PER_PASS: usize = 1_000;
+const SKIP_RECORDS_PER_PASS: usize = 500;
 
 impl Core {
     /// One scheduling pass: asks the policy what to start and, under preemptive policies, what
@@ -23,21 +23,24 @@ impl Core {
         // of the time (at 100,000 pending jobs it takes milliseconds). Starts do not wait for it.
         let explain_at = self.last_explain + (20 * self.explain_cost_ms).max(200);
         let explain = now >= explain_at;
-        let fast = self.sched.schedule(now, false);
-        let new_preempt = fast.preempt.iter().any(|j| self.preemptable(j.0 as JobNo));
-        // Jobs already known to be blocked (CPUs, memory, GPUs being freed) are re-examined at
-        // the throttled rate, not on every change.
-        let fresh_starts = fast.starts.iter().any(|s| !self.blocked.contains_key(&(s.job.0 as JobNo)));
-        if !fresh_starts && !new_preempt && !explain {
-            return Ok(fast.wake_at.map(|w| w.min(explain_at)).or(Some(explain_at)));
-        }
+        // When the explained plan is due it decides alone (its starts are the fast plan's): one
+        // walk of the queue per pass, not two.
         let plan = if explain {
             let t0 = std::time::Instant::now();
             let plan = self.sched.schedule(now, true);
             self.last_explain = now;
+            self.remember_explained(&plan, now);
             self.explain_cost_ms = t0.elapsed().as_millis() as i64;
             plan
         } else {
+            let fast = self.sched.schedule(now, false);
+            let new_preempt = fast.preempt.iter().any(|j| self.preemptable(j.0 as JobNo));
+            // Jobs already known to be blocked (CPUs, memory, GPUs being freed) are re-examined
+            // at the throttled rate, not on every change.
+            let fresh_starts = fast.starts.iter().any(|s| !self.blocked.contains_key(&(s.job.0 as JobNo)));
+            if !fresh_starts && !new_preempt {
+                return Ok(fast.wake_at.map(|w| w.min(explain_at)).or(Some(explain_at)));
+            }
             fast
         };
         let preempts: Vec<JobNo> = plan.preempt.iter().map(|j| j.0 as JobNo).filter(|&j| self.preemptable(j)).collect();

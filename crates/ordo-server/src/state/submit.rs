@@ -43,7 +43,7 @@ impl Core {
                 };
                 let mut detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
                 if let Some(a) = array {
-                    ids.push(insert_array(&tx, who, j, a, &command, after.as_deref(), &detail, &policy, now)?);
+                    ids.push(insert_array(&tx, who, j, a, &detail, &policy, now)?);
                     continue;
                 }
                 // A plain job is one element without an array; an array's elements are
@@ -421,8 +421,6 @@ fn insert_array(
     who: &Principal,
     j: &JobInfo,
     a: &crate::array::ArraySpec,
-    command: &str,
-    after: Option<&str>,
     detail: &serde_json::Value,
     policy: &str,
     now: i64,
@@ -432,52 +430,11 @@ fn insert_array(
     if first + n - 1 > u32::MAX as i64 {
         return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
     }
-    let indices = serde_json::to_string(&a.indices).map_err(|e| internal("encode array", e))?;
-    tx.prepare_cached(
-        "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes)
-         SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?1, value, ?16 FROM json_each(?17)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
-            first,
-            who.user,
-            j.name,
-            command,
-            j.cwd,
-            j.gpus,
-            j.cpus,
-            j.mem_mib.map(|m| m as i64),
-            j.time_limit_ms,
-            j.priority,
-            if j.on_node_failure == OnNodeFailure::Fail { "fail" } else { "requeue" },
-            now,
-            j.no_preempt as i64,
-            j.umask,
-            after,
-            j.nodes,
-            indices
-        ])
-    })
-    .ctx("insert array elements")?;
     tx.execute(
         "INSERT INTO arrays(id, user, spec, elements, max_running, submit) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![first, who.user, a.canonical(), n, a.max_running, now],
     )
     .ctx("insert array")?;
-    // The first element's record names the array's spec and size; every one its array and index.
-    let mut d0 = detail.clone();
-    d0["array_spec"] = json!(a.canonical());
-    d0["elements"] = json!(n);
-    d0["array"] = json!(first);
-    let mut rest = detail.clone();
-    rest["array"] = json!(first);
-    tx.prepare_cached(
-        "INSERT INTO audit(time, actor, kind, job, policy, detail)
-         SELECT ?1, ?2, 'submit', ?3 + key, ?4, json_set(CASE key WHEN 0 THEN ?5 ELSE ?6 END, '$.index', value) FROM json_each(?7)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![now, who.user, first, policy, d0.to_string(), rest.to_string(), indices])
-    })
-    .ctx("write audit records")?;
+    super::ingest::insert_elements(tx, &who.user, j, a, first as JobNo, (0, n as usize), detail, policy, now)?;
     Ok((first..first + n).map(|i| i as JobNo).collect())
 }

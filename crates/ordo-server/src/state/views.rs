@@ -44,7 +44,7 @@ impl Core {
         let d: Vec<String> = self
             .nodes
             .iter()
-            .filter_map(|(name, n)| n.up.then_some(n.drain.as_ref()?).map(|why| format!("{name} ({why})")))
+            .filter_map(|(name, n)| n.up.then(|| n.paused_why())?.map(|why| format!("{name} ({why})")))
             .collect();
         (!d.is_empty()).then(|| format!("taking no new work: {}", d.join("; ")))
     }
@@ -53,7 +53,7 @@ impl Core {
     fn drained_holder(&self, j: &JobInfo) -> Option<String> {
         (self.held.contains(&j.id)
             && !self.nodes.values().any(|n| n.takes_work() && node_holds(n, j))
-            && self.nodes.values().any(|n| n.up && n.drain.is_some() && node_holds(n, j)))
+            && self.nodes.values().any(|n| n.up && n.paused() && node_holds(n, j)))
         .then(|| format!("only nodes that take no new work now can hold {}", ask_text(j.gpus, j.cpus, j.mem_mib)))
     }
 
@@ -176,17 +176,46 @@ impl Core {
         None
     }
 
-    /// The queue: active jobs, then pending jobs in the policy's order with reasons.
-    pub fn queue(&self, now: i64) -> QueueResponse {
+    /// The last explained plan (see `Core::explained`), made afresh when it is older than
+    /// [`EXPLAINED_MAX_AGE_MS`] or when the state changed since it was made; with `stale_ok`,
+    /// a plan younger than [`EXPLAINED_MIN_AGE_MS`] serves even so when it has `job` (a job's
+    /// view, `/metrics`): those plan the whole queue at most five times a second however often
+    /// they are asked, and a job just submitted is still explained at once.
+    pub(super) fn explained(&self, now: i64, stale_ok: bool, job: Option<JobId>) -> Arc<Explained> {
+        if let Some(e) = self.explained.borrow().as_ref() {
+            let age = (now - e.at).abs();
+            let current = e.writes == self.writes
+                || (stale_ok && age <= EXPLAINED_MIN_AGE_MS && job.is_none_or(|j| e.place.contains_key(&j)));
+            if age <= EXPLAINED_MAX_AGE_MS && current {
+                return e.clone();
+            }
+        }
         let plan = self.sched.schedule(now, true);
-        let reasons: HashMap<JobId, &Reason> = plan.waiting.iter().map(|(j, r)| (*j, r)).collect();
+        self.remember_explained(&plan, now)
+    }
+
+    /// Keeps an explained plan made at `now` for the views.
+    pub(super) fn remember_explained(&self, plan: &ordo_core::Plan, now: i64) -> Arc<Explained> {
+        let order = Self::policy_order(&self.sched, plan);
+        let place = order.iter().enumerate().map(|(i, &j)| (j, i)).collect();
+        let reasons = plan.waiting.iter().cloned().collect();
+        let e = Arc::new(Explained { at: now, writes: self.writes, order, place, reasons });
+        *self.explained.borrow_mut() = Some(e.clone());
+        e
+    }
+
+    /// The queue: active jobs, then pending jobs in the policy's order with reasons (as of the
+    /// last explained plan, at most a second old; jobs queued since come after, in queue order).
+    pub fn queue(&self, now: i64) -> QueueResponse {
+        let ex = self.explained(now, false, None);
         let mut jobs: Vec<JobInfo> = self.active.values().cloned().collect();
         jobs.sort_by_key(|j| j.id);
-        for (i, id) in Self::policy_order(&self.sched, &plan).into_iter().enumerate() {
+        let newer = self.sched.waiting_ids_in_order().filter(|id| !ex.place.contains_key(id));
+        for (i, id) in ex.order.iter().copied().chain(newer).enumerate() {
             let no = id.0 as JobNo;
-            if let Some(j) = self.pending.get(&no) {
+            if let Some(j) = self.pending.get(&no).filter(|_| self.sched.is_waiting(id)) {
                 let mut j = j.clone();
-                j.wait = Some(self.wait_info(no, reasons.get(&id).copied(), i, now));
+                j.wait = Some(self.wait_info(no, ex.reasons.get(&id), i, now));
                 jobs.push(j);
             }
         }
@@ -201,7 +230,22 @@ impl Core {
         let mut on_hold: Vec<&JobInfo> = self.pending.values().filter(|j| j.held_by.is_some()).collect();
         on_hold.sort_by_key(|j| (j.submit, j.id));
         let n = n + self.held.len();
+        let n_hold = on_hold.len();
         for (k, j) in on_hold.into_iter().enumerate() {
+            let mut j = j.clone();
+            j.wait = Some(self.wait_info(j.id, None, n + k, now));
+            jobs.push(j);
+        }
+        // Every other pending job: waiting on other jobs' ends, or just released or doomed by
+        // them (see `deps.rs`), with why.
+        let n = n + n_hold;
+        let mut outside: Vec<&JobInfo> = self
+            .pending
+            .values()
+            .filter(|j| j.held_by.is_none() && !self.held.contains(&j.id) && !self.sched.is_waiting(jid(j.id)))
+            .collect();
+        outside.sort_by_key(|j| (j.submit, j.id));
+        for (k, j) in outside.into_iter().enumerate() {
             let mut j = j.clone();
             j.wait = Some(self.wait_info(j.id, None, n + k, now));
             jobs.push(j);
@@ -237,14 +281,15 @@ impl Core {
         }
         if let Some(j) = self.pending.get(&id) {
             let mut j = j.clone();
-            let plan = self.sched.schedule(now, true);
-            let reason = plan.waiting.iter().find(|(k, _)| k.0 as JobNo == id).map(|(_, r)| r);
+            let ex = self.explained(now, true, self.sched.is_waiting(jid(id)).then_some(jid(id)));
+            let reason = ex.reasons.get(&jid(id));
             let ahead = if j.held_by.is_some() {
                 self.sched.waiting_len() + self.held.len()
             } else if self.held.contains(&id) {
                 self.sched.waiting_len()
             } else {
-                Self::policy_order(&self.sched, &plan).iter().position(|k| k.0 as JobNo == id).unwrap_or(0)
+                // Queued since the plan was made: behind every job it placed.
+                ex.place.get(&jid(id)).copied().unwrap_or(ex.order.len())
             };
             j.wait = Some(self.wait_info(id, reason, ahead, now));
             return Ok(j);
@@ -293,9 +338,12 @@ impl Core {
                     gpu_model: n.gpu_model.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
                     drain: n.drain.clone(),
+                    maint: n.maint.clone(),
+                    status: n.status(!jobs.is_empty()).into(),
                     last_seen: n.last_seen,
                     free_gpus: if n.up { n.gpus.saturating_sub(used) } else { 0 },
                     jobs: jobs.iter().map(|j| j.id).collect(),
+                    job_ids: jobs.iter().map(|j| j.id_text()).collect(),
                     cpus: n.cpus,
                     mem_mib: n.mem_mib,
                     used_cpus: jobs.iter().map(|j| j.cpus.unwrap_or(0)).sum(),

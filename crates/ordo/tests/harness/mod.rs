@@ -47,15 +47,19 @@ pub fn server(dir: &Path, listen: &str, policy: &str) -> (Proc, String) {
 /// Starts a server with extra flags; returns it and its URL.
 pub fn server_with(dir: &Path, listen: &str, policy: &str, extra: &[&str]) -> (Proc, String) {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).expect("log");
-    let mut c = Command::new(ORDO)
-        .args(["server", "--db"])
+    let mut c = Command::new(ORDO);
+    c.args(["server", "--db"])
         .arg(dir.join("ordo.db"))
         .args(["--listen", listen, "--policy", policy, "--heartbeat", "100ms", "--node-timeout", "1500ms"])
         .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("start server");
+        .stderr(log);
+    listening(c)
+}
+
+/// Spawns a command that runs `ordo server` (its standard output piped here), reads the line
+/// the server prints once it listens, and returns the process and the server's URL.
+pub fn listening(mut c: Command) -> (Proc, String) {
+    let mut c = c.stdout(Stdio::piped()).spawn().expect("start server");
     let mut line = String::new();
     BufReader::new(c.stdout.take().expect("stdout")).read_line(&mut line).expect("server prints its address");
     let url = line

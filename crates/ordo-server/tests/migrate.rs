@@ -1,0 +1,241 @@
+//! Schema versions and migrations: each step upgrades a fixture made by the binary before it
+//! (tests/data, scripts/schema-fixture.sh) to the schema a new database gets; a failed upgrade
+//! keeps nothing; a database newer than this binary is refused and left as it was.
+
+mod common;
+
+use ordo_server::db::{self, Connection, DbError, Migration, MIGRATIONS, SCHEMA_VERSION};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
+    let dst = dir.join(name);
+    std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("copy {}: {e}", src.display()));
+    dst
+}
+
+/// Every table's and index's columns (name, type, not null, default, primary key), by name:
+/// the schema as SQLite sees it, whatever SQL text made it.
+fn schema(conn: &Connection) -> BTreeMap<String, Vec<String>> {
+    let mut st = conn
+        .prepare("SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name")
+        .expect("sqlite_master");
+    let objs: Vec<(String, String, String)> =
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).expect("query").map(|r| r.expect("row")).collect();
+    let mut out = BTreeMap::new();
+    for (kind, name, table) in objs {
+        let cols: Vec<String> = if kind == "table" {
+            let mut st = conn.prepare(&format!("PRAGMA table_info('{name}')")).expect("table_info");
+            st.query_map([], |r| {
+                Ok(format!(
+                    "{} {} notnull={} default={:?} pk={}",
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, Option<String>>(4)?,
+                    r.get::<_, i64>(5)?
+                ))
+            })
+            .expect("query")
+            .map(|r| r.expect("row"))
+            .collect()
+        } else {
+            let mut st = conn.prepare(&format!("PRAGMA index_info('{name}')")).expect("index_info");
+            let mut c: Vec<String> = st
+                .query_map([], |r| r.get::<_, Option<String>>(2))
+                .expect("query")
+                .map(|r| r.expect("row").unwrap_or_default())
+                .collect();
+            c.insert(0, format!("on {table}"));
+            c
+        };
+        out.insert(format!("{kind} {name}"), cols);
+    }
+    out
+}
+
+fn count(conn: &Connection, table: &str) -> i64 {
+    conn.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).expect("count")
+}
+
+fn version(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("user_version")
+}
+
+/// The schema a new database gets.
+fn fresh_schema(dir: &Path) -> BTreeMap<String, Vec<String>> {
+    let conn = db::open(&dir.join("fresh.db")).expect("new database");
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    schema(&conn)
+}
+
+/// From the database of a server that ran before versions were kept (version 1 without the
+/// number) to the newest:
+/// every row kept, the version written, the schema exactly a new database's.
+#[test]
+fn v1_from_a_server_database_made_before_versions() {
+    let dir = common::tempdir("migrate-v1-server");
+    let path = fixture("server.db", &dir);
+    let before: Vec<i64> = {
+        let raw = Connection::open(&path).expect("open fixture");
+        assert_eq!(version(&raw), 0, "the fixture predates schema versions");
+        ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"]
+            .iter()
+            .map(|t| count(&raw, t))
+            .collect()
+    };
+    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    let after: Vec<i64> = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"]
+        .iter()
+        .map(|t| count(&conn, t))
+        .collect();
+    assert_eq!(before, after, "rows kept");
+    let held = db::load_job(&conn, 8).expect("load").expect("job 8");
+    assert_eq!(held.held_by.as_deref(), Some("alice"));
+    assert_eq!(db::meta_get(&conn, "policy").expect("meta").as_deref(), Some("sjf+easy"));
+    let ok: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("check");
+    assert_eq!(ok, "ok");
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+    drop(conn);
+    // Opening it again changes nothing more.
+    let bytes = std::fs::read(&path).expect("read");
+    drop(db::open(&path).expect("reopen"));
+    assert_eq!(std::fs::read(&path).expect("read"), bytes, "a current database is opened unchanged");
+}
+
+/// To the newest from a database where only `ordo admin token create` ran (no activity tables).
+#[test]
+fn v1_from_an_admin_only_database() {
+    let dir = common::tempdir("migrate-v1-admin");
+    let path = fixture("admin.db", &dir);
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    assert_eq!(count(&conn, "tokens"), 1);
+    assert_eq!(count(&conn, "job_activity"), 0, "the activity tables were created");
+    assert_eq!(schema(&conn), fresh_schema(&dir));
+}
+
+/// Version 2 from the database of a server of version 1 (made by commit dc99b7d's binary): every
+/// row kept, the `node_maint` table added, the schema exactly a new database's.
+#[test]
+fn v2_from_a_v1_server_database() {
+    let dir = common::tempdir("migrate-v2-server");
+    let path = fixture("server-v1.db", &dir);
+    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
+    let before: Vec<i64> = {
+        let raw = Connection::open(&path).expect("open fixture");
+        assert_eq!(version(&raw), 1, "the fixture is of version 1");
+        tables.iter().map(|t| count(&raw, t)).collect()
+    };
+    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), 2);
+    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
+    assert_eq!(before, after, "rows kept");
+    assert_eq!(count(&conn, "node_maint"), 0);
+    assert_eq!(db::meta_get(&conn, "policy").expect("meta").as_deref(), Some("sjf+easy"));
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+}
+
+/// Every version this binary knows has its step, numbered in order.
+#[test]
+fn steps_are_numbered_in_order() {
+    assert_eq!(MIGRATIONS.len() as i64, SCHEMA_VERSION);
+    for (i, m) in MIGRATIONS.iter().enumerate() {
+        assert_eq!(m.to, i as i64 + 1, "step {i}");
+    }
+}
+
+/// A database that a newer ordo upgraded is refused with what to do, and nothing about it
+/// changes: its bytes, its mode, no file left beside it.
+#[test]
+fn a_newer_database_is_refused_unchanged() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::tempdir("migrate-newer");
+    let path = fixture("server.db", &dir);
+    {
+        let raw = Connection::open(&path).expect("open fixture");
+        raw.pragma_update(None, "user_version", SCHEMA_VERSION + 1).expect("stamp a newer version");
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into())
+            .collect();
+        v.sort();
+        v
+    };
+    let (bytes, files) = (std::fs::read(&path).expect("read"), listing(&dir));
+    let err = db::open(&path).expect_err("a newer schema is refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!(
+            "schema version {} is newer than this ordo knows (version {SCHEMA_VERSION}",
+            SCHEMA_VERSION + 1
+        )) && msg.contains("nothing was changed")
+            && msg.contains(&path.display().to_string()),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&path).expect("read"), bytes, "the database is unchanged");
+    assert_eq!(std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777, 0o640, "its mode too");
+    assert_eq!(listing(&dir), files, "no file left beside it");
+    // The server's state refuses it the same way.
+    let cfg = ordo_server::ServerConfig { db: path.clone(), ..ordo_server::ServerConfig::default() };
+    let Err(err) = ordo_server::state::Core::open(cfg, 0) else { panic!("the server opened a newer database") };
+    assert!(err.to_string().contains("is newer than this ordo knows"), "{err}");
+    assert_eq!(std::fs::read(&path).expect("read"), bytes);
+}
+
+fn create_x(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch("CREATE TABLE x(a INTEGER)").map_err(|source| DbError { what: "create x".into(), source })
+}
+
+fn add_x_b(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch("ALTER TABLE x ADD COLUMN b TEXT").map_err(|source| DbError { what: "add x.b".into(), source })
+}
+
+fn fails(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch("CREATE TABLE half_done(a INTEGER)")
+        .map_err(|source| DbError { what: "create half_done".into(), source })?;
+    Err(DbError::new("step 3", "fails on purpose"))
+}
+
+/// Steps run in order from the database's version, each once; a step that fails takes the
+/// whole upgrade back (the earlier steps of the same upgrade too) and names the step.
+#[test]
+fn steps_run_in_order_and_a_failed_upgrade_keeps_nothing() {
+    let dir = common::tempdir("migrate-steps");
+    let path = fixture("admin.db", &dir);
+    let conn = Connection::open(&path).expect("open");
+    let v2 = Migration { to: 2, what: "table x", apply: create_x };
+    let v3 = Migration { to: 3, what: "x.b", apply: add_x_b };
+    let bad = Migration { to: 3, what: "a step that fails", apply: fails };
+
+    let err = db::migrate(&conn, &path, &[MIGRATIONS[0], v2, bad]).expect_err("step 3 fails");
+    let msg = err.to_string();
+    assert!(msg.contains("to schema version 3 (a step that fails)") && msg.contains("fails on purpose"), "{msg}");
+    assert_eq!(version(&conn), 0, "still the version it was");
+    let tables: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sqlite_master WHERE name IN ('x', 'half_done', 'job_activity')", [], |r| {
+            r.get(0)
+        })
+        .expect("tables");
+    assert_eq!(tables, 0, "nothing of steps 1 to 3 kept");
+
+    assert_eq!(db::migrate(&conn, &path, &[MIGRATIONS[0], v2]).expect("to 2"), Some(0));
+    assert_eq!(version(&conn), 2);
+    // From 2 only step 3 runs (step 2 again would fail: table x exists).
+    assert_eq!(db::migrate(&conn, &path, &[MIGRATIONS[0], v2, v3]).expect("to 3"), Some(2));
+    assert_eq!(version(&conn), 3);
+    let cols: i64 =
+        conn.query_row("SELECT COUNT(*) FROM pragma_table_info('x')", [], |r| r.get(0)).expect("columns of x");
+    assert_eq!(cols, 2);
+    assert_eq!(db::migrate(&conn, &path, &[MIGRATIONS[0], v2, v3]).expect("current"), None);
+    // And this binary, which knows versions up to 2 only, now refuses it.
+    drop(conn);
+    assert!(db::open(&path).expect_err("newer").to_string().contains("schema version 3 is newer"));
+}
