@@ -510,6 +510,19 @@ mod tests {
         }
     }
 
+    /// Both profiles at time 0 with `free` GPUs free and `in_use` more that free up one by one
+    /// at random times in `1..=horizon`.
+    fn busy(rnd: &mut impl FnMut(u64) -> u64, free: i64, in_use: usize, horizon: u64) -> (CountProfile, Plain) {
+        let mut c = CountProfile::new(0, free);
+        let mut p = Plain(vec![(0, free)]);
+        for _ in 0..in_use {
+            let t = 1 + rnd(horizon) as Time;
+            c.add_from(t, 1);
+            p.add_from(t, 1);
+        }
+        (c, p)
+    }
+
     #[test]
     fn reserves_in_one_block_as_a_scan_of_every_step() {
         // Time passes fast enough that the profile mostly stays within one block, where
@@ -517,14 +530,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(2);
         let mut rnd = |m: u64| rng.random_range(0..m);
         let mut now = 0;
-        let mut c = CountProfile::new(now, 8);
-        let mut p = Plain(vec![(now, 8)]);
-        // The 24 GPUs in use end at various times.
-        for _ in 0..24 {
-            let t = now + 1 + rnd(3_000) as Time;
-            c.add_from(t, 1);
-            p.add_from(t, 1);
-        }
+        // 8 GPUs free, 24 in use.
+        let (mut c, mut p) = busy(&mut rnd, 8, 24, 3_000);
         let mut one_block = 0;
         for step in 0..20_000 {
             // About 70% of the 32 GPUs reserved; every 16th job asks for all of them.
@@ -550,14 +557,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut rnd = |m: u64| rng.random_range(0..m);
         let mut now = 0;
-        let mut c = CountProfile::new(now, 20);
-        let mut p = Plain(vec![(now, 20)]);
-        // The 44 GPUs in use end at various times.
-        for _ in 0..44 {
-            let t = now + 1 + rnd(5_000) as Time;
-            c.add_from(t, 1);
-            p.add_from(t, 1);
-        }
+        // 20 GPUs free, 44 in use.
+        let (mut c, mut p) = busy(&mut rnd, 20, 44, 5_000);
         for step in 0..4_000 {
             if step % 50 == 49 {
                 now += rnd(300) as Time;
