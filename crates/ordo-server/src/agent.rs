@@ -450,6 +450,16 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
                         tell(r, "kill");
                     }
                 }
+                for ask in resp.logs {
+                    let (dir, node, client) = (cfg.work_dir.clone(), cfg.name.clone(), short.clone());
+                    // Off the poll loop: a slow disk never delays a heartbeat.
+                    std::thread::spawn(move || {
+                        let chunk = read_output(&dir, &node, &ask);
+                        if let Err(e) = client.post::<_, serde_json::Value>("/v1/agent/logs", &chunk) {
+                            eprintln!("ordo agent {node}: job {}'s output: {e}", ask.job);
+                        }
+                    });
+                }
             }
             Err(e) if e.status() == Some(409) => {
                 eprintln!("ordo agent {}: {e}; registering again", cfg.name);
@@ -463,6 +473,42 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
             }
         }
     }
+}
+
+/// A piece of a job's output file in the work directory (`job-N.out` or `.err`), as the server
+/// asked for it (`ordo logs`). Only those files are read: the name is made from the job's number.
+fn read_output(dir: &Path, node: &str, ask: &LogAsk) -> LogChunk {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = dir.join(format!("job-{}.{}", ask.job, ask.stream.ext()));
+    let mut chunk = LogChunk {
+        node: node.to_string(),
+        ask: ask.ask,
+        data: String::new(),
+        next: ask.offset,
+        size: 0,
+        path: path.display().to_string(),
+        error: None,
+    };
+    let read = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::open(&path)?;
+        chunk.size = f.metadata()?.len();
+        let from = ask.offset.min(chunk.size);
+        f.seek(SeekFrom::Start(from))?;
+        let mut buf = Vec::new();
+        f.take(ask.max.min(MAX_LOG_CHUNK)).read_to_end(&mut buf)?;
+        chunk.next = from + buf.len() as u64;
+        chunk.data = String::from_utf8_lossy(&buf).into_owned();
+        Ok(())
+    })();
+    if let Err(e) = read {
+        chunk.error = Some(match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("no file {} (the job has not started there, or its output was removed)", path.display())
+            }
+            _ => format!("{}: {e}", path.display()),
+        });
+    }
+    chunk
 }
 
 /// The name of this agent's own cgroup below `ordo`: the node name (path-safe) and a hash of the

@@ -710,6 +710,93 @@ pub struct PollResponse {
     pub start: Vec<Assignment>,
     /// Jobs to kill (cancelled, or no longer this node's).
     pub kill: Vec<JobNo>,
+    /// Pieces of jobs' output users asked for (`ordo logs`): the agent answers each with
+    /// `POST /v1/agent/logs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogAsk>,
+}
+
+/// Most bytes of output one `ordo logs` request reads.
+pub const MAX_LOG_CHUNK: u64 = 256 * 1024;
+
+/// Which of a job's output streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogStream {
+    /// Standard output (`job-N.out` in the agent's work directory).
+    #[default]
+    Out,
+    /// Standard error (`job-N.err`).
+    Err,
+}
+
+impl LogStream {
+    /// The output file's extension.
+    pub fn ext(self) -> &'static str {
+        match self {
+            LogStream::Out => "out",
+            LogStream::Err => "err",
+        }
+    }
+}
+
+/// A piece of a job's output the server asks an agent for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogAsk {
+    /// The server's number for the request, given back with the answer.
+    pub ask: u64,
+    /// The job.
+    pub job: JobNo,
+    /// Which stream.
+    pub stream: LogStream,
+    /// From this byte.
+    pub offset: u64,
+    /// At most this many bytes (at most [`MAX_LOG_CHUNK`]).
+    pub max: u64,
+}
+
+/// `POST /v1/agent/logs`: an agent's answer to a [`LogAsk`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogChunk {
+    /// The agent's node.
+    pub node: String,
+    /// The request answered.
+    pub ask: u64,
+    /// The bytes read, as text (invalid UTF-8 replaced).
+    pub data: String,
+    /// The offset after the bytes read.
+    pub next: u64,
+    /// The file's size now.
+    pub size: u64,
+    /// Where the output is on the node.
+    pub path: String,
+    /// Why nothing could be read (no such file).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/logs`: a piece of a job's output, read from its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobLogs {
+    /// The job, as users write it (`123_2`).
+    pub job: String,
+    /// The node its (last) run was on: for a multi-node job, rank 0's.
+    pub node: String,
+    /// The file on that node.
+    pub path: String,
+    /// Which stream.
+    pub stream: LogStream,
+    /// The bytes read, from `offset` (invalid UTF-8 replaced).
+    pub data: String,
+    /// Where they start.
+    pub offset: u64,
+    /// Where the next read starts.
+    pub next: u64,
+    /// The file's size when read.
+    pub size: u64,
+    /// Whether the job has ended (its output no longer grows).
+    pub ended: bool,
 }
 
 /// How a job's process ended.

@@ -161,7 +161,16 @@ pub struct AppState {
     inflight: Arc<InFlight>,
     /// Admission limits.
     limits: Limits,
+    /// `ordo logs` requests waiting for an agent's answer: number -> (node, where to answer).
+    log_waits: Arc<Mutex<std::collections::HashMap<u64, LogWait>>>,
+    next_ask: Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// A request for a job's output, waiting for its node's agent: the node, where to answer.
+type LogWait = (String, tokio::sync::oneshot::Sender<LogChunk>);
+
+/// How long a request for a job's output waits for its node's agent.
+const LOG_WAIT: Duration = Duration::from_secs(15);
 
 /// What [`admit`] enforces.
 #[derive(Debug, Clone, Copy)]
@@ -441,8 +450,15 @@ pub(crate) struct InFlight {
 }
 
 /// The routes an agent token may use.
-const AGENT_PATHS: [&str; 6] =
-    ["/v1/agent/register", "/v1/agent/poll", "/v1/agent/report", "/v1/agent/activity", "/v1/whoami", "/v1/health"];
+const AGENT_PATHS: [&str; 7] = [
+    "/v1/agent/register",
+    "/v1/agent/poll",
+    "/v1/agent/report",
+    "/v1/agent/activity",
+    "/v1/agent/logs",
+    "/v1/whoami",
+    "/v1/health",
+];
 
 /// Most requests one node's agent may have in progress at once (a long poll, reports, GPU
 /// activity, a registration).
@@ -648,6 +664,79 @@ async fn set_policy(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> 
     Ok(Json(s.change(|c| c.change_policy(&who, &b, now_ms())).await?))
 }
 
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    #[serde(default)]
+    stream: LogStream,
+    #[serde(default)]
+    offset: u64,
+    max: Option<u64>,
+}
+
+/// `GET /v1/jobs/{id}/logs`: a piece of a job's output, which its node's agent reads and sends
+/// (the job's owner or an admin).
+async fn job_logs(
+    State(s): State<AppState>,
+    Auth(who): Auth,
+    Path(id): Path<String>,
+    Query(q): Query<LogQuery>,
+) -> R<JobLogs> {
+    let r = parse_ref(&id)?;
+    let ask = s.next_ask.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let max = q.max.unwrap_or(MAX_LOG_CHUNK);
+    let (node, ended, job) = s.core().ask_logs(&who, r, q.stream, q.offset, max, ask)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    lock(&s.log_waits).insert(ask, (node.clone(), tx));
+    wake(&s);
+    let answer = tokio::time::timeout(LOG_WAIT, rx).await;
+    lock(&s.log_waits).remove(&ask);
+    let chunk = match answer {
+        Ok(Ok(c)) => c,
+        _ => {
+            s.core().forget_log_ask(&node, ask);
+            return Err(ApiError::Conflict(format!(
+                "node {node}'s agent did not send job {job}'s output within {} s",
+                LOG_WAIT.as_secs()
+            )));
+        }
+    };
+    if let Some(e) = chunk.error {
+        return Err(ApiError::NotFound(format!("job {job}'s output on node {node}: {e}")));
+    }
+    Ok(Json(JobLogs {
+        job,
+        node,
+        path: chunk.path,
+        stream: q.stream,
+        data: chunk.data,
+        offset: q.offset,
+        next: chunk.next,
+        size: chunk.size,
+        ended,
+    }))
+}
+
+/// `POST /v1/agent/logs`: an agent's answer to a request for a job's output (its own node's
+/// requests only).
+async fn agent_logs(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<serde_json::Value> {
+    let c: LogChunk = parse_body(&body)?;
+    s.heard_from(&who, &c.node);
+    crate::state::speaks_for_node(&who, &c.node, "send job output")?;
+    let waiting = lock(&s.log_waits).remove(&c.ask);
+    match waiting {
+        Some((node, tx)) if node == c.node => {
+            let _ = tx.send(c);
+        }
+        Some((node, tx)) => {
+            // Not this node's request: put it back for its own node.
+            lock(&s.log_waits).insert(c.ask, (node, tx));
+            return Err(ApiError::Forbidden(format!("request {} was not for node {}", c.ask, c.node)));
+        }
+        None => {}
+    }
+    Ok(Json(serde_json::json!({"ok": true})))
+}
+
 async fn node_maintenance(
     State(s): State<AppState>,
     Auth(who): Auth,
@@ -693,7 +782,11 @@ async fn poll(State(s): State<AppState>, Auth(who): Auth, body: Bytes) -> R<Poll
         // A requeue during reconciliation is a change the scheduler must see.
         s.dirty.notify_one();
         s.kick.notify_one();
-        if !resp.start.is_empty() || !resp.kill.is_empty() || tokio::time::Instant::now() >= deadline {
+        if !resp.start.is_empty()
+            || !resp.kill.is_empty()
+            || !resp.logs.is_empty()
+            || tokio::time::Instant::now() >= deadline
+        {
             // An agent starts a job only once its start is durable: a server that crashes
             // right after never finds a job running that its database says is waiting.
             s.settle(seq).await?;
@@ -793,6 +886,8 @@ pub fn routes() -> Vec<(&'static str, &'static str, MethodRouter<AppState>)> {
         ("get", "/v1/history", get(history)),
         ("get", "/v1/nodes", get(nodes)),
         ("post", "/v1/nodes/{name}/maintenance", post(node_maintenance)),
+        ("get", "/v1/jobs/{id}/logs", get(job_logs)),
+        ("post", "/v1/agent/logs", post(agent_logs)),
         ("get", "/v1/policy", get(get_policy)),
         ("put", "/v1/policy", put(set_policy)),
         ("get", "/v1/audit", get(audit)),
@@ -913,6 +1008,8 @@ pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
             per_user: max_requests_per_user,
             users_total: (max_connections * 3 / 4).max(1),
         },
+        log_waits: Arc::default(),
+        next_ask: Arc::default(),
     };
     Ok(Bound { addr, listener, state, heartbeat_ms, submits: rx, opts, webhook })
 }

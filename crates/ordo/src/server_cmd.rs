@@ -56,6 +56,9 @@ pub enum ServerCmd {
     },
     /// Why a job waits, and when it is expected to start.
     Explain(JobArgs),
+    /// A job's output (standard output; --err for standard error), read from its node through
+    /// the server (your own jobs; admins any). --follow prints it as it grows until the job ends.
+    Logs(LogsArgs),
     /// Finished jobs, most recent first.
     History(HistoryArgs),
     /// Show (the default) or change the scheduling policy.
@@ -436,6 +439,21 @@ pub struct JobArgs {
     /// Job id; for a job array, its id (all its elements) or ID_INDEX (one element, `123_7`).
     #[arg(value_parser = parse_job_ref)]
     job: JobRef,
+}
+
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    #[command(flatten)]
+    conn: ConnArgs,
+    /// Job id, or ID_INDEX for an element of an array (`123_7`).
+    #[arg(value_parser = parse_job_ref)]
+    job: JobRef,
+    /// Standard error instead of standard output.
+    #[arg(long)]
+    err: bool,
+    /// Keep printing the output as it grows, until the job ends.
+    #[arg(long, short = 'f')]
+    follow: bool,
 }
 
 #[derive(Args, Debug)]
@@ -1138,6 +1156,40 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             if n.iter().any(|x| x.busy_pct.is_some()) {
                 println!("busy: mean share of time a kernel ran on the node's GPUs, from the agent's latest samples");
+            }
+        }
+        ServerCmd::Logs(a) => {
+            use std::io::Write;
+            let client = a.conn.client()?;
+            let stream = if a.err { "err" } else { "out" };
+            let mut offset = 0u64;
+            let mut out = std::io::stdout().lock();
+            loop {
+                let l: JobLogs = client.get(&format!("/v1/jobs/{}/logs?stream={stream}&offset={offset}", a.job))?;
+                if a.conn.json {
+                    print_json(&l)?;
+                } else {
+                    out.write_all(l.data.as_bytes())?;
+                    out.flush()?;
+                }
+                let more = l.next < l.size;
+                offset = l.next;
+                if more {
+                    continue;
+                }
+                if !a.follow || l.ended {
+                    if !a.conn.json && !a.follow {
+                        eprintln!(
+                            "({} bytes of job {}'s {stream} on node {}, {})",
+                            l.size,
+                            l.job,
+                            clean(&l.node),
+                            clean(&l.path)
+                        );
+                    }
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
             }
         }
         ServerCmd::Explain(a) => {

@@ -337,3 +337,55 @@ fn raw_get(url: &str, tok: &str, path: &str) -> String {
     assert_eq!(status, 200, "{out}");
     out
 }
+
+/// `ordo logs`: a job's output, read on its node by its agent and passed on by the server:
+/// standard output and error, `--follow` on a running job until it ends (every line once, in
+/// order), the owner and admins only, one element of an array rather than the array (before:
+/// no such command; the output sat in the agent's work directory on the node).
+#[test]
+fn ordo_logs_reads_a_jobs_output_from_its_node_and_follows_it() {
+    let dir = tempdir("logs");
+    let (admin, alice) = tokens(&dir);
+    let bob = token(&dir.join("ordo.db"), "bob", None);
+    let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let _a1 = agent_with(&dir, &url, "gpu1", 2, &["--no-cgroup"]);
+    wait_for("gpu1 up", Duration::from_secs(30), || {
+        cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|a| a.iter().any(|n| n["status"] == "up"))
+    });
+    let script = "for i in $(seq 1 30); do echo line $i; echo warn $i >&2; sleep 0.1; done";
+    let id = cli_json(&url, &alice, &["submit", "--gpus", "1", "--", "sh", "-c", script])["id"].as_u64().expect("id");
+    wait_for("it runs", Duration::from_secs(30), || job(&url, &alice, id)["state"] == "running");
+    let out = ordo(&["logs", &id.to_string(), "--follow", "--server", &url, "--token", &alice]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "--follow prints every line once, in order");
+    let err = ordo(&["logs", &id.to_string(), "--err", "--server", &url, "--token", &admin]);
+    let want: String = (1..=30).map(|i| format!("warn {i}\n")).collect();
+    assert_eq!(String::from_utf8_lossy(&err.stdout), want, "an admin reads standard error");
+    assert!(String::from_utf8_lossy(&err.stderr).contains(&format!("job-{id}.err")), "it names the file");
+    let j = cli_json(&url, &alice, &["logs", &id.to_string()]);
+    assert_eq!((j["node"].as_str(), j["ended"].as_bool()), (Some("gpu1"), Some(true)), "{j}");
+    let e = refused(&url, &bob, &["logs", &id.to_string()]);
+    assert!(e.contains("only its owner or an admin may read its output"), "{e}");
+    let arr = cli_json(
+        &url,
+        &alice,
+        &["submit", "--gpus", "1", "--array", "0-1", "--", "sh", "-c", "echo element $ORDO_ARRAY_INDEX"],
+    )["id"]
+        .as_u64()
+        .expect("id");
+    wait_ended(&url, &alice, arr + 1, Duration::from_secs(30));
+    let e = refused(&url, &alice, &["logs", &arr.to_string()]);
+    assert!(e.contains("is an array: name one element"), "{e}");
+    let one = ordo(&["logs", &format!("{arr}_1"), "--server", &url, "--token", &alice]);
+    assert_eq!(String::from_utf8_lossy(&one.stdout), "element 1\n");
+    // A job that waits on another has not started: it has no output yet.
+    let blocker = cli_json(&url, &alice, &["submit", "--gpus", "1", "--", "sleep", "60"])["id"].as_u64().expect("id");
+    let never = cli_json(&url, &alice, &["submit", "--gpus", "1", "--after-ok", &blocker.to_string(), "--", "true"])
+        ["id"]
+        .as_u64()
+        .expect("id");
+    let e = refused(&url, &alice, &["logs", &never.to_string()]);
+    assert!(e.contains("has not started: it has no output yet"), "{e}");
+    cli_json(&url, &alice, &["cancel", &blocker.to_string()]);
+}

@@ -6,7 +6,7 @@ use super::*;
 /// Whether `who` may speak for `node`: only the agent token made for that very node
 /// (`ordo admin token create NODE --agent`). Users and admins cannot act as a node, and one
 /// node's agent cannot register, poll or report for another.
-pub(super) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), ApiError> {
+pub(crate) fn speaks_for(who: &Principal, node: &str, what: &str) -> Result<(), ApiError> {
     match who.role {
         Role::Agent if who.user == node => Ok(()),
         Role::Agent => Err(ApiError::Forbidden(format!(
@@ -354,6 +354,7 @@ impl Core {
                 gang: (!j.ranks.is_empty()).then(|| self.gang_assign(j, r)),
             })
             .collect();
+        resp.logs = self.take_log_asks(&req.node);
         Ok(resp)
     }
 

@@ -129,7 +129,7 @@ impl Core {
     }
 
     /// Whether `id` is an array's id (in the database: also arrays whose elements all ended).
-    fn is_array(&self, id: JobNo) -> Result<bool, ApiError> {
+    pub(super) fn is_array(&self, id: JobNo) -> Result<bool, ApiError> {
         let n: i64 = self
             .conn
             .query_row("SELECT COUNT(*) FROM arrays WHERE id = ?1", params![id as i64], |r| r.get(0))

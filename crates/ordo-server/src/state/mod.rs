@@ -130,6 +130,8 @@ pub struct Core {
     explained: std::cell::RefCell<Option<Arc<Explained>>>,
     /// Arrays being taken in steps (`ingest.rs`): first id -> last id.
     ingesting: BTreeMap<JobNo, JobNo>,
+    /// Requests for jobs' output for each node's agent's next poll (`logs.rs`).
+    log_asks: HashMap<String, Vec<LogAsk>>,
 }
 
 /// How old an explained plan the views may show, ms.
@@ -336,12 +338,14 @@ mod activity;
 pub use activity::group_of;
 pub use deps::BACKLOG_STEP;
 mod agents;
+pub(crate) use agents::speaks_for as speaks_for_node;
 mod arrays;
 mod deps;
 mod gang;
 mod ingest;
 pub use ingest::{Ingest, ARRAY_STEP};
 mod jobs;
+mod logs;
 mod maint;
 mod pass;
 mod policy;
@@ -394,6 +398,7 @@ impl Core {
             arrays: HashMap::new(),
             explained: Default::default(),
             ingesting: BTreeMap::new(),
+            log_asks: HashMap::new(),
         };
         core.load(now)?;
         core.load_activity()?;
