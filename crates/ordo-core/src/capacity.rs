@@ -782,10 +782,10 @@ impl Capacity {
             }
             let have = (0..self.cap.len()).filter(|&i| self.free[i] >= k).count();
             return format!(
-                "needs {n} nodes with {k} free GPUs each{}, all at once; {have} node{} {} {k} free now",
+                "needs {n} nodes with {k} free GPUs each{}, all at once; {} {} {k} free now",
                 if d.cpus > 0 || d.mem_mib > 0 { " and their share of CPUs and memory" } else { "" },
-                if have == 1 { "" } else { "s" },
-                if have == 1 { "has" } else { "have" },
+                crate::words::count(have, "node"),
+                crate::words::agree(have, "has", "have"),
             );
         }
         let Some(det) = &self.det else {

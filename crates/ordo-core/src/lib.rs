@@ -15,6 +15,7 @@ mod sumset;
 pub mod time;
 mod tiresias;
 mod whatif;
+pub mod words;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use deps::{Dep, DepKind, DepState, Dependencies};

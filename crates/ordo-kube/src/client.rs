@@ -1,12 +1,14 @@
 //! The API server calls the scheduler makes: connect (kubeconfig or in-cluster, TLS verified
-//! against the cluster's CA), bind, write a pod's condition, post an Event, evict, list.
+//! against the cluster's CA), bind, write a pod's condition, post an Event, evict, list, and
+//! record its settings in a ConfigMap for `ordo kube queue` and `explain` to read.
 
 use crate::objects::{node_info, pod_info, NodeInfo, PodInfo, ReadConfig};
-use k8s_openapi::api::core::v1::{Binding, Event, EventSource, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ConfigMap, Event, EventSource, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +19,9 @@ pub enum KubeError {
     /// The kubeconfig (or in-cluster config) could not be read or is refused.
     #[error("kubeconfig: {0}")]
     Config(String),
+    /// The settings a scheduler recorded cannot be read.
+    #[error("{0}")]
+    Settings(String),
     /// A call failed.
     #[error("{what}: {source}")]
     Api {
@@ -36,7 +41,7 @@ impl KubeError {
                 kube::Error::Api(s) => Some(s.code),
                 _ => None,
             },
-            KubeError::Config(_) => None,
+            KubeError::Config(_) | KubeError::Settings(_) => None,
         }
     }
 }
@@ -252,6 +257,129 @@ impl Kube {
     }
 }
 
+/// The ConfigMap in which the scheduler named `scheduler` records its settings.
+pub fn settings_name(scheduler: &str) -> String {
+    format!("ordo-scheduler-{scheduler}")
+}
+
+/// The settings a running scheduler records (ConfigMap [`settings_name`], keys as below), so
+/// that `ordo kube queue` and `explain` rebuild its state without being told its policy.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Settings {
+    /// `data.policy`: the ordering policy.
+    pub policy: String,
+    /// `data.gpu-resource`.
+    pub gpu_resource: String,
+    /// `data.node-selector`: `k=v,k2=v2` (empty: every node).
+    pub node_selector: String,
+    /// `data.default-estimate-ms`.
+    pub default_estimate_ms: i64,
+    /// `data.started`: when the scheduler started (RFC 3339).
+    pub started: String,
+    /// `data.ordo-version`.
+    pub ordo_version: String,
+}
+
+impl Settings {
+    fn to_data(&self) -> BTreeMap<String, String> {
+        [
+            ("policy", self.policy.clone()),
+            ("gpu-resource", self.gpu_resource.clone()),
+            ("node-selector", self.node_selector.clone()),
+            ("default-estimate-ms", self.default_estimate_ms.to_string()),
+            ("started", self.started.clone()),
+            ("ordo-version", self.ordo_version.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// Reads the settings from a ConfigMap's data; says which key is missing or bad.
+    pub fn from_data(data: &BTreeMap<String, String>) -> Result<Settings, String> {
+        let get = |k: &str| data.get(k).cloned().ok_or_else(|| format!("no `{k}` in its data"));
+        let est = get("default-estimate-ms")?;
+        Ok(Settings {
+            policy: get("policy")?,
+            gpu_resource: get("gpu-resource")?,
+            node_selector: data.get("node-selector").cloned().unwrap_or_default(),
+            default_estimate_ms: est
+                .parse()
+                .map_err(|_| format!("`default-estimate-ms`: expected milliseconds, found `{est}`"))?,
+            started: data.get("started").cloned().unwrap_or_default(),
+            ordo_version: data.get("ordo-version").cloned().unwrap_or_default(),
+        })
+    }
+}
+
+impl Kube {
+    /// Records `settings` in the ConfigMap [`settings_name`] of namespace `ns` (created, or
+    /// replaced when it exists).
+    pub async fn record_settings(&self, ns: &str, settings: &Settings) -> Result<(), KubeError> {
+        let name = settings_name(&self.scheduler_name);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let what = format!("record the scheduler's settings in ConfigMap {ns}/{name}");
+        let mut cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(ns.to_string()),
+                labels: Some([("app.kubernetes.io/name".to_string(), "ordo-scheduler".to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(settings.to_data()),
+            ..ConfigMap::default()
+        };
+        match api.create(&PostParams::default(), &cm).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let old = api.get(&name).await.map_err(api_err(what.clone()))?;
+                cm.metadata.resource_version = old.metadata.resource_version;
+                api.replace(&name, &PostParams::default(), &cm).await.map(|_| ()).map_err(api_err(what))
+            }
+            Err(e) => Err(api_err(what)(e)),
+        }
+    }
+
+    /// The settings the scheduler named as this client's recorded in namespace `ns`; `None`
+    /// when there is no such ConfigMap.
+    pub async fn read_settings(&self, ns: &str) -> Result<Option<Settings>, KubeError> {
+        let name = settings_name(&self.scheduler_name);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let Some(cm) = api.get_opt(&name).await.map_err(api_err(format!("read ConfigMap {ns}/{name}")))? else {
+            return Ok(None);
+        };
+        Settings::from_data(&cm.data.unwrap_or_default())
+            .map(Some)
+            .map_err(|e| KubeError::Settings(format!("ConfigMap {ns}/{name}: {e}")))
+    }
+}
+
 /// The pods the scheduler watches: those that have not ended (a pod that ends leaves the watch
 /// as a deletion), as kube-scheduler does.
 pub const ACTIVE_PODS: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+#[cfg(test)]
+mod tests {
+    use super::Settings;
+
+    #[test]
+    fn settings_read_back_from_their_configmap_data_and_name_a_bad_key() {
+        let s = Settings {
+            policy: "sjf+easy".into(),
+            gpu_resource: "nvidia.com/gpu".into(),
+            node_selector: "pool=a".into(),
+            default_estimate_ms: 3_600_000,
+            started: "2026-12-04T06:00:00Z".into(),
+            ordo_version: "0.1.0".into(),
+        };
+        let mut data = s.to_data();
+        assert_eq!(Settings::from_data(&data), Ok(s));
+        data.insert("default-estimate-ms".into(), "1h".into());
+        assert_eq!(
+            Settings::from_data(&data),
+            Err("`default-estimate-ms`: expected milliseconds, found `1h`".to_string())
+        );
+        data.remove("policy");
+        assert_eq!(Settings::from_data(&data), Err("no `policy` in its data".to_string()));
+    }
+}

@@ -60,6 +60,10 @@ pub struct Published {
     pub watch_errors: u64,
     /// Duration of the last pass's decision (the engine, not the API calls), microseconds.
     pub last_pass_us: u64,
+    /// This scheduler's pods waiting for a node after the last pass.
+    pub waiting_pods: u64,
+    /// This scheduler's pods bound and not ended after the last pass.
+    pub bound_pods: u64,
 }
 
 /// Runs the scheduler until `shutdown` completes. `publish`, if given, receives counters after
@@ -155,6 +159,7 @@ pub async fn run(
             );
         }
         published.stats = engine.stats();
+        (published.waiting_pods, published.bound_pods) = engine.pod_counts();
         if let Some(p) = &publish {
             let _ = p.send(published);
         }

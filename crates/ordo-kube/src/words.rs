@@ -136,7 +136,11 @@ pub fn waiting_text(
     };
     match r {
         Reason::Resources { .. } if pods > 1 && ask.gpus > cx.largest => {
-            tail(format!("{need}; {} open nodes are idle", cx.idle_nodes))
+            tail(format!(
+                "{need}; {} {} idle",
+                ordo_core::words::count(cx.idle_nodes, "open node"),
+                ordo_core::words::agree(cx.idle_nodes, "is", "are")
+            ))
         }
         Reason::Resources { .. } => tail(format!("{need}; the most free on any node is {}", cx.most_free)),
         // ordo-core's "no node has 4 free GPUs": say how far off the best node is.

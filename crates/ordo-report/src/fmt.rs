@@ -52,13 +52,7 @@ pub fn fixed(x: f64, decimals: usize) -> String {
     if !int.bytes().all(|b| b.is_ascii_digit()) {
         return s; // inf, NaN
     }
-    let mut out = String::with_capacity(s.len() + int.len() / 3);
-    for (i, ch) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
+    let out = ordo_core::words::group_digits(int);
     let sign = if out.bytes().all(|b| b == b'0' || b == b',') && frac.is_none_or(|f| f.bytes().all(|b| b == b'0')) {
         "" // no "-0"
     } else {

@@ -2,7 +2,8 @@
 //! headline (the baseline against the best policy that can run with what the trace tells, an
 //! oracle only as a bound), the offered load, and why utilisation changes (idle by cause).
 
-use crate::fmt::{gpu_hours, pct1, thousands};
+use crate::fmt::{dur, gpu_hours, pct1, thousands};
+use ordo_core::words::count;
 use ordo_sim::Metrics;
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +120,19 @@ impl AsRun {
     }
 }
 
+/// A measure on which the headline's policy does worse than the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Regression {
+    /// `p99_wait_s` or `fairness_users` (the keys of docs/METRICS.md).
+    pub measure: String,
+    /// The baseline's value.
+    pub baseline: f64,
+    /// The headline policy's value.
+    pub best: f64,
+    /// The regression in words, with both values as shown.
+    pub text: String,
+}
+
 /// The headline's choice of runs and its sentence.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Headline {
@@ -130,7 +144,13 @@ pub struct Headline {
     pub best: usize,
     /// Index of the oracle run with the lowest mean JCT, when it beats `best`: shown as a bound.
     pub bound: Option<usize>,
-    /// One sentence: what changes against the baseline, the measure named, the bound labelled.
+    /// Where `best` does worse than the baseline: its p99 wait or its fairness over users.
+    pub regressions: Vec<Regression>,
+    /// When `best` has a regression: the run with the lowest mean JCT among those that can run
+    /// with what the trace tells, beat the baseline's mean JCT and have no regression.
+    pub without_regression: Option<usize>,
+    /// What changes against the baseline, the measure named, any regression named with the
+    /// best policy without one, the bound labelled.
     pub text: String,
 }
 
@@ -141,6 +161,58 @@ pub fn pct_change(from: f64, to: f64) -> f64 {
     } else {
         100.0 * (to - from) / from
     }
+}
+
+/// A change from `from` to `to` as the headline words it: relative (`+20%`, `-81%`), unless
+/// `from` shows as zero (`shown` formats a value as the tables do), where a percentage would
+/// read as `-100%` or be undefined: then both values as shown (`0s -> 5.0m`), or `under X in
+/// both` when they show alike.
+pub fn change(from: f64, to: f64, shown: impl Fn(f64) -> String) -> String {
+    let (a, b) = (shown(from), shown(to));
+    if a != shown(0.0) {
+        return format!("{:+.0}%", pct_change(from, to));
+    }
+    if a == b {
+        format!("{a} in both")
+    } else {
+        format!("{a} -> {b}")
+    }
+}
+
+/// Fairness as the tables show it (two decimals).
+fn fair2(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+/// Where `x` does worse than `b` by more than the tables' rounding shows: a p99 wait longer by
+/// at least 1 s and 0.5%, a fairness over users lower at two decimals.
+pub fn regressions(b: &Metrics, x: &Metrics) -> Vec<Regression> {
+    let mut out = Vec::new();
+    let (bw, xw) = (b.p99_wait_s, x.p99_wait_s);
+    if xw - bw >= 1.0 && xw > bw * 1.005 {
+        out.push(Regression {
+            measure: "p99_wait_s".into(),
+            baseline: bw,
+            best: xw,
+            text: format!("{}'s p99 wait is longer than {}'s ({} -> {})", x.policy, name(b), dur(bw), dur(xw)),
+        });
+    }
+    let (bf, xf) = (b.fairness_users, x.fairness_users);
+    if (100.0 * xf).round() < (100.0 * bf).round() {
+        out.push(Regression {
+            measure: "fairness_users".into(),
+            baseline: bf,
+            best: xf,
+            text: format!(
+                "{}'s fairness over users is lower than {}'s ({} -> {}: some users' jobs are slowed down more than others')",
+                x.policy,
+                name(b),
+                fair2(bf),
+                fair2(xf)
+            ),
+        });
+    }
+    out
 }
 
 /// The name of the utilisation a result's headline figure is: over the arrival window, or over
@@ -164,9 +236,16 @@ pub fn headline(results: &[Metrics]) -> Headline {
             .filter(|&i| pred(&results[i]))
             .min_by(|&a, &b| results[a].mean_jct_s.total_cmp(&results[b].mean_jct_s).then(a.cmp(&b)))
     };
-    let best = lowest(&|m| !m.clairvoyant() && !as_run(m)).unwrap_or(base);
+    let deployable = |m: &Metrics| !m.clairvoyant() && !as_run(m);
+    let best = lowest(&deployable).unwrap_or(base);
     let bound = lowest(&|m| m.clairvoyant()).filter(|&o| results[o].mean_jct_s < results[best].mean_jct_s);
     let (b, x) = (&results[base], &results[best]);
+    let regs = if best == base { Vec::new() } else { regressions(b, x) };
+    let without_regression = if regs.is_empty() {
+        None
+    } else {
+        lowest(&|m| deployable(m) && m.mean_jct_s < b.mean_jct_s && regressions(b, m).is_empty())
+    };
     let measure = utilisation_measure(b);
     let mut text = if best == base {
         format!(
@@ -176,26 +255,48 @@ pub fn headline(results: &[Metrics]) -> Headline {
         )
     } else {
         format!(
-            "Same cluster, same jobs: {} instead of {}: {measure} {} -> {} ({:+.1} pp), mean JCT {:+.0}%, p99 wait {:+.0}%.",
+            "Same cluster, same jobs: {} instead of {}: {measure} {} -> {} ({:+.1} pp), mean JCT {}, p99 wait {}.",
             x.policy,
             name(b),
             pct1(b.headline_utilisation()),
             pct1(x.headline_utilisation()),
             100.0 * (x.headline_utilisation() - b.headline_utilisation()),
-            pct_change(b.mean_jct_s, x.mean_jct_s),
-            pct_change(b.p99_wait_s, x.p99_wait_s),
+            change(b.mean_jct_s, x.mean_jct_s, dur),
+            change(b.p99_wait_s, x.p99_wait_s, dur),
         )
     };
+    if !regs.is_empty() {
+        let what: Vec<&str> = regs.iter().map(|r| r.text.as_str()).collect();
+        text.push_str(&format!(" Regression: {}.", what.join("; ")));
+        match without_regression {
+            Some(i) => {
+                let y = &results[i];
+                text.push_str(&format!(
+                    " Best without a regression in p99 wait or fairness: {}: {measure} {}, mean JCT {}, p99 wait {}, fairness over users {} -> {}.",
+                    y.policy,
+                    pct1(y.headline_utilisation()),
+                    change(b.mean_jct_s, y.mean_jct_s, dur),
+                    change(b.p99_wait_s, y.p99_wait_s, dur),
+                    fair2(b.fairness_users),
+                    fair2(y.fairness_users),
+                ));
+            }
+            None => text.push_str(&format!(
+                " No policy compared that can run with what the trace tells lowers the mean JCT of {} without a regression in p99 wait or fairness.",
+                name(b)
+            )),
+        }
+    }
     if let Some(o) = bound {
         let o = &results[o];
         text.push_str(&format!(
-            " Bound, not deployable: {} reads every job's true run time (oracle): mean JCT {:+.0}%, {measure} {}.",
+            " Bound, not deployable: {} reads every job's true run time (oracle): mean JCT {}, {measure} {}.",
             o.policy,
-            pct_change(b.mean_jct_s, o.mean_jct_s),
+            change(b.mean_jct_s, o.mean_jct_s, dur),
             pct1(o.headline_utilisation())
         ));
     }
-    Headline { baseline: base, best, bound, text }
+    Headline { baseline: base, best, bound, regressions: regs, without_regression, text }
 }
 
 /// A run's name in sentences: the as-run row is "the schedule as it ran (as-run)".
@@ -255,10 +356,10 @@ pub fn load_of(offered: Option<f64>, work_gpu_hours: f64, gpus: u64) -> Load {
     match offered {
         Some(l) => {
             let text = format!(
-                "offered load {} of the cluster's capacity ({} GPU-hours of work / ({} GPUs x {} of arrivals))",
+                "offered load {} of the cluster's capacity ({} GPU-hours of work / ({} x {} of arrivals))",
                 pct1(l),
                 gpu_hours(m.total_gpu_hours),
-                thousands(m.gpus as f64),
+                count(m.gpus as usize, "GPU"),
                 crate::render::dur(m.total_gpu_hours * 3600.0 / (l * m.gpus.max(1) as f64))
             );
             let warning = if l > 1.0 {
@@ -280,9 +381,9 @@ pub fn load_of(offered: Option<f64>, work_gpu_hours: f64, gpus: u64) -> Load {
         None => Load {
             offered_load: None,
             text: format!(
-                "every job submitted at once: a backlog of {} of work for {} GPUs (no arrival window, so no offered load)",
+                "every job submitted at once: a backlog of {} of work for {} (no arrival window, so no offered load)",
                 crate::render::dur(m.total_gpu_hours * 3600.0 / m.gpus.max(1) as f64),
-                thousands(m.gpus as f64)
+                count(m.gpus as usize, "GPU")
             ),
             warning: None,
         },
@@ -391,5 +492,20 @@ pub fn why(results: &[Metrics], base: usize, best: usize) -> Why {
         gain_pp: gain,
         causes,
         lines,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::change;
+    use crate::fmt::dur;
+
+    #[test]
+    fn a_change_from_a_figure_that_shows_as_zero_is_no_percentage() {
+        assert_eq!(change(100.0, 120.0, dur), "+20%");
+        assert_eq!(change(100.0, 19.0, dur), "-81%");
+        // 0.4 s shows as 0s: "-100%" would be a rounding artefact.
+        assert_eq!(change(0.4, 0.0, dur), "0s in both");
+        assert_eq!(change(0.0, 300.0, dur), "0s -> 5.0m");
     }
 }

@@ -14,5 +14,5 @@ pub mod render;
 pub mod sections;
 pub mod series;
 
-pub use headline::{headline, AsRun, Headline, InputInfo, Load, Why};
+pub use headline::{headline, AsRun, Headline, InputInfo, Load, Regression, Why};
 pub use model::{equivalent_gpus, Equivalent, OwnerBy, Price, Report, ReportError, ReportOptions};

@@ -4,6 +4,7 @@
 use crate::equiv::{self, Probe};
 use crate::headline::{self, InputInfo};
 use crate::series::{self, Cdf, Series, SIZE_CLASSES};
+use ordo_core::words::count;
 use ordo_core::Workload;
 use ordo_sim::{simulate, Metrics, SimConfig, SimError, SimOutput};
 use serde::{Deserialize, Serialize};
@@ -84,6 +85,11 @@ pub struct ReportOptions {
     /// The schedule as run, when the input is an `ordo server`'s database (its row is among
     /// the outputs, named `as-run`).
     pub as_run: Option<crate::AsRun>,
+    /// When the report was made (RFC 3339, UTC), shown on every page; the caller reads the
+    /// clock (this crate does not).
+    pub generated_at: String,
+    /// The ordo version that made it.
+    pub ordo_version: String,
 }
 
 impl Default for ReportOptions {
@@ -96,6 +102,8 @@ impl Default for ReportOptions {
             cdf_points: 200,
             price: None,
             as_run: None,
+            generated_at: String::new(),
+            ordo_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
 }
@@ -153,17 +161,29 @@ pub struct Owners {
     pub by_policy: BTreeMap<String, BTreeMap<String, OwnerRow>>,
 }
 
-/// Idle capacity per 30-day month of one policy, in GPU-hours and (with a price) money.
+/// Idle capacity per 30-day month of one policy, in GPU-hours and (with a price) money, over
+/// the span of the headline's utilisation (the arrival window, else the makespan) scaled to
+/// 720 h. The idle capacity splits into what another order can change (idle while jobs waited)
+/// and what it cannot (idle with no job waiting, set by the load), plus restart overhead.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CostRow {
     /// (1 - utilisation) x GPUs x 720 h; utilisation as in the headline.
     pub idle_gpu_hours_per_month: f64,
-    /// Idle-while-waiting GPU-hours per hour of makespan, x 720 h.
+    /// Idle while jobs waited (head-of-line blocking and fragmentation): what the order changes.
     pub idle_wait_gpu_hours_per_month: f64,
+    /// Of that, head-of-line blocking (a waiting job fit the idle GPUs).
+    pub head_of_line_gpu_hours_per_month: f64,
+    /// Of that, fragmentation (no waiting job fit).
+    pub fragmentation_gpu_hours_per_month: f64,
+    /// Idle with no job waiting: set by the load; no order can use it.
+    pub idle_empty_gpu_hours_per_month: f64,
     /// `idle_gpu_hours_per_month` x price.
     pub idle_cost_per_month: Option<f64>,
     /// `idle_wait_gpu_hours_per_month` x price.
     pub idle_wait_cost_per_month: Option<f64>,
+    /// `idle_empty_gpu_hours_per_month` x price.
+    #[serde(default)]
+    pub idle_empty_cost_per_month: Option<f64>,
 }
 
 /// The cost section.
@@ -178,7 +198,19 @@ pub struct Cost {
     pub saving_gpu_hours_per_month: f64,
     /// The same in money, with a price.
     pub saving_per_month: Option<f64>,
+    /// The history the monthly figures are scaled from, days: the span of the baseline's
+    /// headline utilisation (the arrival window, else its makespan).
+    pub basis_days: f64,
+    /// That span in words (`the 7.0-day arrival window`).
+    pub basis: String,
+    /// Set when the history is shorter than [`SHORT_HISTORY_DAYS`]: a month extrapolated from
+    /// it may look quite different; the warning says so with the days.
+    pub short_history: Option<String>,
 }
+
+/// Below this many days of history the report warns that its monthly figures are extrapolated
+/// from a short history.
+pub const SHORT_HISTORY_DAYS: f64 = 7.0;
 
 /// The equivalent-GPU search's result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -205,6 +237,10 @@ pub struct Equivalent {
     pub probes: Vec<Probe>,
     /// The result in plain words.
     pub message: String,
+    /// What the added GPUs would cost per 30-day month at the report's price
+    /// (`extra_gpus` x 720 h x price); with a price and the target reached.
+    #[serde(default)]
+    pub cost_per_month: Option<f64>,
 }
 
 /// Everything a report shows.
@@ -212,6 +248,12 @@ pub struct Equivalent {
 pub struct Report {
     /// Title.
     pub title: String,
+    /// When the report was made (RFC 3339, UTC).
+    #[serde(default)]
+    pub generated_at: String,
+    /// The ordo version that made it.
+    #[serde(default)]
+    pub ordo_version: String,
     /// Where the jobs came from.
     pub input: InputInfo,
     /// Cluster, e.g. `64x8`.
@@ -229,6 +271,13 @@ pub struct Report {
     pub best: String,
     /// The oracle policy shown as a bound in the headline, if one beats `best`.
     pub bound: Option<String>,
+    /// Where `best` does worse than the baseline (p99 wait, fairness over users).
+    #[serde(default)]
+    pub regressions: Vec<crate::Regression>,
+    /// When `best` has a regression: the policy with the lowest mean JCT that can run, beats
+    /// the baseline and has none.
+    #[serde(default)]
+    pub best_without_regression: Option<String>,
     /// The headline, word for word as `ordo compare` prints it.
     pub headline: String,
     /// The offered load, word for word as `ordo compare` prints it.
@@ -293,8 +342,14 @@ impl Report {
         let policies: Vec<String> = results.iter().map(|m| m.policy.clone()).collect();
         let origin = w.jobs.iter().map(|j| j.submit).min().unwrap_or(0);
         let end = outs.iter().flat_map(|o| o.records.iter().map(|r| r.end)).max().unwrap_or(origin);
+        let mut equivalent_gpus = equivalent_gpus;
+        if let (Some(e), Some(p)) = (equivalent_gpus.as_mut(), opts.price.as_ref()) {
+            e.cost_per_month = e.extra_gpus.map(|g| g as f64 * MONTH_H * p.per_gpu_hour);
+        }
         let mut rep = Report {
             title: opts.title.clone(),
+            generated_at: opts.generated_at.clone(),
+            ordo_version: opts.ordo_version.clone(),
             input: input.clone(),
             cluster: first.metrics.cluster.clone(),
             gpus: first.metrics.gpus,
@@ -303,6 +358,8 @@ impl Report {
             baseline: policies[h.baseline].clone(),
             best: policies[h.best].clone(),
             bound: h.bound.map(|i| policies[i].clone()),
+            regressions: h.regressions,
+            best_without_regression: h.without_regression.map(|i| policies[i].clone()),
             headline: h.text,
             load: headline::load(&results[h.baseline]),
             bounds: headline::bounds_text(&results[h.baseline]),
@@ -455,22 +512,57 @@ fn cost(results: &[Metrics], base: usize, best: usize, price: Option<&Price>) ->
         .iter()
         .map(|m| {
             let idle = (1.0 - m.headline_utilisation()).max(0.0) * m.gpus as f64 * MONTH_H;
-            let mk_h = m.makespan_s / 3600.0;
-            let idle_wait = if mk_h > 0.0 { m.idle_while_waiting_gpu_hours / mk_h * MONTH_H } else { 0.0 };
+            // Over the same span as the utilisation, so that the parts add up to the whole.
+            let c = m.headline_idle_causes();
+            let per_month = |gpu_h: f64| if c.span_h > 0.0 { gpu_h / c.span_h * MONTH_H } else { 0.0 };
+            let (hol, frag) = (per_month(c.head_of_line_gpu_hours), per_month(c.fragmentation_gpu_hours));
+            let empty = per_month(c.empty_queue_gpu_hours);
+            let money = |x: f64| price.map(|p| x * p.per_gpu_hour);
             CostRow {
                 idle_gpu_hours_per_month: idle,
-                idle_wait_gpu_hours_per_month: idle_wait,
-                idle_cost_per_month: price.map(|p| idle * p.per_gpu_hour),
-                idle_wait_cost_per_month: price.map(|p| idle_wait * p.per_gpu_hour),
+                idle_wait_gpu_hours_per_month: hol + frag,
+                head_of_line_gpu_hours_per_month: hol,
+                fragmentation_gpu_hours_per_month: frag,
+                idle_empty_gpu_hours_per_month: empty,
+                idle_cost_per_month: money(idle),
+                idle_wait_cost_per_month: money(hol + frag),
+                idle_empty_cost_per_month: money(empty),
             }
         })
         .collect();
     let saving = rows[base].idle_wait_gpu_hours_per_month - rows[best].idle_wait_gpu_hours_per_month;
+    let b = &results[base];
+    let basis_days = b.headline_idle_causes().span_h / 24.0;
+    let span = if b.utilization_window.is_some() {
+        "arrival window (first to last submit)".to_string()
+    } else {
+        format!("makespan of {} (every job was submitted at once)", headline::name(b))
+    };
+    let basis = format!("{} of history, the {span}", days(basis_days));
+    // On the days as shown (one decimal): 6.98 days read as 7.0 are not warned about.
+    let short_history = ((10.0 * basis_days).round() / 10.0 < SHORT_HISTORY_DAYS).then(|| {
+        format!(
+            "the figures per month are extrapolated from only {}: a month of this cluster may look quite different. Give a longer history (e.g. `ordo slurm import --since now-30days`) before quoting them.",
+            days(basis_days)
+        )
+    });
     Cost {
         price: price.cloned(),
         saving_gpu_hours_per_month: saving,
         saving_per_month: price.map(|p| saving * p.per_gpu_hour),
         per_policy: results.iter().map(|m| m.policy.clone()).zip(rows).collect(),
+        basis_days,
+        basis,
+        short_history,
+    }
+}
+
+/// A span of days in words: `1.1 days`, `0.5 days`, `30 days` (one decimal below ten days).
+pub fn days(d: f64) -> String {
+    if d >= 10.0 {
+        format!("{d:.0} days")
+    } else {
+        format!("{d:.1} days")
     }
 }
 
@@ -503,6 +595,7 @@ pub fn equivalent_gpus(
         reached: true,
         probes: Vec::new(),
         message: String::new(),
+        cost_per_month: None,
     };
     if baseline_mean_jct_s <= target_mean_jct_s || baseline == best {
         e.message = format!("none needed: {baseline} already has the lowest mean JCT of the policies compared.");
@@ -527,7 +620,10 @@ pub fn equivalent_gpus(
             e.extra_nodes = Some(k);
             e.extra_gpus = Some(g);
             e.message = format!(
-                "{baseline} would need {k} more node(s) of {node_gpus} GPUs ({g} more GPUs, {:.0}% more) to bring its mean JCT down to {best}'s {:.1} h on the original cluster.",
+                "{baseline} would need {} of {} ({}, {:.0}% more) to bring its mean JCT down to {best}'s {:.1} h on the original cluster.",
+                count(k as usize, "more node"),
+                count(node_gpus as usize, "GPU"),
+                count(g as usize, "more GPU"),
                 100.0 * k as f64 / base_nodes.max(1) as f64,
                 target_mean_jct_s / 3600.0,
             );
@@ -535,7 +631,9 @@ pub fn equivalent_gpus(
         None => {
             e.reached = false;
             e.message = format!(
-                "not reached: even with {cap} more nodes of {node_gpus} GPUs ({}x the cluster) {baseline}'s mean JCT stays above {best}'s {:.1} h; the order matters more than any number of GPUs the search tried.",
+                "not reached: even with {} of {} ({}x the cluster) {baseline}'s mean JCT stays above {best}'s {:.1} h; the order matters more than any number of GPUs the search tried.",
+                count(cap as usize, "more node"),
+                count(node_gpus as usize, "GPU"),
                 cap_factor.max(2),
                 target_mean_jct_s / 3600.0,
             );

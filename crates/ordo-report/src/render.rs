@@ -4,8 +4,9 @@
 use crate::chart;
 use crate::fmt::thousands;
 use crate::model::Report;
-use crate::sections::{equivalent_line, overview, saving_line, LegendEntry};
+use crate::sections::{overview, worth_lines, LegendEntry};
 pub use crate::sections::{sections, Cell, Section, Table};
+use ordo_core::words::count;
 use std::fmt::Write as _;
 
 /// docs/METRICS.md, the definitions every report carries.
@@ -47,17 +48,28 @@ pub(crate) fn table_html(t: &Table) -> String {
     s
 }
 
+/// Which ordo made the report, and when: on every page (HTML top and bottom, Markdown top,
+/// JSON `ordo_version` and `generated_at`).
+pub fn made_line(r: &Report) -> String {
+    let mut s = format!("Made by ordo {}", r.ordo_version);
+    if !r.generated_at.is_empty() {
+        s.push_str(&format!(" on {}", r.generated_at));
+    }
+    s.push('.');
+    s
+}
+
 /// The "input" lines: where the jobs came from and the cluster.
 fn input_lines(r: &Report) -> Vec<String> {
     let i = &r.input;
-    let mut v = vec![format!("Input: {} ({}), {} jobs.", i.source, i.format, thousands(i.jobs as f64))];
+    let mut v = vec![format!("Input: {} ({}), {}.", i.source, i.format, count(i.jobs, "job"))];
     if let (Some(a), Some(b)) = (i.from_day, i.to_day) {
         v.push(format!("Window: days {a} to {b} of the trace."));
     }
     if i.dropped_zero_duration + i.dropped_outside_window > 0 {
         v.push(format!(
-            "{} rows read; dropped {} with duration 0 and {} outside the window.",
-            thousands(i.rows as f64),
+            "{} read; dropped {} with duration 0 and {} outside the window.",
+            count(i.rows, "row"),
             thousands(i.dropped_zero_duration as f64),
             thousands(i.dropped_outside_window as f64)
         ));
@@ -66,9 +78,9 @@ fn input_lines(r: &Report) -> Vec<String> {
         v.push(format!("Run-time estimates: {e}."));
     }
     v.push(format!(
-        "Cluster: {} ({} GPUs), {} placement ({}); policies: {}.",
+        "Cluster: {} ({}), {} placement ({}); policies: {}.",
         r.cluster,
-        thousands(r.gpus as f64),
+        count(r.gpus as usize, "GPU"),
         r.placement,
         i.cluster_from,
         r.policies.join(", ")
@@ -131,10 +143,14 @@ pub fn html(r: &Report) -> Result<String, String> {
         esc(&r.title),
         esc(&r.title)
     );
+    let _ = write!(s, "<p class=\"meta\" id=\"made\">{}</p>", esc(&made_line(r)));
     let _ = write!(s, "<p class=\"headline\" id=\"headline\">{}</p>", esc(&r.headline));
-    // What it is worth first: money and equivalent GPUs.
-    for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
+    // What it is worth first: equivalent GPUs, money, and apart what no order changes.
+    for line in worth_lines(r) {
         s.push_str(&cells_html(&line, "<p class=\"worth\">", "span", "</p>"));
+    }
+    if let Some(w) = &r.cost.short_history {
+        let _ = write!(s, "<p class=\"warning\" id=\"short-history\">Warning: {}</p>", esc(w));
     }
     for (i, l) in r.as_run.iter().flat_map(|a| &a.lines).enumerate() {
         let _ = write!(s, "<p class=\"worth\" id=\"as-run-{i}\">As run: {}</p>", esc(l));
@@ -171,7 +187,7 @@ pub fn html(r: &Report) -> Result<String, String> {
     let defs = definitions_md();
     let parser = pulldown_cmark::Parser::new_ext(&defs, pulldown_cmark::Options::ENABLE_TABLES);
     pulldown_cmark::html::push_html(&mut s, parser);
-    s.push_str("<p class=\"meta\">Made by ordo report.</p></div>\n</body></html>\n");
+    let _ = write!(s, "<p class=\"meta\">{}</p></div>\n</body></html>\n", esc(&made_line(r)));
     Ok(s)
 }
 
@@ -207,9 +223,12 @@ pub(crate) fn table_md(t: &Table) -> String {
 /// definitions of docs/METRICS.md with its headings moved two levels down.
 pub fn markdown(r: &Report) -> Result<String, String> {
     let secs = sections(r)?;
-    let mut s = format!("# {}\n\n**{}**\n\n", r.title, r.headline);
-    for line in saving_line(r).into_iter().chain(equivalent_line(r)) {
+    let mut s = format!("# {}\n\n_{}_\n\n**{}**\n\n", r.title, made_line(r), r.headline);
+    for line in worth_lines(r) {
         let _ = writeln!(s, "{}\n", line.iter().map(|c| c.text.as_str()).collect::<String>());
+    }
+    if let Some(w) = &r.cost.short_history {
+        let _ = writeln!(s, "**Warning:** {w}\n");
     }
     for l in r.as_run.iter().flat_map(|a| &a.lines) {
         let _ = writeln!(s, "**As run:** {l}\n");

@@ -4,6 +4,7 @@
 use crate::chart::{self, Axes, Line};
 use crate::fmt::{dur, fixed, gpu_hours, pct1, thousands};
 use crate::model::{OwnerBy, Report};
+use ordo_core::words::count;
 
 /// One table cell: its text and, for a number, the JSON path of the value it shows.
 #[derive(Debug, Clone)]
@@ -196,9 +197,9 @@ pub fn sections(r: &Report) -> Result<Vec<Section>, String> {
         id: "allocated",
         title: "Allocated GPUs over time".into(),
         intro: format!(
-            "GPUs held by running jobs, averaged over {} equal intervals from the first submit to the last end of any policy, out of {} GPUs. The mean is over each policy's own makespan (its utilisation over the makespan times the GPUs).",
+            "GPUs held by running jobs, averaged over {} equal intervals from the first submit to the last end of any policy, out of {}. The mean is over each policy's own makespan (its utilisation over the makespan times the GPUs).",
             r.allocated_gpus.values().next().map_or(0, |s| s.t_h.len()),
-            thousands(r.gpus as f64)
+            count(r.gpus as usize, "GPU")
         ),
         svg: chart::line_chart(&over_time(&r.allocated_gpus), &axes)?,
         legend: policy_legend(r),
@@ -279,7 +280,7 @@ pub fn sections(r: &Report) -> Result<Vec<Section>, String> {
     let cats: Vec<String> = r
         .size_classes
         .iter()
-        .map(|(k, l)| format!("{l} ({} jobs)", thousands(first.get(k).map_or(0, |x| x.jobs) as f64)))
+        .map(|(k, l)| format!("{l} ({})", count(first.get(k).map_or(0, |x| x.jobs), "job")))
         .collect();
     let bars =
         policy_bars(r, |n| r.size_classes.iter().map(|(k, _)| r.wait_by_size[n][k].mean_wait_s / 3600.0).collect());
@@ -416,6 +417,18 @@ fn owners_section(r: &Report) -> Result<Section, String> {
     })
 }
 
+/// The price in words: `at 2.10 EUR per GPU-hour`.
+fn at_price(p: &crate::model::Price) -> String {
+    format!("at {:.2} {} per GPU-hour", p.per_gpu_hour, p.currency)
+}
+
+/// What another order is worth, in sentences a manager can forward, each number keyed: the
+/// equivalent GPUs (in money with a price), the idle capacity the order wins back, and apart
+/// from it the idle capacity no order can change.
+pub fn worth_lines(r: &Report) -> Vec<Vec<Cell>> {
+    equivalent_line(r).into_iter().chain(saving_line(r)).chain(load_idle_line(r)).collect()
+}
+
 /// What the best policy saves against the baseline, in words with keyed numbers: the
 /// idle-while-waiting GPU-hours (and money) per month; `None` when the baseline is the best.
 pub fn saving_line(r: &Report) -> Option<Vec<Cell>> {
@@ -424,7 +437,7 @@ pub fn saving_line(r: &Report) -> Option<Vec<Cell>> {
     }
     let c = &r.cost;
     let saving = c.saving_gpu_hours_per_month;
-    let mut line = vec![Cell::text(format!("{} instead of {} leaves ", r.best, r.baseline))];
+    let mut line = vec![Cell::text(format!("Busy GPUs: {} instead of {} leaves ", r.best, r.baseline))];
     if saving >= 0.0 {
         line.push(f("cost.saving_gpu_hours_per_month".into(), saving, 0));
         line.push(Cell::text(" fewer GPU-hours per month idle while jobs wait"));
@@ -438,32 +451,68 @@ pub fn saving_line(r: &Report) -> Option<Vec<Cell>> {
         (Some(pr), Some(s)) if s >= 0.0 => {
             line.push(Cell::text(format!(", worth {} ", pr.currency)));
             line.push(f("cost.saving_per_month".into(), s, 0));
-            line.push(Cell::text(format!(" per month at {:.2} {} per GPU-hour.", pr.per_gpu_hour, pr.currency)));
+            line.push(Cell::text(format!(" per month {}", at_price(pr))));
         }
         (Some(pr), Some(s)) => {
-            line.push(Cell::text(format!(
-                ", costing {} {} per month at {:.2} {} per GPU-hour.",
-                pr.currency,
-                thousands(-s),
-                pr.per_gpu_hour,
-                pr.currency
-            )));
+            line.push(Cell::text(format!(", costing {} {} per month {}", pr.currency, thousands(-s), at_price(pr))));
         }
-        _ => line.push(Cell::text(
-            ". To see it in money, give a price: `--gpu-hour-price 2.10 --currency EUR` (any three-letter currency code).",
-        )),
+        _ => {}
+    }
+    line.push(Cell::text(format!(" (per 30-day month, scaled from {}).", c.basis)));
+    if r.equivalent_gpus.as_ref().is_some_and(|e| e.extra_gpus.is_some()) {
+        line.push(Cell::text(
+            " This counts only the GPU-hours the order puts to work; what it does for completion times is what the equivalent GPUs above measure.",
+        ));
+    }
+    if c.price.is_none() {
+        line.push(Cell::text(
+            " To see it in money, give a price: `--gpu-hour-price 2.10 --currency EUR` (any three-letter currency code).",
+        ));
     }
     Some(line)
 }
 
-/// The equivalent-GPU result in words, with the GPUs keyed; `None` when not asked for.
+/// The idle capacity no order can change (no job waiting), apart from what the order changes.
+pub fn load_idle_line(r: &Report) -> Option<Vec<Cell>> {
+    let b = &r.baseline;
+    let row = r.cost.per_policy.get(b)?;
+    let mut line = vec![Cell::text(format!("Not the order's to change: under {b}, "))];
+    line.push(f(format!("cost.per_policy.{b}.idle_empty_gpu_hours_per_month"), row.idle_empty_gpu_hours_per_month, 0));
+    line.push(Cell::text(" GPU-hours per month"));
+    if let (Some(pr), Some(m)) = (&r.cost.price, row.idle_empty_cost_per_month) {
+        line.push(Cell::text(format!(" ({} ", pr.currency)));
+        line.push(f(format!("cost.per_policy.{b}.idle_empty_cost_per_month"), m, 0));
+        line.push(Cell::text(")"));
+    }
+    line.push(Cell::text(
+        " sit idle with no job waiting: the load leaves them idle, and no order can put them to work.",
+    ));
+    Some(line)
+}
+
+/// The equivalent-GPU result in words, with the GPUs keyed (and in money per month with a
+/// price); `None` when not asked for.
 pub fn equivalent_line(r: &Report) -> Option<Vec<Cell>> {
     let e = r.equivalent_gpus.as_ref()?;
     let mut line = vec![Cell::text(e.message.clone())];
     if let Some(g) = e.extra_gpus {
         line.push(Cell::text(" Equivalent GPUs: "));
         line.push(f("equivalent_gpus.extra_gpus".into(), g as f64, 0));
-        line.push(Cell::text("."));
+        match (&r.cost.price, e.cost_per_month) {
+            (Some(pr), Some(m)) => {
+                line.push(Cell::text(format!(", worth {} ", pr.currency)));
+                line.push(f("equivalent_gpus.cost_per_month".into(), m, 0));
+                line.push(Cell::text(format!(
+                    " per month {}: what {} GPUs would cost to give {} {}'s completion times (found on {} of history).",
+                    at_price(pr),
+                    thousands(g as f64),
+                    e.baseline,
+                    e.best,
+                    crate::model::days(r.cost.basis_days)
+                )));
+            }
+            _ => line.push(Cell::text(format!(" (found on {} of history).", crate::model::days(r.cost.basis_days)))),
+        }
     }
     Some(line)
 }
@@ -475,45 +524,55 @@ fn cost_section(r: &Report) -> Result<Section, String> {
         Some(pr) => (format!("{} per 30-day month", pr.currency), true),
         None => ("GPU-hours per 30-day month".to_string(), false),
     };
-    let cats = vec![
-        "all idle capacity (mostly the trace's load)".to_string(),
-        "idle while jobs waited (what the order changes)".to_string(),
-    ];
+    // Only what the order changes is drawn: idle capacity with no job waiting (set by the
+    // load) would dwarf it; it is in the table and the note below.
+    let cats = vec!["idle: head-of-line blocking".to_string(), "idle: fragmentation".to_string()];
+    let price = c.price.as_ref().map_or(1.0, |pr| pr.per_gpu_hour);
     let bars = policy_bars(r, |n| {
         let row = &c.per_policy[n];
-        if money {
-            vec![row.idle_cost_per_month.unwrap_or(0.0), row.idle_wait_cost_per_month.unwrap_or(0.0)]
-        } else {
-            vec![row.idle_gpu_hours_per_month, row.idle_wait_gpu_hours_per_month]
-        }
+        let k = if money { price } else { 1.0 };
+        vec![row.head_of_line_gpu_hours_per_month * k, row.fragmentation_gpu_hours_per_month * k]
     });
     let axes = Axes { x: "", y: &unit, x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
-    let mut head =
-        vec!["policy".to_string(), "idle GPU-h / month".to_string(), "idle while waiting GPU-h / month".to_string()];
+    let mut head = heads(&[
+        "policy",
+        "idle while jobs waited GPU-h / month (the order)",
+        "of which head-of-line blocking",
+        "of which fragmentation",
+        "idle, no job waiting GPU-h / month (the load)",
+        "idle GPU-h / month in all",
+    ]);
     if let Some(pr) = &c.price {
-        head.push(format!("idle {} / month", pr.currency));
-        head.push(format!("idle while waiting {} / month", pr.currency));
+        head.push(format!("idle while jobs waited {} / month", pr.currency));
+        head.push(format!("idle, no job waiting {} / month", pr.currency));
     }
     let t = per_policy(p, head, |n| {
         let row = &c.per_policy[n];
+        let key = |k: &str| format!("cost.per_policy.{n}.{k}");
         let mut cells = vec![
-            f(format!("cost.per_policy.{n}.idle_gpu_hours_per_month"), row.idle_gpu_hours_per_month, 0),
-            f(format!("cost.per_policy.{n}.idle_wait_gpu_hours_per_month"), row.idle_wait_gpu_hours_per_month, 0),
+            f(key("idle_wait_gpu_hours_per_month"), row.idle_wait_gpu_hours_per_month, 0),
+            f(key("head_of_line_gpu_hours_per_month"), row.head_of_line_gpu_hours_per_month, 0),
+            f(key("fragmentation_gpu_hours_per_month"), row.fragmentation_gpu_hours_per_month, 0),
+            f(key("idle_empty_gpu_hours_per_month"), row.idle_empty_gpu_hours_per_month, 0),
+            f(key("idle_gpu_hours_per_month"), row.idle_gpu_hours_per_month, 0),
         ];
-        if let (Some(a), Some(b)) = (row.idle_cost_per_month, row.idle_wait_cost_per_month) {
-            cells.push(f(format!("cost.per_policy.{n}.idle_cost_per_month"), a, 0));
-            cells.push(f(format!("cost.per_policy.{n}.idle_wait_cost_per_month"), b, 0));
+        if let (Some(a), Some(b)) = (row.idle_wait_cost_per_month, row.idle_empty_cost_per_month) {
+            cells.push(f(key("idle_wait_cost_per_month"), a, 0));
+            cells.push(f(key("idle_empty_cost_per_month"), b, 0));
         }
         cells
     });
     Ok(Section {
         id: "cost",
         title: "What idle capacity costs".into(),
-        intro: "Per 30-day month: all idle capacity, (1 - utilisation) x GPUs x 720 h (utilisation as in the headline), which the trace's load sets far more than the order; and the GPU-hours idle while jobs waited, scaled from the run's makespan to 720 h, which is what another order can win back.".into(),
+        intro: format!(
+            "Per 30-day month, scaled from {}: GPU-hours idle while jobs waited, by cause (head-of-line blocking, fragmentation), which is what another order can win back, drawn in the chart; and apart from them, GPU-hours idle with no job waiting, which the load sets and no order can use (table only). Together, with restart overhead, they are (1 - utilisation) x GPUs x 720 h, utilisation as in the headline.",
+            c.basis
+        ),
         svg: chart::bar_chart(&cats, &bars, &axes)?,
         legend: policy_legend(r),
         table: t,
-        notes: saving_line(r).into_iter().collect(),
+        notes: saving_line(r).into_iter().chain(load_idle_line(r)).collect(),
     })
 }
 
@@ -549,8 +608,11 @@ fn equivalent_section(r: &Report) -> Result<Option<Section>, String> {
         id: "equivalent",
         title: "Equivalent GPUs".into(),
         intro: format!(
-            "How many GPUs {} would need added (nodes like the cluster's most common one, {} GPUs each) to match {}'s mean JCT, found by simulating larger clusters: doubling, then a search between the last size that fell short and the first that reached it (at most {} more nodes).",
-            e.baseline, e.node_gpus, e.best, thousands(e.cap_extra_nodes as f64)
+            "How many GPUs {} would need added (nodes like the cluster's most common one, {} each) to match {}'s mean JCT, found by simulating larger clusters: doubling, then a search between the last size that fell short and the first that reached it (at most {}).",
+            e.baseline,
+            count(e.node_gpus as usize, "GPU"),
+            e.best,
+            count(e.cap_extra_nodes as usize, "more node")
         ),
         svg: chart::line_chart(&lines, &axes)?,
         legend,

@@ -11,6 +11,7 @@
 use crate::job::{JobState, SlurmJob, SlurmNode};
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::time::Time;
+use ordo_core::words::count;
 use ordo_core::{Allocation, ClusterSpec, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -354,21 +355,26 @@ fn plan_partition(
                     Some(a) => {
                         warnings.push(if node == u32::MAX {
                             format!(
-                                "running job {} ({g} GPUs on {:?}) not on the cluster's nodes; counted where there was room",
-                                j.id, j.alloc
+                                "running job {} ({} on {:?}) not on the cluster's nodes; counted where there was room",
+                                j.id,
+                                count(*g as usize, "GPU"),
+                                j.alloc
                             )
                         } else {
                             format!(
-                                "running job {} ({g} GPUs, {cpus} CPUs on {name}) does not fit there in ordo's model; counted where there was room",
-                                j.id
+                                "running job {} ({}, {} on {name}) does not fit there in ordo's model; counted where there was room",
+                                j.id,
+                                count(*g as usize, "GPU"),
+                                count(cpus as usize, "CPU")
                             )
                         });
                         a
                     }
                     None => {
                         warnings.push(format!(
-                            "running job {} ({g} GPUs on {name}) does not fit what is free; not counted",
-                            j.id
+                            "running job {} ({} on {name}) does not fit what is free; not counted",
+                            j.id,
+                            count(*g as usize, "GPU")
                         ));
                         continue;
                     }
@@ -412,7 +418,10 @@ fn plan_partition(
                     record_of.insert(id.0, i);
                 }
                 Err(SubmitError::NeverFits { gpus, total, .. }) => {
-                    never_fits.push((i, format!("asks for {gpus} GPUs; the nodes planned for have {total}")));
+                    never_fits.push((
+                        i,
+                        format!("asks for {}; the nodes planned for have {total}", count(gpus as usize, "GPU")),
+                    ));
                     break;
                 }
                 Err(e) => {
@@ -442,9 +451,10 @@ fn plan_partition(
     for (id, r) in &plan.waiting {
         let Some(&i) = record_of.get(&id.0) else { continue };
         let (text, at) = match r {
-            Reason::Resources { need, free } => {
-                (format!("first in line; waits for resources (needs {need} GPUs, {free} free)"), Time::MIN)
-            }
+            Reason::Resources { need, free } => (
+                format!("first in line; waits for resources (needs {}, {free} free)", count(*need as usize, "GPU")),
+                Time::MIN,
+            ),
             Reason::NodeFit { why, .. } => (format!("first in line; waits for resources ({why})"), Time::MIN),
             Reason::Priority { behind } => {
                 (format!("waits behind job {} (strict order)", slurm_id(*behind)), Time::MIN)
@@ -454,7 +464,9 @@ fn plan_partition(
                 Time::MIN,
             ),
             Reason::Reservation { start } => (format!("reserved to start at {}", start / 1000), *start),
-            Reason::Outranked { need } => (format!("outranked (needs {need} GPUs held by jobs ahead)"), Time::MIN),
+            Reason::Outranked { need } => {
+                (format!("outranked (needs {} held by jobs ahead)", count(*need as usize, "GPU")), Time::MIN)
+            }
             Reason::Quota { holds, limit, .. } => (format!("at a quota ({holds} of {limit} held)"), Time::MIN),
         };
         waiting.push((i, text, at));

@@ -130,7 +130,7 @@ impl SlurmRest {
         let mut r = self.reads();
         r.cache.replace_all(&jobs);
         r.last_full = Some(Instant::now());
-        r.note = Some(format!("full read, {} records", jobs.len()));
+        r.note = Some(format!("full read, {}", ordo_core::words::count(jobs.len(), "record")));
         Ok(jobs)
     }
 
@@ -191,7 +191,11 @@ impl SlurmRest {
         }
         let mut r = self.reads();
         let jobs = r.cache.merge(&states, fetched);
-        r.note = Some(format!("states of {} jobs, {} records fetched", states.len(), want.len()));
+        r.note = Some(format!(
+            "states of {}, {} fetched",
+            ordo_core::words::count(states.len(), "job"),
+            ordo_core::words::count(want.len(), "record")
+        ));
         Ok(Some(jobs))
     }
 

@@ -4,6 +4,7 @@
 use crate::timefmt::format_datetime;
 use crate::LoadedTrace;
 use ordo_core::time::{to_secs_f64, Time};
+use ordo_core::words::{agree, count};
 use ordo_core::ClusterSpec;
 use serde::Serialize;
 use std::fmt::Write;
@@ -173,7 +174,7 @@ impl TraceStats {
     pub fn render(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "trace:    {} ({})", self.source, self.format);
-        let _ = writeln!(s, "rows:     {} read, {} jobs kept", self.rows, self.jobs);
+        let _ = writeln!(s, "rows:     {} read, {} kept", self.rows, count(self.jobs, "job"));
         for (why, n) in &self.dropped {
             let _ = writeln!(s, "          dropped {n}: {why}");
         }
@@ -181,7 +182,7 @@ impl TraceStats {
             let _ = writeln!(s, "          repaired {n}: {why}");
         }
         if self.skipped_steps > 0 {
-            let _ = writeln!(s, "          skipped {} Slurm job steps (not jobs)", self.skipped_steps);
+            let _ = writeln!(s, "          skipped {} (not jobs)", count(self.skipped_steps, "Slurm job step"));
         }
         for r in &self.bad_reasons {
             let _ = writeln!(s, "          bad row: {r}");
@@ -193,20 +194,33 @@ impl TraceStats {
         }
         let _ = writeln!(
             s,
-            "work:     {:.1} GPU-hours; {} of {} jobs carry an estimate",
-            self.gpu_hours, self.with_estimate, self.jobs
+            "work:     {:.1} GPU-hours; {} of {} {} an estimate",
+            self.gpu_hours,
+            self.with_estimate,
+            count(self.jobs, "job"),
+            agree(self.with_estimate, "carries", "carry")
         );
         if let Some((c, g)) = &self.cluster {
             match self.load {
                 Some(l) => {
-                    let _ = writeln!(s, "load:     {:.1}% of cluster {c} ({g} GPUs) over the span", l * 100.0);
+                    let _ = writeln!(
+                        s,
+                        "load:     {:.1}% of cluster {c} ({}) over the span",
+                        l * 100.0,
+                        count(*g as usize, "GPU")
+                    );
                 }
                 None => {
-                    let _ = writeln!(s, "load:     - (span is 0) on cluster {c} ({g} GPUs)");
+                    let _ = writeln!(s, "load:     - (span is 0) on cluster {c} ({})", count(*g as usize, "GPU"));
                 }
             }
             if let Some(n) = self.larger_than_cluster.filter(|&n| n > 0) {
-                let _ = writeln!(s, "          {n} jobs ask for more GPUs than the cluster has");
+                let _ = writeln!(
+                    s,
+                    "          {} {} for more GPUs than the cluster has",
+                    count(n, "job"),
+                    agree(n, "asks", "ask")
+                );
             }
         }
         let _ = writeln!(s, "\nGPUs per job:");

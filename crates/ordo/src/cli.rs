@@ -128,6 +128,16 @@ pub struct InputArgs {
     quotas: Option<PathBuf>,
 }
 
+/// `s` quoted for a POSIX shell when it holds anything but plain path characters (for the
+/// commands ordo suggests).
+pub(crate) fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+,:=@%".contains(&b)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 pub(crate) fn parse_duration_arg(s: &str) -> Result<ordo_core::Time, String> {
     ordo_core::policy::parse_duration(s).ok_or_else(|| format!("`{s}`: expected a duration such as 30s, 5m, 1h"))
 }
@@ -389,9 +399,10 @@ fn trace_as_run_row(
 ) -> Result<Option<(SimOutput, ordo_report::AsRun)>> {
     let why_not = match ordo_sim::asrun::runs_from_starts(w) {
         Err(without) => Err(format!(
-            "{} of {} jobs carry no start time (the trace's `start_time` column), so what ran is not known for all of them",
+            "{} of {} {} no start time (the trace's `start_time` column), so what ran is not known for all of them",
             output::thousands(without as f64),
-            output::thousands(w.jobs.len() as f64)
+            output::count(w.jobs.len(), "job"),
+            ordo_core::words::agree(without, "carries", "carry")
         )),
         Ok(runs) => match ordo_sim::asrun::misfit(w, cluster, placement, &runs) {
             Some(why) => Err(format!(

@@ -4,6 +4,7 @@
 mod batch_cmd;
 mod cli;
 mod kube_cmd;
+mod ops_http;
 mod output;
 mod progress;
 mod report_cmd;

@@ -29,7 +29,12 @@ pub struct Comparison {
     pub best: String,
     /// The oracle policy shown as a bound, if one beats `best`.
     pub bound: Option<String>,
-    /// One sentence: what changes against the baseline.
+    /// Where `best` does worse than the baseline (p99 wait, fairness over users).
+    pub regressions: Vec<ordo_report::Regression>,
+    /// When `best` has a regression: the policy with the lowest mean JCT that can run, beats
+    /// the baseline and has none.
+    pub best_without_regression: Option<String>,
+    /// What changes against the baseline, any regression named.
     pub headline: String,
     /// The offered load and, above 100% or below 30%, a warning.
     pub load: ordo_report::Load,
@@ -43,13 +48,7 @@ pub struct Comparison {
 }
 
 /// `n` and the noun, plural unless `n` is 1 (`1 job`, `3 jobs`).
-pub fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{} {noun}s", thousands(n as f64))
-    }
-}
+pub use ordo_core::words::count;
 
 impl Comparison {
     /// Builds the comparison; the baseline is the first `fifo` run, or else the first run.
@@ -78,6 +77,8 @@ impl Comparison {
             baseline: b.policy.clone(),
             best: x.policy.clone(),
             bound: h.bound.map(|i| results[i].policy.clone()),
+            best_without_regression: h.without_regression.map(|i| results[i].policy.clone()),
+            regressions: h.regressions,
             load: ordo_report::headline::load(b),
             bounds: ordo_report::headline::bounds_text(b),
             why: ordo_report::headline::why(&results, h.baseline, h.best),
@@ -98,8 +99,8 @@ impl Comparison {
         if i.dropped_zero_duration + i.dropped_outside_window > 0 {
             let _ = writeln!(
                 s,
-                "         {} rows read; dropped {} with duration 0 and {} outside the day window",
-                thousands(i.rows as f64),
+                "         {} read; dropped {} with duration 0 and {} outside the day window",
+                count(i.rows, "row"),
                 thousands(i.dropped_zero_duration as f64),
                 thousands(i.dropped_outside_window as f64)
             );
@@ -110,9 +111,9 @@ impl Comparison {
         if let Some(m) = m0 {
             let _ = writeln!(
                 s,
-                "cluster: {} ({} GPUs), {} placement; {}",
+                "cluster: {} ({}), {} placement; {}",
                 m.cluster,
-                thousands(m.gpus as f64),
+                count(m.gpus as usize, "GPU"),
                 m.placement,
                 i.cluster_from
             );
@@ -358,7 +359,7 @@ impl Bench {
                 ]
             })
             .collect();
-        let mut s = format!("input: {} ({} jobs)\n\n", self.input.source, self.input.jobs);
+        let mut s = format!("input: {} ({})\n\n", self.input.source, count(self.input.jobs, "job"));
         s.push_str(&table(
             &["policy", "jobs", "runs", "median ms", "min ms", "cpu ms", "peak MiB", "events/s", "mean JCT s"],
             &rows,

@@ -114,6 +114,8 @@ pub fn run(a: ReportArgs) -> Result<()> {
         top: a.top,
         price,
         as_run: input.as_run.as_ref().map(|(_, words)| words.clone()),
+        generated_at: generated_at()?,
+        ordo_version: env!("CARGO_PKG_VERSION").to_string(),
         ..ReportOptions::default()
     };
     let equivalent = if a.no_equivalent {
@@ -148,6 +150,21 @@ pub fn run(a: ReportArgs) -> Result<()> {
         eprintln!("wrote {} ({} KiB): {}", a.out.display(), text.len().div_ceil(1024), report.headline);
     }
     Ok(())
+}
+
+/// When the report is made, RFC 3339 in UTC: now, or `$SOURCE_DATE_EPOCH` (Unix seconds) when
+/// set, for reproducible pages (reproducible-builds.org's convention).
+fn generated_at() -> Result<String> {
+    let t = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|t| *t >= 0)
+            .with_context(|| format!("SOURCE_DATE_EPOCH `{v}`: expected Unix seconds (a whole number >= 0)"))?,
+        Err(_) => ordo_slurm::audit::unix_now(),
+    };
+    Ok(ordo_slurm::audit::rfc3339(t))
 }
 
 fn write_out(path: &Path, text: &str) -> Result<()> {

@@ -383,9 +383,32 @@ pub struct SubmitArgs {
     /// priority take the array's id (all its elements) or `ID_INDEX` (one element).
     #[arg(long, value_name = "SPEC", value_parser = parse_array_arg)]
     array: Option<String>,
+    /// A command given without `--` before it: refused, with the command line to type instead.
+    #[arg(hide = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    without_dashes: Vec<String>,
     /// The program and its arguments, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "without_dashes")]
     command: Vec<String>,
+}
+
+/// The error for a job's command given without `--` before it: the command line with `--`
+/// put in (where the command ends the line, as it usually does).
+fn dashes_missing(without: &[String]) -> anyhow::Error {
+    let args: Vec<String> = std::env::args().collect();
+    let n = without.len();
+    let line = if args.len() > n && args[args.len() - n..] == *without {
+        let mut v: Vec<String> = vec!["ordo".into()];
+        v.extend(args[1..args.len() - n].iter().cloned());
+        v.push("--".into());
+        v.extend(without.iter().cloned());
+        v.iter().map(|a| crate::cli::shell_word(a)).collect::<Vec<_>>().join(" ")
+    } else {
+        format!(
+            "ordo submit [OPTIONS] -- {}",
+            without.iter().map(|a| crate::cli::shell_word(a)).collect::<Vec<_>>().join(" ")
+        )
+    };
+    anyhow!("the job's command goes after `--`, so that its own options are not read as ordo's: {line}")
 }
 
 /// Checks an `--array` spec here, for an early error (the server checks it again).
@@ -922,6 +945,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             return Ok(ExitCode::from(code as u8));
         }
         ServerCmd::Submit(a) => {
+            if !a.without_dashes.is_empty() {
+                return Err(dashes_missing(&a.without_dashes));
+            }
             let c = a.conn.client()?;
             let time_limit_ms = match &a.time {
                 Some(t) => Some(

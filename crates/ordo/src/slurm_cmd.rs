@@ -3,6 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use ordo_core::words::count;
 use ordo_core::{ClusterSpec, Placement, PolicySpec};
 use ordo_slurm::audit::{rfc3339, unix_now};
 use ordo_slurm::drive::check_policy;
@@ -107,8 +108,108 @@ struct DriveArgs {
     /// The most priority updates per second (halved while the controller answers slowly).
     #[arg(long, default_value_t = 200.0)]
     max_rate: f64,
+    /// Serve Prometheus metrics at http://ADDR/metrics and the driver's health at
+    /// http://ADDR/health (e.g. 0.0.0.0:9103; default: not served).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     conn: SlurmConn,
+}
+
+/// The driver's metrics (`--metrics-listen`), updated after each pass.
+struct DriveMetrics {
+    ops: std::sync::Arc<crate::ops_http::Ops>,
+    passes: prometheus_client::metrics::counter::Counter,
+    failures: prometheus_client::metrics::counter::Counter,
+    changes: prometheus_client::metrics::counter::Counter,
+    refused: prometheus_client::metrics::counter::Counter,
+    reachable: crate::ops_http::FGauge,
+    pending: crate::ops_http::FGauge,
+    running: crate::ops_http::FGauge,
+    left_alone: crate::ops_http::FGauge,
+    beyond_range: crate::ops_http::FGauge,
+    pass_s: crate::ops_http::FGauge,
+    read_s: crate::ops_http::FGauge,
+    latency_s: crate::ops_http::FGauge,
+}
+
+impl DriveMetrics {
+    /// Registers the metrics and serves them on `addr`; `/health` answers 503 after three
+    /// intervals (and a minute) without a pass that reached Slurm.
+    fn serve(addr: &str, interval: Duration) -> Result<DriveMetrics> {
+        use prometheus_client::registry::Unit;
+        let ops = std::sync::Arc::new(crate::ops_http::Ops::new("slurm", interval * 3 + Duration::from_secs(60)));
+        let m = DriveMetrics {
+            passes: ops.counter("ordo_slurm_passes", "Passes that read Slurm and planned the order"),
+            failures: ops.counter("ordo_slurm_pass_failures", "Passes stopped because Slurm did not answer or failed"),
+            changes: ops.counter("ordo_slurm_priority_changes", "Priorities changed (with --dry-run: that would be)"),
+            refused: ops.counter(
+                "ordo_slurm_priority_changes_refused",
+                "Changes not made: the job ended, started, was held or changed since the read",
+            ),
+            reachable: ops.gauge("ordo_slurm_reachable", "1 when the last pass reached Slurm", None),
+            pending: ops.gauge("ordo_slurm_jobs_pending_ordered", "Pending jobs in ordo's order", None),
+            running: ops.gauge("ordo_slurm_jobs_running", "Running jobs", None),
+            left_alone: ops.gauge(
+                "ordo_slurm_jobs_left_alone",
+                "Pending jobs ordo leaves alone (held, set by hand)",
+                None,
+            ),
+            beyond_range: ops.gauge(
+                "ordo_slurm_jobs_beyond_range",
+                "Pending jobs past the end of ordo's priority range (they keep Slurm's)",
+                None,
+            ),
+            pass_s: ops.gauge(
+                "ordo_slurm_last_pass_duration",
+                "The last pass: read, plan and updates",
+                Some(Unit::Seconds),
+            ),
+            read_s: ops.gauge(
+                "ordo_slurm_last_read_duration",
+                "The last pass's read of nodes and jobs",
+                Some(Unit::Seconds),
+            ),
+            latency_s: ops.gauge(
+                "ordo_slurm_update_latency",
+                "The controller's median time per priority update in the last pass that sent any",
+                Some(Unit::Seconds),
+            ),
+            ops,
+        };
+        let at = crate::ops_http::serve(addr, m.ops.clone())?;
+        println!("{} metrics at http://{at}/metrics, health at http://{at}/health", stamp());
+        Ok(m)
+    }
+
+    fn pass(&self, r: &ordo_slurm::PassReport) {
+        let i = &r.intended;
+        self.passes.inc();
+        self.changes.inc_by(r.changes.len() as u64);
+        self.refused.inc_by(r.failed.len() as u64);
+        self.pending.set(i.order.len() as f64);
+        self.running.set(i.running as f64);
+        self.left_alone.set(i.left_alone.len() as f64);
+        self.beyond_range.set(r.beyond_range as f64);
+        self.pass_s.set((r.read_time + r.plan_time + r.update_time).as_secs_f64());
+        self.read_s.set(r.read_time.as_secs_f64());
+        if let Some(l) = r.latency {
+            self.latency_s.set(l.as_secs_f64());
+        }
+        match &r.outage {
+            None => {
+                self.reachable.set(1.0);
+                self.ops.pass_ok();
+            }
+            Some(e) => self.failed(&format!("slurm unreachable during the updates: {e}")),
+        }
+    }
+
+    fn failed(&self, why: &str) {
+        self.failures.inc();
+        self.reachable.set(0.0);
+        self.ops.problem(why);
+    }
 }
 
 /// How `drive` and `release` reach Slurm.
@@ -209,12 +310,7 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     let read = read();
     spin.finish_and_clear();
     let (t, name, format) = read?;
-    if t.skipped_bad > 0 {
-        eprintln!("warning: {name}: skipped {} bad rows (--skip-bad); the first reasons:", t.skipped_bad);
-        for r in &t.bad_reasons {
-            eprintln!("  {r}");
-        }
-    }
+    crate::trace_cmd::warn_skipped(&t);
     let mut w = t.workload;
     if let (Some(p), Format::Jobcomp) = (&a.partition, format) {
         // sacct filtered by partition itself; the jobcomp log holds every partition.
@@ -228,26 +324,30 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         }
         None => write_generic(&w, std::io::stdout().lock()).context("writing the trace")?,
     }
-    let cluster = match &a.cluster {
-        Some(c) => format!("{} (--cluster)", ClusterSpec::parse(c).context("--cluster")?.describe()),
+    // The cluster as `--cluster` takes it (None: not known) and in words.
+    let (spec, cluster) = match &a.cluster {
+        Some(c) => {
+            let d = ClusterSpec::parse(c).context("--cluster")?.describe();
+            (Some(d.clone()), format!("{d} (--cluster)"))
+        }
         None => match slurm.nodes() {
             Ok(nodes) => describe_all(&nodes, a.partition.as_deref()),
-            Err(e) => format!("unknown ({e}); give --cluster"),
+            Err(e) => (None, format!("unknown ({e}); give --cluster")),
         },
     };
-    let gpus: u64 = w.jobs.iter().map(|j| u64::from(j.gpus)).sum();
+    let gpus: usize = w.jobs.iter().map(|j| j.gpus as usize).sum();
     // The summary goes to stderr when the trace itself goes to stdout.
     let mut msg = format!(
-        "read {} accounting rows from {name}: {} jobs written ({} GPUs asked in all, {} users); dropped {} that never ran and {} with run time 0",
-        t.rows,
-        w.jobs.len(),
-        gpus,
-        w.users.len(),
+        "read {} from {name}: {} written ({} asked in all, {}); dropped {} that never ran and {} with run time 0",
+        count(t.rows, "accounting row"),
+        count(w.jobs.len(), "job"),
+        count(gpus, "GPU"),
+        count(w.users.len(), "user"),
         t.dropped_never_ran,
         t.dropped_zero_duration,
     );
     if t.skipped_bad > 0 {
-        msg.push_str(&format!("; skipped {} bad rows", t.skipped_bad));
+        msg.push_str(&format!("; skipped {}", count(t.skipped_bad, "bad row")));
     }
     if gpus == 0 && !w.jobs.is_empty() {
         // Every job at 0 GPUs: a comparison of GPU schedules on it would compare nothing.
@@ -259,28 +359,41 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
             }
             _ => "neither the GPUs allocated (AllocTRES) nor those asked for (ReqTRES) name gres/gpu",
         };
-        eprintln!("warning: no job in {name} records a GPU (all {} jobs at 0 GPUs): {why}", w.jobs.len());
+        eprintln!("warning: no job in {name} records a GPU (all {} at 0 GPUs): {why}", count(w.jobs.len(), "job"));
     }
     let started = w.jobs.iter().filter(|j| j.start.is_some()).count();
     msg.push_str(&format!(
-        "\nstart times: {started} of {} jobs (`ordo compare` shows the schedule as run beside the policies when every job has one)",
-        w.jobs.len()
+        "\nstart times: {started} of {} (`ordo compare` shows the schedule as run beside the policies when every job has one)",
+        count(w.jobs.len(), "job")
     ));
     msg.push_str(&format!("\ncluster: {cluster}\n"));
     match &a.out {
         Some(p) => {
             print!("{msg}");
-            let c = cluster.split(' ').next().unwrap_or("");
-            println!("next: ordo compare --trace {} --cluster {c}", p.display());
+            println!("{}", next_step(p, spec.as_deref()));
         }
         None => eprint!("{msg}"),
     }
     Ok(ExitCode::SUCCESS)
 }
 
+/// The command to run next on the imported trace `out`: with `--cluster` when the cluster is
+/// known (`spec`, as `--cluster` takes it); else one that runs as it is, on ordo's default
+/// cluster, and how to give the real one.
+fn next_step(out: &std::path::Path, spec: Option<&str>) -> String {
+    let trace = crate::cli::shell_word(&out.display().to_string());
+    match spec {
+        Some(c) => format!("next: ordo compare --trace {trace} --cluster {c}"),
+        None => format!(
+            "next: ordo compare --trace {trace}\n      (the cluster is not known here, so that runs on ordo's default 64x8; add --cluster COUNTxGPUS with your nodes, e.g. --cluster 16x8,4x4)"
+        ),
+    }
+}
+
 /// Every node (available or not) of `partition` (default: all) as COUNTxGPUS groups: the
-/// cluster's size for `compare`.
-fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> String {
+/// cluster's size for `compare`, as `--cluster` takes it (None when sinfo lists no node) and
+/// in words.
+fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> (Option<String>, String) {
     let all: Vec<SlurmNode> = nodes
         .iter()
         .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)))
@@ -288,8 +401,8 @@ fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> String {
         .collect();
     let refs: Vec<&SlurmNode> = all.iter().collect();
     match cluster_from_nodes(&refs, false) {
-        Some(c) => format!("{} (from sinfo, {} nodes)", c.describe(), c.nodes.len()),
-        None => "unknown (sinfo lists no nodes); give --cluster".into(),
+        Some(c) => (Some(c.describe()), format!("{} (from sinfo, {})", c.describe(), count(c.nodes.len(), "node"))),
+        None => (None, "unknown (sinfo lists no nodes); give --cluster".into()),
     }
 }
 
@@ -338,7 +451,7 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
     if i.not_driven > 0 {
         s.push_str(&format!(", {} in partitions not driven here", i.not_driven));
     }
-    s.push_str(&format!("; {verb} {} priorities", r.changes.len()));
+    s.push_str(&format!("; {verb} {}", count(r.changes.len(), "priority")));
     if !r.failed.is_empty() {
         s.push_str(&format!(" ({} not changed: ended, started, held or changed since the read)", r.failed.len()));
     }
@@ -381,6 +494,7 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         max_batch: 100,
     };
     let mut driver = Driver::new(slurm.as_ref(), cfg)?;
+    let metrics = a.metrics_listen.as_deref().map(|addr| DriveMetrics::serve(addr, a.interval)).transpose()?;
     if a.dry_run {
         println!(
             "{} ordo slurm drive --dry-run: policy {}; printing the intended order, changing nothing",
@@ -410,6 +524,9 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         let t0 = Instant::now();
         match driver.pass() {
             Ok(r) => {
+                if let Some(m) = &metrics {
+                    m.pass(&r);
+                }
                 let resumed = outage.take().map(|since| {
                     println!("{} slurm reachable again after {:.0}s; resuming", stamp(), since.elapsed().as_secs_f64());
                 });
@@ -482,6 +599,9 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                 }
             }
             Err(e) if e.is_unreachable() => {
+                if let Some(m) = &metrics {
+                    m.failed(&format!("slurm unreachable: {e}"));
+                }
                 match &outage {
                     None => {
                         println!(
@@ -503,6 +623,9 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                 bail!(e)
             }
             Err(e) => {
+                if let Some(m) = &metrics {
+                    m.failed(&format!("pass failed: {e}"));
+                }
                 println!("{} pass {pass} failed, nothing more changed: {e}", stamp());
                 if a.once {
                     if matches!(e, ordo_slurm::SlurmError::Spawn { .. }) {
@@ -556,10 +679,10 @@ fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
     let verb = if a.dry_run { "would release" } else { "released" };
     let plugin = out.plugin.as_deref().unwrap_or("unknown (slurmrestd): handled as priority/basic");
     println!(
-        "{verb} {released} of {} jobs ordo had set ({not_pending} no longer pending); {} {} other pending jobs so that they queue in submit order again (priority plugin: {plugin}); {}",
-        out.jobs.len(),
+        "{verb} {released} of {} ordo had set ({not_pending} no longer pending); {} {} so that they queue in submit order again (priority plugin: {plugin}); {}",
+        count(out.jobs.len(), "job"),
         if a.dry_run { "would hand back" } else { "handed back" },
-        out.renumbered,
+        count(out.renumbered, "other pending job"),
         secs(t0.elapsed())
     );
     Ok(ExitCode::SUCCESS)

@@ -206,13 +206,23 @@ pub fn load(path: &std::path::Path, format: Format, select: &SelectArgs) -> Resu
     let t = load_path(path, &opts);
     spin.finish_and_clear();
     let t = t?;
+    warn_skipped(&t);
+    Ok(t)
+}
+
+/// Says on stderr how many bad rows `--skip-bad` skipped, and the first reasons.
+pub fn warn_skipped(t: &LoadedTrace) {
     if t.skipped_bad > 0 {
-        eprintln!("warning: {}: skipped {} bad rows (--skip-bad); the first reasons:", t.source, t.skipped_bad);
+        eprintln!(
+            "warning: {}: skipped {} (--skip-bad); the first {}:",
+            t.source,
+            ordo_core::words::count(t.skipped_bad, "bad row"),
+            ordo_core::words::noun(t.bad_reasons.len(), "reason")
+        );
         for r in &t.bad_reasons {
             eprintln!("  {r}");
         }
     }
-    Ok(t)
 }
 
 /// Prints to stderr the drops and repairs a command's table does not show.
@@ -389,9 +399,9 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             }
             if !to_stdout {
                 eprintln!(
-                    "wrote {} jobs ({} rows read from {}) to {} as {}",
-                    t.workload.jobs.len(),
-                    t.rows,
+                    "wrote {} ({} read from {}) to {} as {}",
+                    ordo_core::words::count(t.workload.jobs.len(), "job"),
+                    ordo_core::words::count(t.rows, "row"),
                     t.source,
                     a.out.display(),
                     a.to.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())

@@ -219,9 +219,9 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
 
 fn describe_cluster(input: &crate::cli::Input) -> String {
     format!(
-        "{} ({} GPUs), {} placement; {}",
+        "{} ({}), {} placement; {}",
         input.cluster.summary(),
-        crate::output::thousands(input.cluster.total_gpus() as f64),
+        crate::output::count(input.cluster.total_gpus() as usize, "GPU"),
         input.placement,
         input.source.cluster_from
     )
@@ -231,12 +231,10 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// The change from the baseline's `old` to `new` as the headline words it (no `-100%` from a
+/// baseline that shows as 0s).
 fn change(new: f64, old: f64) -> String {
-    if old == 0.0 {
-        "-".into()
-    } else {
-        format!("{:+.0}%", 100.0 * (new - old) / old)
-    }
+    ordo_report::headline::change(old, new, dur)
 }
 
 fn render(r: &TuneReport) -> String {

@@ -128,7 +128,7 @@ fn no_as_run_row_where_it_would_not_be_what_ran() {
     write("a,0,4,10,0\nb,2,2,4,10\nc,4,2,2,\n");
     let (v, err) = compare_json(&["--trace", t, "--cluster", "1x4", "--policies", "fifo"]);
     assert_eq!(policies(&v), ["fifo"]);
-    assert!(err.contains("note: no as-run row: 1 of 3 jobs carry no start time"), "{err}");
+    assert!(err.contains("note: no as-run row: 1 of 3 jobs carries no start time"), "{err}");
     // A cluster the jobs could not have run on: a job larger than it, or more GPUs at once.
     write("a,0,4,10,0\nb,2,2,4,10\nc,4,2,2,12\n");
     let (v, err) = compare_json(&["--trace", t, "--cluster", "1x3", "--policies", "fifo"]);

@@ -132,6 +132,8 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
             &name,
             "--node-selector",
             &format!("pool={name}"),
+            "--config-namespace",
+            &name,
             "--kubeconfig",
         ])
         .arg(dir.join("kubeconfig"));
@@ -143,7 +145,7 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
     let out = q.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("1 open nodes, 8 of 8 GPUs free") && text.contains(&format!("{name}/a")), "{text}");
+    assert!(text.contains("1 open node, 8 of 8 GPUs free") && text.contains(&format!("{name}/a")), "{text}");
     let audit = tmp(&format!("{name}.jsonl"));
     let mut s = ordo();
     s.args(["kube", "schedule", "--audit-log"]).arg(&audit);
@@ -162,6 +164,22 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
     }
     let b = explain("b");
     assert!(b.contains("waiting: needs 4 nvidia.com/gpu on one node; the most free on any node is 2"), "{b}");
+    // `queue` without the scheduler's policy and node selector: read from the ConfigMap the
+    // scheduler recorded them in (issue 35).
+    let mut q = ordo();
+    q.args(["kube", "queue", "--scheduler-name", &name, "--config-namespace", &name, "--kubeconfig"])
+        .arg(dir.join("kubeconfig"));
+    let out = q.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("under fifo: 1 open node, 2 of 8 GPUs free, 1 pod running, 1 waiting"), "{text}");
+    // Another scheduler name has recorded nothing: it asks for --policy.
+    let mut q = ordo();
+    q.args(["kube", "queue", "--scheduler-name", "nobody", "--config-namespace", &name, "--kubeconfig"])
+        .arg(dir.join("kubeconfig"));
+    let out = q.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("give --policy"), "{err}");
     // SIGTERM, as Kubernetes stops a pod: the scheduler stops cleanly.
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());

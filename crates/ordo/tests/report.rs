@@ -344,3 +344,183 @@ priority:age=1000,fairshare=0,size=-10000,qos=0,half_life=604800,max_age=86400+e
     assert!(result.contains("checked ") && !result.contains(" 0 tables"), "{result}");
     let _ = std::fs::remove_file(&page);
 }
+
+/// Runs `ordo report` with `args` and the price 2.10 EUR into `name` (its format from the
+/// extension) and returns the file's text.
+fn priced_report(name: &str, args: &[&str]) -> String {
+    let out = tmp(name);
+    let mut a = vec!["report", "--quiet", "--gpu-hour-price", "2.10", "--currency", "EUR", "--out"];
+    a.push(out.to_str().unwrap());
+    a.extend(args);
+    ok(&ordo(&a));
+    std::fs::read_to_string(&out).unwrap()
+}
+
+/// Issue 35, finding 7: the equivalent GPUs are in money per month at the given price, the
+/// idle capacity the order cannot change (no job waiting) is apart from what it changes (idle
+/// while jobs waited, by cause) and not in the chart, and the parts add up to the whole.
+#[test]
+fn equivalent_gpus_in_money_and_the_loads_idle_capacity_apart() {
+    let args = ["--policies", "fifo,sgf,las"];
+    let json: Value = serde_json::from_str(&priced_report("money.json", &args)).unwrap();
+    let html = priced_report("money.html", &args);
+    let md = priced_report("money.md", &args);
+    let e = &json["equivalent_gpus"];
+    let g = e["extra_gpus"].as_f64().expect("the default workload's target is reached");
+    assert_eq!(e["cost_per_month"].as_f64(), Some(g * 720.0 * 2.10), "{e}");
+    assert!(html.contains("data-key=\"equivalent_gpus.cost_per_month\""), "no money on the equivalent GPUs");
+    let money = ordo_report::fmt::thousands(g * 720.0 * 2.10);
+    assert!(md.contains(&format!("Equivalent GPUs: {}, worth EUR {money} per month", g as u64)), "{md}");
+    check_numbers(&html, &json);
+    for (p, row) in json["cost"]["per_policy"].as_object().unwrap() {
+        let x = |k: &str| row[k].as_f64().unwrap();
+        let parts = x("idle_wait_gpu_hours_per_month") + x("idle_empty_gpu_hours_per_month");
+        assert!((parts - x("idle_gpu_hours_per_month")).abs() < 1e-6 * x("idle_gpu_hours_per_month"), "{p}: {row}");
+        let causes = x("head_of_line_gpu_hours_per_month") + x("fragmentation_gpu_hours_per_month");
+        assert!((causes - x("idle_wait_gpu_hours_per_month")).abs() < 1e-6 * (1.0 + causes), "{p}: {row}");
+        assert_eq!(row["idle_empty_cost_per_month"].as_f64(), Some(x("idle_empty_gpu_hours_per_month") * 2.10));
+    }
+    // The cost chart draws only what the order changes; the load's part is a sentence apart.
+    let cost = &html[html.find("<section id=\"cost\"").unwrap()..];
+    let cost = &cost[..cost.find("</section>").unwrap()];
+    let svg = &cost[cost.find("<svg").unwrap()..cost.find("</svg>").unwrap()];
+    assert!(!svg.contains("all idle capacity") && svg.contains("head-of-line"), "{svg}");
+    assert!(html.contains("Not the order's to change: under fifo, "), "the load's idle capacity is not apart");
+    assert!(md.contains("no order can put them to work"), "{md}");
+}
+
+/// Issue 35, finding 7: the headline names a p99-wait or fairness regression of the policy it
+/// picks and offers the best policy without one (the default workload: sgf's fairness 0.54
+/// against fifo's 0.70; las has none).
+#[test]
+fn the_headline_names_a_regression_and_the_best_policy_without_one() {
+    let v: Value =
+        serde_json::from_str(&ok(&ordo(&["compare", "--json", "--quiet", "--policies", "fifo,sgf,las"]))).unwrap();
+    assert_eq!(v["best"], "sgf");
+    let h = v["headline"].as_str().unwrap();
+    assert!(h.contains("Regression: sgf's fairness over users is lower than fifo's (0.70 -> 0.54"), "{h}");
+    assert!(h.contains("Best without a regression in p99 wait or fairness: las: "), "{h}");
+    assert_eq!(v["best_without_regression"], "las");
+    assert_eq!(v["regressions"][0]["measure"], "fairness_users");
+    // The report says the same words, and keeps them in its JSON.
+    let r: Value = serde_json::from_str(&priced_report("regress.json", &["--policies", "fifo,sgf,las"])).unwrap();
+    assert_eq!(r["headline"].as_str(), Some(h));
+    assert_eq!(r["best_without_regression"], "las");
+    // No regression, no such sentence: fifo against las alone.
+    let v: Value = serde_json::from_str(&ok(&ordo(&["compare", "--json", "--policies", "fifo,las"]))).unwrap();
+    assert!(!v["headline"].as_str().unwrap().contains("Regression"), "{}", v["headline"]);
+    assert_eq!(v["best_without_regression"], Value::Null);
+}
+
+/// Issue 35, finding 7: on the Philly window the headline's las has a p99 wait 20% longer
+/// than fifo's; the headline says so and offers sgf, which shortens both.
+#[test]
+fn philly_headline_names_las_p99_wait_regression() {
+    let Some(trace) = common::trace("philly/philly_rfold.csv") else { return };
+    let t = trace.to_str().unwrap();
+    let args = ["compare", "--json", "--trace", t, "--from", "42", "--to", "49", "--policies", "fifo,sgf,srtf,las"];
+    let v: Value = serde_json::from_str(&ok(&ordo(&args))).unwrap();
+    let h = v["headline"].as_str().unwrap();
+    assert_eq!(v["best"], "las");
+    assert!(h.contains("p99 wait +20%. Regression: las's p99 wait is longer than fifo's (9.7d -> 11.7d)."), "{h}");
+    assert!(h.contains("Best without a regression in p99 wait or fairness: sgf: "), "{h}");
+    // A week of arrivals (6.98 days, shown as 7.0) is not warned about as a short history.
+    let out = tmp("philly-week.json");
+    let o = out.to_str().unwrap();
+    let a =
+        ["report", "--quiet", "--no-equivalent", "--trace", t, "--from", "42", "--to", "49", "--policies", "fifo,las"];
+    ok(&ordo(&[&a[..], &["--out", o]].concat()));
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(ordo_report::model::days(j["cost"]["basis_days"].as_f64().unwrap()) == "7.0 days", "{}", j["cost"]);
+    assert_eq!(j["cost"]["short_history"], Value::Null);
+}
+
+/// Issue 35, finding 7: a baseline figure that shows as 0s gives no percentage ("-100%"):
+/// fifo's p99 wait here is 0.4 s, sgf's 0.
+#[test]
+fn a_baseline_that_rounds_to_zero_gives_no_percentage() {
+    let mut rows = vec!["job_id,submit_time,num_gpu,duration".to_string(), "a,0,1,10".into()];
+    rows.extend(["b,9.6,2,1".to_string(), "c,9.7,1,1".into()]);
+    rows.extend((1..=98).map(|i| format!("f{i},{},1,1", 1000 * i)));
+    let t = tmp("zero.csv");
+    std::fs::write(&t, rows.join("\n") + "\n").unwrap();
+    let v: Value = serde_json::from_str(&ok(&ordo(&[
+        "compare",
+        "--json",
+        "--trace",
+        t.to_str().unwrap(),
+        "--cluster",
+        "1x2",
+        "--policies",
+        "fifo,sgf",
+    ])))
+    .unwrap();
+    let (f, s) = (&v["results"][0], &v["results"][1]);
+    assert!((f["p99_wait_s"].as_f64().unwrap() - 0.4).abs() < 1e-9 && s["p99_wait_s"] == 0.0, "{v}");
+    let h = v["headline"].as_str().unwrap();
+    assert!(!h.contains("-100%") && h.contains("p99 wait 0s in both"), "{h}");
+}
+
+/// Issue 35, finding 7: money per month from a short history says how many days it rests on,
+/// and warns when they are fewer than seven.
+#[test]
+fn money_from_a_short_history_says_the_days_it_rests_on() {
+    // Arrivals over 1.1 days (95,040 s) on one 8-GPU node.
+    let mut rows = vec!["job_id,submit_time,num_gpu,duration".to_string()];
+    rows.extend((0..=44).map(|i| format!("j{i},{},{},{}", i * 2160, 1 + i % 4, 3600 + 600 * (i % 5))));
+    let t = tmp("short.csv");
+    std::fs::write(&t, rows.join("\n") + "\n").unwrap();
+    let args = ["--trace", t.to_str().unwrap(), "--cluster", "1x8", "--policies", "fifo,sgf"];
+    let json: Value = serde_json::from_str(&priced_report("short.json", &args)).unwrap();
+    assert!((json["cost"]["basis_days"].as_f64().unwrap() - 1.1).abs() < 1e-9, "{}", json["cost"]);
+    let w = json["cost"]["short_history"].as_str().expect("a short-history warning");
+    assert!(w.contains("extrapolated from only 1.1 days"), "{w}");
+    let html = priced_report("short.html", &args);
+    assert!(html.contains("id=\"short-history\"") && html.contains("extrapolated from only 1.1 days"), "no warning");
+    let md = priced_report("short.md", &args);
+    assert!(md.contains("**Warning:** the figures per month are extrapolated from only 1.1 days"), "{md}");
+    assert!(md.contains("scaled from 1.1 days of history"), "{md}");
+}
+
+/// Issue 35, finding 7: every page carries the date and the ordo version (HTML at the top and
+/// the bottom, Markdown at the top, JSON as fields); `SOURCE_DATE_EPOCH` fixes the date.
+#[test]
+fn every_page_carries_the_date_and_the_ordo_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let run = |name: &str| {
+        let out = tmp(name);
+        let o = out.to_str().unwrap();
+        let args = ["report", "--quiet", "--workload", "online", "--jobs", "200", "--policies", "fifo,sgf"];
+        let got = Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(args)
+            .args(["--no-equivalent", "--out", o])
+            .env("SOURCE_DATE_EPOCH", "1767225600")
+            .output()
+            .unwrap();
+        ok(&got);
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let made = format!("Made by ordo {version} on 2026-01-01T00:00:00Z.");
+    let html = run("made.html");
+    assert!(html.contains(&format!("<p class=\"meta\" id=\"made\">{made}</p>")), "no date at the top");
+    assert_eq!(html.matches(&made).count(), 2, "the date at the top and at the bottom");
+    assert!(run("made.md").contains(&format!("_{made}_")), "no date in the Markdown");
+    let j: Value = serde_json::from_str(&run("made.json")).unwrap();
+    assert_eq!((j["generated_at"].as_str(), j["ordo_version"].as_str()), (Some("2026-01-01T00:00:00Z"), Some(version)));
+    // Without SOURCE_DATE_EPOCH: today's date.
+    let out = tmp("now.json");
+    ok(&ordo(&[
+        "report",
+        "--quiet",
+        "--workload",
+        "online",
+        "--jobs",
+        "200",
+        "--no-equivalent",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let year: i32 = j["generated_at"].as_str().unwrap()[..4].parse().unwrap();
+    assert!(year >= 2025, "{}", j["generated_at"]);
+}

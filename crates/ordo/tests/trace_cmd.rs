@@ -76,7 +76,7 @@ fn stats_text_and_selection() {
     let out = ordo(&["trace", "stats", p, "--from", "42", "--to", "49", "--cluster", "64x8"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("111549 read, 7729 jobs kept"), "{text}");
+    assert!(text.contains("111549 read, 7,729 jobs kept"), "{text}");
     assert!(text.contains("dropped 10: run time 0"), "{text}");
     assert!(text.contains("dropped 103810: submitted outside the window"), "{text}");
     assert!(text.contains("load:") && text.contains("of cluster 64x8 (512 GPUs)"), "{text}");
@@ -128,7 +128,7 @@ fn bad_input_exits_non_zero_with_the_error() {
     let o = ordo(&["trace", "stats", p.to_str().unwrap(), "--skip-bad", "--json"]);
     assert!(o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("skipped 1 bad rows"), "{err}");
+    assert!(err.contains("skipped 1 bad row (--skip-bad); the first reason:"), "{err}");
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["jobs"].as_u64(), Some(2));
     // The same flags on a simulation command.

@@ -220,6 +220,14 @@ impl Engine {
         self.stats
     }
 
+    /// This scheduler's pods that have not ended: `(waiting for a node, bound)`.
+    pub fn pod_counts(&self) -> (u64, u64) {
+        self.pods.values().filter(|p| self.ours(p)).fold((0, 0), |(w, b), p| match p.node {
+            None => (w + 1, b),
+            Some(_) => (w, b + 1),
+        })
+    }
+
     /// Whether both pods and nodes have been listed (before that, no pass decides anything).
     pub fn synced(&self) -> bool {
         self.pods_synced && self.nodes_synced

@@ -157,8 +157,9 @@ impl Engine {
                         Held {
                             pods: uids,
                             why: format!(
-                                "gang {ns}/{name} has {} of its {size} pods; it is bound all or none once all exist",
-                                pods.len()
+                                "gang {ns}/{name} has {} of its {}; it is bound all or none once all exist",
+                                pods.len(),
+                                ordo_core::words::count(size, "pod")
                             ),
                         },
                     );

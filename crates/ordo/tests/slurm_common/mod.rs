@@ -389,9 +389,21 @@ pub fn cluster_ctl(script: &str, what: &str) {
     assert!(ok, "{script} {what} failed");
 }
 
+/// `GET http://ADDR/PATH` (curl, as Prometheus or a probe would): the status and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "-w", "\n%{http_code}", &format!("http://{addr}{path}")])
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
 /// A running drive survives a controller outage (stopped and started with `scripts/SCRIPT`): it
 /// says so, changes nothing, keeps running, resumes when the controller is back and reorders a
-/// queue again.
+/// queue again. Its `/health` (`--metrics-listen`) says 200 while passes reach Slurm and 503
+/// with the reason during the outage; `/metrics` counts the passes and the failures.
 pub fn drive_survives_a_controller_outage(script: &str) {
     let ctl = |what: &str| cluster_ctl(script, what);
     let log = tmp("outage.jsonl");
@@ -407,11 +419,23 @@ pub fn drive_survives_a_controller_outage(script: &str) {
         "3s",
         "--audit-log",
         &log_s,
+        "--metrics-listen",
+        "127.0.0.1:0",
     ]);
     wait_for("a first pass", Duration::from_secs(20), || driver.saw("pass 1:"));
+    let text = driver.text();
+    let addr = text.split("metrics at http://").nth(1).and_then(|r| r.split('/').next()).expect("metrics address");
+    let addr = addr.to_string();
+    let health = || http_get(&addr, "/health");
+    wait_for("healthy after a pass", Duration::from_secs(10), || health().0 == 200);
+    let m = http_get(&addr, "/metrics").1;
+    assert!(m.contains("ordo_slurm_reachable 1") && !m.contains("ordo_slurm_passes_total 0"), "{m}");
     ctl("ctld-stop");
     let restarted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         wait_for("drive to report the outage", Duration::from_secs(30), || driver.saw("slurm unreachable"));
+        let (code, body) = health();
+        assert!(code == 503 && body.contains("slurm unreachable"), "{code} {body}");
+        assert!(http_get(&addr, "/metrics").1.contains("ordo_slurm_reachable 0"));
         std::thread::sleep(Duration::from_secs(3));
         assert!(
             driver.child.try_wait().expect("try_wait").is_none(),
@@ -424,6 +448,7 @@ pub fn drive_survives_a_controller_outage(script: &str) {
         std::panic::resume_unwind(p);
     }
     wait_for("drive to resume", Duration::from_secs(60), || driver.saw("slurm reachable again"));
+    wait_for("healthy again", Duration::from_secs(10), || health().0 == 200);
     let text = driver.text();
     let after = &text[text.find("slurm reachable again").expect("seen")..];
     assert!(after.contains(" pass "), "a pass right after the outage:\n{text}");
