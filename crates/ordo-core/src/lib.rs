@@ -4,6 +4,7 @@
 pub mod capacity;
 pub mod deps;
 mod dynamic;
+pub mod gpuids;
 pub mod model;
 mod nodeset;
 pub mod policy;
@@ -18,6 +19,7 @@ pub mod words;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
 pub use deps::{Dep, DepKind, DepState, Dependencies};
+pub use gpuids::GpuIds;
 pub use model::{ClusterParseError, ClusterSpec, Job, JobId, NodeSpec, Workload};
 pub use policy::{Backfill, FairParams, GittinsParams, LasParams, Order, PolicySpec};
 pub use quota::{GpuLimit, QuotaConfig, QuotaScope, Quotas};

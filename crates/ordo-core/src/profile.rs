@@ -232,19 +232,25 @@ impl CountProfile {
         let f = blk.free[k];
         blk.free.insert(k + 1, f);
         if blk.times.len() > STEP_BLOCK {
-            let half = blk.times.len() / 2;
-            let mut tail = Block {
-                times: blk.times.split_off(half),
-                free: blk.free.split_off(half),
-                add: blk.add,
-                min: 0,
-                max: 0,
-                runs: Vec::new(),
-            };
-            tail.refresh();
-            blk.refresh();
-            self.blocks.insert(b + 1, tail);
+            self.split_block(b);
         }
+    }
+
+    /// Splits block `b` in two halves.
+    fn split_block(&mut self, b: usize) {
+        let blk = &mut self.blocks[b];
+        let half = blk.times.len() / 2;
+        let mut tail = Block {
+            times: blk.times.split_off(half),
+            free: blk.free.split_off(half),
+            add: blk.add,
+            min: 0,
+            max: 0,
+            runs: Vec::new(),
+        };
+        tail.refresh();
+        blk.refresh();
+        self.blocks.insert(b + 1, tail);
     }
 
     /// Adds `delta` to every step in `[from, to)` (both step starts; `to` `None`: to the end).
@@ -322,12 +328,63 @@ impl CountProfile {
     /// free that lasts `d` (the first step counting from `now`). Whole blocks are judged by
     /// their runs, so the search skips the many short gaps that earlier reservations left.
     fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
+        if self.blocks.len() == 1 && d > 0 {
+            return self.reserve_in_one_block(now, g, d);
+        }
         let t = self.find_slot(now, g, d);
         self.split_at(t);
         self.split_at(t + d);
         let (from, to) = (self.pos_of(t), self.pos_of(t + d));
         debug_assert!(self.value(from) >= g);
         self.add_range(from, Some(to), -g);
+        t
+    }
+
+    /// [`CountProfile::reserve`] when every step is in one block (a profile of up to
+    /// [`STEP_BLOCK`] steps, the usual size) and `d > 0`: one scan finds the slot and the steps
+    /// it covers, without looking steps up again by time.
+    fn reserve_in_one_block(&mut self, now: Time, g: i64, d: Time) -> Time {
+        let blk = &mut self.blocks[0];
+        let raw = g - blk.add;
+        let n = blk.times.len();
+        let k0 = blk.times.partition_point(|&x| x <= now).saturating_sub(1);
+        // The first run of steps with at least `g` free that lasts `d` (the last step lasts
+        // forever): `i` its first step, `t` its start.
+        let mut open: Option<(usize, Time)> = None;
+        let mut found = None;
+        for k in k0..n {
+            if blk.free[k] >= raw {
+                let (i, t) = *open.get_or_insert((k, blk.times[k].max(now)));
+                if k + 1 == n || blk.times[k + 1] >= t + d {
+                    found = Some((i, t));
+                    break;
+                }
+            } else {
+                open = None;
+            }
+        }
+        let (mut i, t) = found.expect("the last step is the empty cluster, where every job fits");
+        if blk.times[i] < t {
+            i += 1;
+            blk.times.insert(i, t);
+            blk.free.insert(i, blk.free[i - 1]);
+        }
+        let end = t + d;
+        let mut j = i + 1;
+        while j < blk.times.len() && blk.times[j] < end {
+            j += 1;
+        }
+        if j == blk.times.len() || blk.times[j] > end {
+            blk.times.insert(j, end);
+            blk.free.insert(j, blk.free[j - 1]);
+        }
+        for f in &mut blk.free[i..j] {
+            *f -= g;
+        }
+        blk.refresh();
+        if blk.times.len() > STEP_BLOCK {
+            self.split_block(0);
+        }
         t
     }
 
@@ -453,6 +510,45 @@ mod tests {
         }
     }
 
+    /// Both profiles at time 0 with `free` GPUs free and `in_use` more that free up one by one
+    /// at random times in `1..=horizon`.
+    fn busy(rnd: &mut impl FnMut(u64) -> u64, free: i64, in_use: usize, horizon: u64) -> (CountProfile, Plain) {
+        let mut c = CountProfile::new(0, free);
+        let mut p = Plain(vec![(0, free)]);
+        for _ in 0..in_use {
+            let t = 1 + rnd(horizon) as Time;
+            c.add_from(t, 1);
+            p.add_from(t, 1);
+        }
+        (c, p)
+    }
+
+    #[test]
+    fn reserves_in_one_block_as_a_scan_of_every_step() {
+        // Time passes fast enough that the profile mostly stays within one block, where
+        // `reserve` takes its one-block path; durations include 0 (the general path).
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let mut rnd = |m: u64| rng.random_range(0..m);
+        let mut now = 0;
+        // 8 GPUs free, 24 in use.
+        let (mut c, mut p) = busy(&mut rnd, 8, 24, 3_000);
+        let mut one_block = 0;
+        for step in 0..20_000 {
+            // About 70% of the 32 GPUs reserved; every 16th job asks for all of them.
+            now += rnd(400) as Time;
+            c.trim(now);
+            p.trim(now);
+            let g = if step % 16 == 15 { 32 } else { 1 + rnd(8) as i64 };
+            let d = rnd(2_000) as Time;
+            one_block += usize::from(c.blocks.len() == 1 && d > 0);
+            assert_eq!(c.reserve(now, g, d), p.reserve(now, g, d), "step {step}");
+            if step % 50 == 0 {
+                assert_eq!(Plain::steps(&c), p.0, "step {step}");
+            }
+        }
+        assert!(one_block > 10_000, "the one-block path should be taken most of the time: {one_block}");
+    }
+
     #[test]
     fn reserves_as_a_scan_of_every_step() {
         // A seeded run of submissions (reservations), running jobs' ends (additions) and passing
@@ -461,14 +557,8 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut rnd = |m: u64| rng.random_range(0..m);
         let mut now = 0;
-        let mut c = CountProfile::new(now, 20);
-        let mut p = Plain(vec![(now, 20)]);
-        // The 44 GPUs in use end at various times.
-        for _ in 0..44 {
-            let t = now + 1 + rnd(5_000) as Time;
-            c.add_from(t, 1);
-            p.add_from(t, 1);
-        }
+        // 20 GPUs free, 44 in use.
+        let (mut c, mut p) = busy(&mut rnd, 20, 44, 5_000);
         for step in 0..4_000 {
             if step % 50 == 49 {
                 now += rnd(300) as Time;

@@ -3,6 +3,7 @@
 //! the simulator, the server and the Slurm driver each apply plans their own way.
 
 use crate::capacity::{Allocation, Capacity, Demand, Placement};
+use crate::gpuids::GpuIds;
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::profile::Profile;
@@ -250,7 +251,7 @@ pub(crate) struct Running {
     pub(crate) start: Time,
     pub(crate) expected_end: Time,
     pub(crate) alloc: Allocation,
-    gpu_ids: Vec<(u32, Vec<u32>)>,
+    gpu_ids: GpuIds,
 }
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
@@ -546,6 +547,13 @@ impl Scheduler {
     /// Commits a start decided by [`Scheduler::schedule`]: takes the GPUs and returns the GPU
     /// indices given on each node.
     pub fn start(&mut self, job: JobId, alloc: &Allocation, now: Time) -> Result<Vec<(u32, Vec<u32>)>, CommitError> {
+        let ids = self.start_ids(job, alloc, now)?;
+        Ok(ids.iter().map(|(n, g)| (n, g.to_vec())).collect())
+    }
+
+    /// [`Scheduler::start`], returning the GPU indices given on each node compactly (consecutive
+    /// nodes with the same indices stored once): what the simulator keeps per run.
+    pub fn start_ids(&mut self, job: JobId, alloc: &Allocation, now: Time) -> Result<GpuIds, CommitError> {
         let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
         let req = self.queue[&(key, job)];
         // A count-only allocation (built by a caller that does not track GPU indices) on a
@@ -578,7 +586,7 @@ impl Scheduler {
                 off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled() && &held != alloc);
             }
         }
-        let mut gpu_ids = Vec::with_capacity(alloc.parts.len());
+        let mut gpu_ids = GpuIds::builder();
         if let Some(d) = &alloc.detail {
             // Detailed: the capacity chose the GPUs; whole ones get an owner, shared ones are
             // told apart by their used thousandths.
@@ -588,11 +596,12 @@ impl Scheduler {
                         self.owner[n as usize][i as usize] = Some(job);
                     }
                 }
-                gpu_ids.push((n, d.gpu_ids[p].clone()));
+                gpu_ids.push(n, &d.gpu_ids[p]);
             }
         }
+        let mut ids = Vec::new();
         for &(n, k) in alloc.parts.iter().filter(|_| alloc.detail.is_none()) {
-            let mut ids = Vec::with_capacity(k as usize);
+            ids.clear();
             for (i, slot) in self.owner[n as usize].iter_mut().enumerate() {
                 if ids.len() == k as usize {
                     break;
@@ -603,8 +612,9 @@ impl Scheduler {
                 }
             }
             debug_assert_eq!(ids.len(), k as usize);
-            gpu_ids.push((n, ids));
+            gpu_ids.push(n, &ids);
         }
+        let gpu_ids = gpu_ids.finish();
         // A resumed job is expected to need what its estimate leaves after what it already ran.
         let executed = self.progress.get(&job).map_or(0, |p| p.executed);
         let expected_end = now + (req.estimate - executed).max(1);
@@ -900,8 +910,8 @@ impl Scheduler {
         }
         for (n, ids) in &r.gpu_ids {
             for &i in ids {
-                debug_assert_eq!(self.owner[*n as usize][i as usize], Some(job));
-                self.owner[*n as usize][i as usize] = None;
+                debug_assert_eq!(self.owner[n as usize][i as usize], Some(job));
+                self.owner[n as usize][i as usize] = None;
             }
         }
     }
@@ -965,12 +975,12 @@ impl Scheduler {
         ids.sort_unstable();
         for id in ids {
             let r = self.running.get_mut(&id).expect("listed");
-            let parts = r.gpu_ids.iter().map(|(n, g)| (*n, g.len() as u32)).collect::<Vec<_>>();
+            let parts = r.gpu_ids.iter().map(|(n, g)| (n, g.len() as u32)).collect::<Vec<_>>();
             let k = parts.len();
             r.alloc = Allocation {
                 parts,
                 detail: Some(Box::new(crate::capacity::Detail {
-                    gpu_ids: r.gpu_ids.iter().map(|(_, g)| g.clone()).collect(),
+                    gpu_ids: r.gpu_ids.iter().map(|(_, g)| g.to_vec()).collect(),
                     milli: 1000,
                     cpus: vec![0; k],
                     mem_mib: vec![0; k],

@@ -175,7 +175,7 @@ mod tests {
             gpus,
             gpu_milli: None,
             preemptions: runs.len() as u32 - 1,
-            segments: runs.iter().map(|&(start, end)| RunSegment { start, end, gpu_ids: vec![] }).collect(),
+            segments: runs.iter().map(|&(start, end)| RunSegment { start, end, gpu_ids: Default::default() }).collect(),
         }
     }
 

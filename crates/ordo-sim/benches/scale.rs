@@ -1,9 +1,11 @@
 //! Scale benchmarks at the size of real clusters (`cargo bench -p ordo-sim --bench scale`):
 //! generated `online` workloads of 200,000 jobs on 25,000 one-GPU nodes and 1,000,000 jobs on
-//! 10,000 x 8 GPUs under each policy, and a growth run that doubles jobs and nodes four times
-//! and prints the time and memory ratio per doubling. Wall time, CPU time and peak memory per
-//! run; one run each (these take seconds, so criterion's ten samples would take hours here).
-//! `ORDO_SCALE=quick` runs only the growth series for `fifo` and `fifo+easy`.
+//! 10,000 x 8 GPUs under each policy, the `longlog` workload (122,000 gangs of 32-1,024 GPUs
+//! over two years on 1,024 one-GPU nodes, offered load 0.74), and a growth run that doubles
+//! jobs and nodes four times and prints the time and memory ratio per doubling. Wall time, CPU
+//! time and peak memory per run; one run each (these take seconds, so criterion's ten samples
+//! would take hours here). `ORDO_SCALE=quick` runs only the growth series for `fifo` and
+//! `fifo+easy`; `ORDO_SCALE=longlog` only `longlog`, three runs per policy (median).
 
 #![allow(clippy::unwrap_used)]
 
@@ -58,6 +60,26 @@ fn size(jobs: usize, cluster: &str, policies: &[&str]) {
     }
 }
 
+/// `longlog` (seed 1) under each policy, `repeat` runs each: the median wall and CPU time and
+/// the highest peak.
+fn longlog(policies: &[&str], repeat: usize) {
+    let c = Scenario::LongLog.cluster();
+    let w = generate(&WorkloadParams::default_for(Scenario::LongLog), c.total_gpus());
+    println!("\n{} jobs on 1024x1 (longlog, seed 1), median of {repeat}", w.jobs.len());
+    println!("{:<20} {:>9} {:>9} {:>9} {:>12}", "policy", "wall s", "cpu s", "peak MiB", "mean JCT s");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for p in policies {
+        let runs: Vec<_> = (0..repeat.max(1)).map(|_| run(&w, &c, p)).collect();
+        let wall = median(runs.iter().map(|r| r.0).collect());
+        let cpu = median(runs.iter().map(|r| r.1).collect());
+        let peak = runs.iter().map(|r| r.2).fold(0.0, f64::max);
+        println!("{p:<20} {wall:>9.2} {cpu:>9.2} {peak:>9.0} {:>12.0}", runs[0].3);
+    }
+}
+
 fn growth(policies: &[&str]) {
     // 25,000 jobs on 250 x 8 GPUs, doubled four times up to 400,000 jobs on 4,000 x 8.
     println!("\ngrowth: jobs and nodes doubled four times (online, seed 1, x8-GPU nodes)");
@@ -85,12 +107,13 @@ fn growth(policies: &[&str]) {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used here.
-    let quick = std::env::var("ORDO_SCALE").is_ok_and(|v| v == "quick");
-    if quick {
-        growth(&["fifo", "fifo+easy"]);
-        return;
-    }
     let all = ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "fifo+conservative", "srtf", "las"];
+    match std::env::var("ORDO_SCALE").as_deref() {
+        Ok("quick") => return growth(&["fifo", "fifo+easy"]),
+        Ok("longlog") => return longlog(&all, 3),
+        _ => {}
+    }
+    longlog(&all, 1);
     size(200_000, "25000x1", &all);
     size(1_000_000, "10000x8", &all);
     growth(&["fifo", "fifo+easy", "fifo+conservative", "srtf"]);

@@ -3,7 +3,7 @@
 
 use crate::engine::{JobRecord, RunSegment, SimConfig, SimOutput};
 use crate::metrics::{IdleCause, Metrics, RunIntegrals};
-use ordo_core::{Allocation, Capacity, ClusterSpec, Placement, PolicySpec, Time, Workload};
+use ordo_core::{Allocation, Capacity, ClusterSpec, GpuIds, Placement, PolicySpec, Time, Workload};
 use std::collections::BTreeMap;
 
 /// The name of the as-run row (its `policy`, and its `estimates`: what the real scheduler knew).
@@ -188,7 +188,7 @@ pub fn as_run(
                 .map(|x| RunSegment {
                     start: x.start.max(j.submit),
                     end: x.end.max(j.submit),
-                    gpu_ids: x.node.map(|n| vec![(n, vec![])]).unwrap_or_default(),
+                    gpu_ids: x.node.map(|n| GpuIds::from_pairs([(n, &[][..])])).unwrap_or_default(),
                 })
                 .collect(),
         })

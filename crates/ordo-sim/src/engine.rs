@@ -5,7 +5,7 @@
 use crate::metrics::{IdleCause, Metrics, RunIntegrals};
 use ordo_core::deps::{DepState, Dependencies, Released};
 use ordo_core::scheduler::{JobReq, SubmitError};
-use ordo_core::{ClusterSpec, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
+use ordo_core::{ClusterSpec, GpuIds, JobId, Placement, PolicySpec, Scheduler, Time, Workload};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
@@ -60,8 +60,9 @@ pub struct RunSegment {
     pub start: Time,
     /// End (completion, or the preemption that stopped it).
     pub end: Time,
-    /// GPU indices on each node: `(node index, [gpu indices])`.
-    pub gpu_ids: Vec<(u32, Vec<u32>)>,
+    /// GPU indices on each node: `(node index, [gpu indices])`, stored compactly (consecutive
+    /// nodes holding the same indices once; it serialises as the list of pairs).
+    pub gpu_ids: GpuIds,
 }
 
 /// One job's outcome.
@@ -90,18 +91,23 @@ impl JobRecord {
     /// Where the job ran last, as `node:gpu+gpu` per node, nodes separated by spaces
     /// (e.g. `n0:0+1+2 n3:7`); a fractional job's share follows its GPU (`n0:1@250m`).
     pub fn placement_label(&self, cluster: &ClusterSpec) -> String {
-        let Some(seg) = self.segments.last() else { return String::new() };
-        let nodes: Vec<String> = seg
-            .gpu_ids
-            .iter()
-            .map(|(n, ids)| {
-                let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-                let name = cluster.nodes.get(*n as usize).map_or("?", |x| x.name.as_str());
-                let share = self.gpu_milli.map(|m| format!("@{m}m")).unwrap_or_default();
-                format!("{name}:{}{share}", ids.join("+"))
-            })
-            .collect();
-        nodes.join(" ")
+        use std::fmt::Write;
+        let mut out = String::new();
+        let Some(seg) = self.segments.last() else { return out };
+        for (k, (n, ids)) in seg.gpu_ids.iter().enumerate() {
+            if k > 0 {
+                out.push(' ');
+            }
+            out.push_str(cluster.nodes.get(n as usize).map_or("?", |x| x.name.as_str()));
+            out.push(':');
+            for (i, id) in ids.iter().enumerate() {
+                let _ = write!(out, "{}{id}", if i > 0 { "+" } else { "" });
+            }
+            if let Some(m) = self.gpu_milli {
+                let _ = write!(out, "@{m}m");
+            }
+        }
+        out
     }
 }
 
@@ -667,7 +673,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         }
         for s in plan.starts {
             let job = &w.jobs[s.job.idx()];
-            let gpu_ids = sched.start(s.job, &s.alloc, t).map_err(inconsistent(t))?;
+            let gpu_ids = sched.start_ids(s.job, &s.alloc, t).map_err(inconsistent(t))?;
             busy += milli_of(job);
             remove_size(&mut waiting_sizes, milli_of(job));
             let k = demand_key(job);
@@ -688,7 +694,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 gpus: job.gpus,
                 gpu_milli: job.share_milli(),
                 preemptions: 0,
-                segments: Vec::new(),
+                // Most jobs run once: room for one run (a first push would reserve four).
+                segments: Vec::with_capacity(1),
             });
             l.overhead = if rec.segments.is_empty() { 0 } else { cfg.preemption_overhead };
             let end = t + l.overhead + l.remaining;
@@ -958,11 +965,11 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
             for (node, ids) in &seg.gpu_ids {
                 if seg.end > seg.start {
                     let (c, m) = demand.per_node(ids.len() as u32);
-                    per_node.entry(*node).or_default().push((seg.start, seg.end, r.job, c as u64, m));
+                    per_node.entry(node).or_default().push((seg.start, seg.end, r.job, c as u64, m));
                 }
                 let cap = cluster
                     .nodes
-                    .get(*node as usize)
+                    .get(node as usize)
                     .map(|n| n.gpus)
                     .ok_or_else(|| format!("job {} on unknown node {node}", r.job))?;
                 for &g in ids {
@@ -970,7 +977,7 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
                         return Err(format!("job {} on GPU {g} of node {node}, which has {cap}", r.job));
                     }
                     if seg.end > seg.start {
-                        per_gpu.entry((*node, g)).or_default().push((seg.start, seg.end, r.job, share));
+                        per_gpu.entry((node, g)).or_default().push((seg.start, seg.end, r.job, share));
                     }
                 }
             }

@@ -57,7 +57,7 @@ fn alibaba_trace_shares_gpus_and_validates() {
                 ev.push((s.end, -(n as i32)));
                 if j.gpu_milli.is_some() {
                     for (node, ids) in &s.gpu_ids {
-                        shared_gpu.entry((*node, ids[0])).or_default().push((s.start, s.end));
+                        shared_gpu.entry((node, ids[0])).or_default().push((s.start, s.end));
                     }
                 }
             }

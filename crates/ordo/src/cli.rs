@@ -158,11 +158,25 @@ impl std::str::FromStr for EstimateNoise {
     }
 }
 
+/// `--workload`: a built-in scenario.
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
-enum WorkloadArg {
+pub(crate) enum WorkloadArg {
     Online,
     Backlog,
     Mixed,
+    Longlog,
+}
+
+impl WorkloadArg {
+    /// The scenario it names.
+    pub(crate) fn scenario(self) -> Scenario {
+        match self {
+            WorkloadArg::Online => Scenario::Online,
+            WorkloadArg::Backlog => Scenario::Backlog,
+            WorkloadArg::Mixed => Scenario::Mixed,
+            WorkloadArg::Longlog => Scenario::LongLog,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -277,11 +291,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
             if a.cluster.is_some() && cluster_arg.is_none() {
                 bail!("--cluster trace reads the cluster from a trace header; give --trace PATH");
             }
-            let scenario = match a.workload {
-                WorkloadArg::Online => Scenario::Online,
-                WorkloadArg::Backlog => Scenario::Backlog,
-                WorkloadArg::Mixed => Scenario::Mixed,
-            };
+            let scenario = a.workload.scenario();
             let (cluster, placement) = match &cluster_arg {
                 Some(c) => (explicit(c), a.placement.unwrap_or(scenario.placement())),
                 None => (
@@ -475,15 +485,29 @@ impl std::str::FromStr for PolicyList {
     }
 }
 
+/// What [`run_all`] keeps of each run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Everything (`report` draws its series from the job records).
+    Records,
+    /// The metrics, rejected and never-satisfied jobs only (`compare`): each run's job records
+    /// are dropped as soon as it ends, so that runs in parallel do not hold every policy's
+    /// records at once.
+    Metrics,
+}
+
 /// Runs every policy, in parallel over the machine's cores (rayon); results come back in input
 /// order.
-pub(crate) fn run_all(input: &Input, policies: &[PolicySpec]) -> Result<Vec<SimOutput>> {
+pub(crate) fn run_all(input: &Input, policies: &[PolicySpec], keep: Keep) -> Result<Vec<SimOutput>> {
     use rayon::prelude::*;
     let bar = crate::progress::bar(policies.len() as u64, "simulating");
     let outs = policies
         .par_iter()
         .map(|p| {
-            let out = simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}"));
+            let mut out = simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}"));
+            if let (Ok(o), Keep::Metrics) = (&mut out, keep) {
+                o.records = Vec::new();
+            }
             bar.inc(1);
             out
         })
@@ -509,7 +533,7 @@ pub fn run() -> Result<ExitCode> {
                 bail!("--policies: give at least one policy");
             }
             let input = load_input(&a.input)?;
-            let outs = with_as_run(&input, run_all(&input, &policies_for(&input, &a.policies.0))?);
+            let outs = with_as_run(&input, run_all(&input, &policies_for(&input, &a.policies.0), Keep::Metrics)?);
             let mut report = output::Comparison::new(&input.source, &input.workload, &outs);
             report.as_run = input.as_run.as_ref().map(|(_, words)| words.clone());
             if a.json {

@@ -237,14 +237,17 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 /// Writes one CSV row per job: schedule, preemptions and placement. `wait_s` is docs/METRICS.md's
 /// wait (all the time the job did not run between submit and end); `first_wait_s` the wait
 /// until its first start.
+/// Rows are written as they are made (a long log's file can be larger than the run's memory).
 pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &SimOutput) -> std::io::Result<()> {
-    let mut s = String::from(
-        "job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,first_wait_s,jct_s,preemptions,placement\n",
-    );
+    use std::io::Write as _;
+    let mut s = std::io::BufWriter::new(std::fs::File::create(path)?);
+    s.write_all(
+        b"job_id,user,group,num_gpu,gpu_milli,submit_time,start_time,end_time,wait_s,first_wait_s,jct_s,preemptions,placement\n",
+    )?;
     for r in &out.records {
         let j = &w.jobs[r.job.idx()];
         let ran: ordo_core::Time = r.segments.iter().map(|g| g.end - g.start).sum();
-        let _ = writeln!(
+        writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&j.name),
@@ -260,9 +263,9 @@ pub fn write_jobs_csv(path: &Path, w: &Workload, cluster: &ClusterSpec, out: &Si
             to_secs_f64(r.end - r.submit),
             r.preemptions,
             r.placement_label(cluster)
-        );
+        )?;
     }
-    std::fs::write(path, s)
+    s.flush()
 }
 
 fn csv_field(s: &str) -> String {

@@ -1,7 +1,9 @@
 //! `ordo report`: replays one workload under several policies and writes the report of
 //! crates/ordo-report as HTML (self-contained), Markdown or JSON, with cost and equivalent GPUs.
 
-use crate::cli::{config, load_input, policies_for, run_all, with_as_run, InputArgs, PolicyList, DEFAULT_POLICIES};
+use crate::cli::{
+    config, load_input, policies_for, run_all, with_as_run, InputArgs, Keep, PolicyList, DEFAULT_POLICIES,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use ordo_report::{render, OwnerBy, Price, Report, ReportOptions};
@@ -100,7 +102,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
     let format = out_format(&a);
     let input = load_input(&a.input)?;
     let policies = policies_for(&input, &a.policies.0);
-    let simulated = run_all(&input, &policies)?;
+    let simulated = run_all(&input, &policies, Keep::Records)?;
     let opts = ReportOptions {
         title: a.title.clone(),
         by: match a.by {

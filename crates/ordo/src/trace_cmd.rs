@@ -165,6 +165,39 @@ pub fn declared_cluster(t: &LoadedTrace, path: &std::path::Path) -> Result<Optio
     Ok(None)
 }
 
+/// A built-in workload as a loaded trace, on the scenario's own cluster: its `max_procs` is that
+/// cluster's GPUs when every node has one GPU (as an SWF header declares a machine), else none.
+fn generated(scenario: ordo_sim::workload::Scenario, seed: u64, jobs: Option<usize>) -> LoadedTrace {
+    let mut p = ordo_sim::workload::WorkloadParams::default_for(scenario);
+    p.seed = seed;
+    if let Some(n) = jobs {
+        p.jobs = n;
+    }
+    let cluster = scenario.cluster();
+    let workload = ordo_sim::workload::generate(&p, cluster.total_gpus());
+    LoadedTrace {
+        rows: workload.jobs.len(),
+        workload,
+        source: format!("built-in workload `{scenario}` (seed {seed})"),
+        format: Format::Generic,
+        dropped_zero_duration: 0,
+        dropped_outside_window: 0,
+        dropped_never_ran: 0,
+        dropped_outside_trace: 0,
+        dropped_unknown_size: 0,
+        dropped_filtered: 0,
+        dropped_max_jobs: 0,
+        skipped_bad: 0,
+        bad_reasons: Vec::new(),
+        repaired: Vec::new(),
+        skipped_steps: 0,
+        max_procs: cluster.nodes.iter().all(|n| n.gpus == 1).then(|| cluster.total_gpus()),
+        time_base: Some(0),
+        server: None,
+        activity: None,
+    }
+}
+
 /// Loads a trace for a command, saying on stderr what was skipped, dropped or repaired beyond
 /// what the report itself shows.
 pub fn load(path: &std::path::Path, format: Format, select: &SelectArgs) -> Result<LoadedTrace> {
@@ -294,8 +327,20 @@ impl From<ConvertSelectArgs> for SelectArgs {
 
 #[derive(Args, Debug)]
 struct ConvertArgs {
-    /// The trace file.
-    file: PathBuf,
+    /// The trace file (or --workload).
+    #[arg(required_unless_present = "workload", conflicts_with = "workload")]
+    file: Option<PathBuf>,
+    /// Write a built-in generated workload instead of reading a trace (e.g. `longlog`, to replay
+    /// it as SWF with `--trace`). An SWF written from a workload whose cluster has one GPU per
+    /// node (`longlog`) declares it as `MaxProcs`.
+    #[arg(long, value_enum)]
+    workload: Option<crate::cli::WorkloadArg>,
+    /// Seed for --workload.
+    #[arg(long, default_value_t = 1, requires = "workload")]
+    seed: u64,
+    /// Number of jobs for --workload (default: the scenario's own).
+    #[arg(long, requires = "workload")]
+    jobs: Option<usize>,
     /// Input trace format.
     #[arg(long, default_value = "auto")]
     format: Format,
@@ -327,7 +372,16 @@ pub fn run(a: TraceArgs) -> Result<ExitCode> {
             }
         }
         TraceCmd::Convert(a) => {
-            let t = load(&a.file, a.format, &a.select.clone().into())?;
+            let t = match (&a.file, a.workload) {
+                (Some(file), _) => load(file, a.format, &a.select.clone().into())?,
+                (None, Some(w)) => {
+                    if SelectArgs::from(a.select.clone()).any() {
+                        bail!("--from/--until, --max-jobs, --scale-load, --users/--groups and --skip-bad select part of a trace, not of --workload");
+                    }
+                    generated(w.scenario(), a.seed, a.jobs)
+                }
+                (None, None) => bail!("give a trace file or --workload"),
+            };
             report_other_drops(&t);
             let to_stdout = a.out.as_os_str() == "-";
             let sink: Box<dyn Write> = if to_stdout {
