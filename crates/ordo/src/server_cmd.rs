@@ -1291,6 +1291,16 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if j.no_preempt {
                 println!("never preempted (--no-preempt)");
             }
+            // Where its output is: on the node of its (last) run, rank 0's for a multi-node job.
+            if let Some(node) = j.ranks.first().map(|r| r.node.as_str()).or(j.node.as_deref()) {
+                println!(
+                    "output: on node {}, job-{}.out and job-{}.err in its agent's work directory; `ordo logs {}` shows it",
+                    clean(node),
+                    j.id,
+                    j.id,
+                    j.id_text()
+                );
+            }
             if let Some(m) = j.array {
                 println!(
                     "element {} of job array {} (job id {}; `ordo queue` shows the array, `ordo cancel {}` cancels all of it)",

@@ -365,6 +365,12 @@ fn ordo_logs_reads_a_jobs_output_from_its_node_and_follows_it() {
     assert!(String::from_utf8_lossy(&err.stderr).contains(&format!("job-{id}.err")), "it names the file");
     let j = cli_json(&url, &alice, &["logs", &id.to_string()]);
     assert_eq!((j["node"].as_str(), j["ended"].as_bool()), (Some("gpu1"), Some(true)), "{j}");
+    let ex = ordo(&["explain", &id.to_string(), "--server", &url, "--token", &alice]);
+    let ex = String::from_utf8_lossy(&ex.stdout).into_owned();
+    assert!(
+        ex.contains(&format!("output: on node gpu1, job-{id}.out and job-{id}.err")) && ex.contains("ordo logs"),
+        "{ex}"
+    );
     let e = refused(&url, &bob, &["logs", &id.to_string()]);
     assert!(e.contains("only its owner or an admin may read its output"), "{e}");
     let arr = cli_json(
