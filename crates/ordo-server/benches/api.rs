@@ -70,6 +70,7 @@ fn throughput(dir: &Path) {
                                 after: vec![],
                                 array: None,
                                 nodes: None,
+                                output: None,
                             },
                         )
                         .expect("submit");
@@ -142,6 +143,7 @@ fn latency(dir: &Path, samples: usize) {
                     after: vec![],
                     array: None,
                     nodes: None,
+                    output: None,
                 },
             )
             .expect("submit");

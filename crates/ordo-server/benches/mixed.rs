@@ -138,6 +138,7 @@ fn main() {
         after: vec![],
         array: None,
         nodes: None,
+        output: None,
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

@@ -683,6 +683,78 @@ fn truncate_message(mut m: String) -> String {
 
 /// Creates (or empties) a job's output file with the submitter's umask, owned by the account
 /// the job runs as.
+/// Starts `ordo agent-tee PATH` as the job's user (through `ordo agent-exec` when the agent runs
+/// jobs as other accounts), copying what it reads into PATH and into `work_file`. Returns the
+/// two ends the supervisor writes (its standard output and error) and a waiter for the copy.
+fn spawn_tee(
+    ordo: &str,
+    path: &str,
+    mode: u32,
+    user: Option<&JobUser>,
+    work_file: std::fs::File,
+) -> std::io::Result<(Stdio, Stdio, std::thread::JoinHandle<()>)> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(std::io::Error::from)?;
+    let mut c = Command::new(ordo);
+    if let Some(u) = user {
+        let groups: Vec<String> = u.groups.iter().map(|g| g.to_string()).collect();
+        c.args(["agent-exec", "--uid", &u.uid.to_string(), "--gid", &u.gid.to_string()]);
+        if !groups.is_empty() {
+            c.arg("--groups").arg(groups.join(","));
+        }
+        c.arg("--").arg(ordo);
+    }
+    c.args(["agent-tee", "--mode", &format!("{mode:o}"), "--", path])
+        .stdin(Stdio::from(std::fs::File::from(r)))
+        .stdout(Stdio::from(work_file))
+        .stderr(Stdio::null());
+    let mut child = c.spawn()?;
+    let w = std::fs::File::from(w);
+    let w2 = w.try_clone()?;
+    let waiter = std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok((Stdio::from(w), Stdio::from(w2), waiter))
+}
+
+/// `ordo agent-tee PATH`: copies its standard input to its standard output (the job's file in
+/// the agent's work directory) and to PATH, which it creates with `mode` (run as the job's user:
+/// the path is opened with that user's rights). A PATH it cannot open or write is said once in
+/// the output, which goes on into the work directory's file.
+pub fn tee_main(path: &str, mode: u32) -> i32 {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut stdout = std::io::stdout().lock();
+    let mut file = match std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            let _ = writeln!(
+                stdout,
+                "[ordo: --output {path}: cannot open it as this job's user: {e}; the output is only here]"
+            );
+            None
+        }
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stdin = std::io::stdin().lock();
+    loop {
+        let n = match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let _ = stdout.write_all(&buf[..n]);
+        let _ = stdout.flush();
+        if let Some(f) = &mut file {
+            if let Err(e) = f.write_all(&buf[..n]) {
+                let _ = writeln!(stdout, "[ordo: --output {path}: writing it failed: {e}; the rest is only here]");
+                file = None;
+            }
+        }
+    }
+    0
+}
+
 fn output_file(path: &Path, mode: u32, owner: Option<&JobUser>) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(path)?;
@@ -864,6 +936,21 @@ fn start_job(cfg: &AgentConfig, node: &Node, table: &Table, client: &Client, a: 
         }
     };
     let (prog, pre) = cfg.supervisor.split_first().expect("supervisor command is not empty");
+    // `--output PATH`: the supervisor's output goes through `ordo agent-tee`, run as the job's
+    // user (so the path is opened with that user's rights), into PATH and the work directory's
+    // file; standard output and error together, as Slurm's `--output`.
+    let (out, err, _tee) = match &a.output {
+        None => (Stdio::from(out), Stdio::from(err), None),
+        Some(path) => match spawn_tee(prog, path, mode, user.as_ref(), out) {
+            Ok((w1, w2, child)) => (w1, w2, Some(child)),
+            Err(e) => {
+                lock(&node.cores).release(a.job);
+                let _ = std::fs::remove_file(&ctl_path);
+                let msg = format!("--output {path}: cannot start the copy of its output: {e}");
+                return report_unstarted(cfg, client, &a, Outcome::Refused, msg);
+            }
+        },
+    };
     let spawned = Command::new(prog)
         .args(pre)
         .arg("--time-limit-ms")

@@ -71,6 +71,11 @@ pub struct SubmitRequest {
     /// rank started together (`ordo submit --nodes 2 --gpus-per-node 8`). Absent or 1: one node.
     #[serde(default)]
     pub nodes: Option<u32>,
+    /// Also write the job's output (standard output and error together) to this file on its
+    /// node, opened as the job's user (`%j`: the job id, `%A`: the array's id, `%a`: the
+    /// element's index, `%%`: `%`); relative to `cwd`. It is still kept for `ordo logs`.
+    #[serde(default)]
+    pub output: Option<String>,
 }
 
 /// A job's place in an array: the array's id (its first element's job id) and its index.
@@ -276,6 +281,9 @@ pub struct JobInfo {
     /// every rank has stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang_stop: Option<GangStop>,
+    /// The file on its node its output is also written to (`ordo submit --output`), as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 fn one() -> u32 {
@@ -701,6 +709,36 @@ pub struct Assignment {
     /// A multi-node job's rank here and its peers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gang: Option<GangAssign>,
+    /// The file its output is also written to, its `%` patterns replaced, opened as its user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl JobInfo {
+    /// Its `--output` path with `%j`, `%A`, `%a` and `%%` replaced.
+    pub fn output_path(&self) -> Option<String> {
+        let p = self.output.as_deref()?;
+        let mut out = String::with_capacity(p.len() + 8);
+        let mut chars = p.chars();
+        while let Some(c) = chars.next() {
+            if c != '%' {
+                out.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('j') => out.push_str(&self.id.to_string()),
+                Some('A') => out.push_str(&self.array.map_or(self.id, |a| a.id).to_string()),
+                Some('a') => out.push_str(&self.array.map_or(0, |a| a.index).to_string()),
+                Some('%') => out.push('%'),
+                Some(other) => {
+                    out.push('%');
+                    out.push(other);
+                }
+                None => out.push('%'),
+            }
+        }
+        Some(out)
+    }
 }
 
 /// Answer to a poll.

@@ -90,7 +90,7 @@ CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 /// The schema version this binary reads and writes, kept in the database header's
 /// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
 /// including commit aba5234, whose schema is version 1 without the number) or a new file.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// One step of the schema: it takes a database from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -116,7 +116,13 @@ pub const MIGRATIONS: &[Migration] = &[
         apply: to_v1,
     },
     Migration { to: 2, what: "admins' cordons and drains of nodes (table node_maint)", apply: to_v2 },
+    Migration { to: 3, what: "a job's --output file (column jobs.output)", apply: to_v3 },
 ];
+
+/// Version 3: the file a job's output is also written to (`ordo submit --output`).
+fn to_v3(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch("ALTER TABLE jobs ADD COLUMN output TEXT").ctx("add column jobs.output")
+}
 
 /// Version 2: an admin's cordon or drain of a node, one row per node under maintenance (kept
 /// apart from `nodes`, whose row an agent's registration replaces).
@@ -381,7 +387,7 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop";
+     no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop, output";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -426,6 +432,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         nodes: r.get::<_, Option<u32>>(29)?.unwrap_or(1),
         ranks: r.get::<_, Option<String>>(30)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
         gang_stop: r.get::<_, Option<String>>(31)?.and_then(|s| serde_json::from_str(&s).ok()),
+        output: r.get(32)?,
     })
 }
 

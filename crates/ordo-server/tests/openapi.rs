@@ -117,6 +117,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         nodes: 2,
         ranks: vec![Rank { node: "n".into(), gpu_ids: vec![0], started: true, ended: false, port: Some(29_500) }],
         gang_stop: Some(GangStop { state: JobState::Failed, reason: "r".into(), exit_code: Some(1) }),
+        output: Some("out-%j.txt".into()),
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
     let node = NodeInfo {
@@ -202,6 +203,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
             master_port: Some(29501),
             world_size: 2,
         }),
+        output: Some("/tmp/out-1.txt".into()),
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
     let act = JobActivity {

@@ -30,6 +30,15 @@ pub enum ServerCmd {
     /// (internal) Become a job's Unix account and execute the job (run by the supervisor).
     #[command(hide = true)]
     AgentExec(ExecCli),
+    /// (internal) Copy a job's output into its `--output` file, as the job's user.
+    #[command(hide = true)]
+    AgentTee {
+        /// The file's mode when created (octal).
+        #[arg(long, default_value = "644")]
+        mode: String,
+        #[arg(last = true, required = true)]
+        path: String,
+    },
     /// Submit a job; prints its id.
     Submit(SubmitArgs),
     /// The queue, in the order the policy will run it, with each job's reason (a job array on
@@ -362,6 +371,11 @@ pub struct SubmitArgs {
     /// killed first): `requeue` (default) or `fail`.
     #[arg(long)]
     on_node_failure: Option<String>,
+    /// Also write the job's output (standard output and error together) to this file on the
+    /// node it runs on, created as you (`%j`: the job id, `%A`: the array's id, `%a`: the
+    /// element's index); relative to the current directory. `ordo logs` still shows it.
+    #[arg(long)]
+    output: Option<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
     /// ends any other way this job is cancelled (DependencyNeverSatisfied). An array's id
     /// stands for every element of the array (as in Slurm), `ID_INDEX` for one element.
@@ -936,6 +950,10 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             let code = supervise(&args);
             return Ok(ExitCode::from(code as u8));
         }
+        ServerCmd::AgentTee { mode, path } => {
+            let mode = u32::from_str_radix(&mode, 8).map_err(|_| anyhow!("--mode `{mode}`: expected octal"))?;
+            return Ok(ExitCode::from(ordo_server::agent::tee_main(&path, mode & 0o777) as u8));
+        }
         ServerCmd::AgentExec(a) => {
             let ids = match (a.uid, a.gid) {
                 (Some(uid), Some(gid)) => Some(ordo_server::supervise::RunAsIds { uid, gid, groups: a.groups }),
@@ -973,6 +991,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     (None, None) => a.nodes.unwrap_or(1),
                 },
                 nodes: a.nodes,
+                output: a.output,
                 cpus: a.cpus,
                 mem_mib: a.mem.as_deref().map(parse_mem).transpose()?,
                 time_limit_ms,

@@ -395,3 +395,76 @@ fn ordo_logs_reads_a_jobs_output_from_its_node_and_follows_it() {
     assert!(e.contains("has not started: it has no output yet"), "{e}");
     cli_json(&url, &alice, &["cancel", &blocker.to_string()]);
 }
+
+/// `ordo submit --output PATH`: the job's standard output and error, together, also go to PATH
+/// on its node (`%j` its id, `%a` an element's index), created by `ordo agent-tee` as the job's
+/// user; `ordo logs` still shows them (before: no such option).
+#[test]
+fn submit_output_writes_the_jobs_output_to_the_path_given() {
+    let dir = tempdir("output");
+    let (admin, alice) = tokens(&dir);
+    let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let _a1 = agent_with(&dir, &url, "gpu1", 2, &["--no-cgroup"]);
+    wait_for("gpu1 up", Duration::from_secs(30), || {
+        cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|a| a.iter().any(|n| n["status"] == "up"))
+    });
+    let outdir = dir.join("results");
+    std::fs::create_dir_all(&outdir).expect("dir");
+    let pattern = format!("{}/out-%j.txt", outdir.display());
+    let id = cli_json(
+        &url,
+        &alice,
+        &["submit", "--gpus", "1", "--output", &pattern, "--", "sh", "-c", "echo one; echo two >&2; echo three"],
+    )["id"]
+        .as_u64()
+        .expect("id");
+    let j = wait_ended(&url, &alice, id, Duration::from_secs(30));
+    assert_eq!(j["state"], "completed", "{j}");
+    assert_eq!(j["output"], pattern.as_str(), "{j}");
+    let file = outdir.join(format!("out-{id}.txt"));
+    wait_for("the copy is written", Duration::from_secs(10), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.lines().count() == 3)
+    });
+    let mut lines: Vec<String> =
+        std::fs::read_to_string(&file).expect("output file").lines().map(str::to_string).collect();
+    lines.sort();
+    assert_eq!(lines, ["one", "three", "two"], "both streams in the file");
+    let logs = ordo(&["logs", &id.to_string(), "--server", &url, "--token", &alice]);
+    assert_eq!(String::from_utf8_lossy(&logs.stdout).lines().count(), 3, "ordo logs still shows it");
+    // An array's elements, each its own file; a path that cannot be opened is said in the output.
+    let arr = cli_json(
+        &url,
+        &alice,
+        &[
+            "submit",
+            "--gpus",
+            "1",
+            "--array",
+            "0-1",
+            "--output",
+            &format!("{}/el-%A_%a.txt", outdir.display()),
+            "--",
+            "sh",
+            "-c",
+            "echo element $ORDO_ARRAY_INDEX",
+        ],
+    )["id"]
+        .as_u64()
+        .expect("id");
+    wait_ended(&url, &alice, arr + 1, Duration::from_secs(30));
+    for i in 0..2 {
+        let f = outdir.join(format!("el-{arr}_{i}.txt"));
+        wait_for("the element's file", Duration::from_secs(10), || {
+            std::fs::read_to_string(&f).is_ok_and(|t| t == format!("element {i}\n"))
+        });
+    }
+    let bad =
+        cli_json(&url, &alice, &["submit", "--gpus", "1", "--output", "/nonexistent-dir/x.txt", "--", "echo", "hi"])
+            ["id"]
+            .as_u64()
+            .expect("id");
+    wait_ended(&url, &alice, bad, Duration::from_secs(30));
+    let logs = ordo(&["logs", &bad.to_string(), "--server", &url, "--token", &alice]);
+    let text = String::from_utf8_lossy(&logs.stdout).into_owned();
+    assert!(text.contains("--output /nonexistent-dir/x.txt: cannot open it") && text.contains("hi"), "{text}");
+}

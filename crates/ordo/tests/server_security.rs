@@ -168,21 +168,7 @@ fn jobs_run_as_their_submitter_and_never_see_the_agents_credentials() {
     // The agent takes its token from ORDO_TOKEN, which it removes at start.
     let agent_tok = token(&db, "n1", Some("--agent"));
     let token_file = secret_file(&dir.join("n1.token"), &agent_tok);
-    let log = std::fs::File::create(dir.join("agent.log")).expect("log");
-    let _agent = Proc(
-        Command::new(ORDO)
-            .args(["agent", "--server", &url, "--name", "n1", "--gpus", "2"])
-            .arg("--work-dir")
-            .arg(dir.join("work"))
-            .env("ORDO_TOKEN", &agent_tok)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("agent"),
-    );
-    wait_for("the agent", Duration::from_secs(20), || {
-        cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|a| !a.is_empty())
-    });
+    let _agent = root_agent(&dir, &url, &agent_tok, &admin, 2);
     let o = out_dir.display();
     let script = format!(
         "id -u > {o}/uid; id -g > {o}/gid; env > {o}/env; \
@@ -346,4 +332,76 @@ fn bad_settings_are_refused_the_database_is_private_and_a_busy_port_creates_noth
     let out = ordo(&["server", "--db", other.to_str().expect("utf-8"), "--listen", &busy]);
     assert!(!out.status.success(), "a second server on a busy port must fail");
     assert!(!other.exists(), "starting on a busy port created {}", other.display());
+}
+
+/// `--output PATH` is opened as the job's user, never as the root agent: a file in a directory
+/// only root may write is refused (said in the job's output, which `ordo logs` still shows), a
+/// file in a directory the user may write is created there, owned by the user.
+#[test]
+fn submit_output_is_opened_as_the_jobs_user() {
+    let account = std::env::var("ORDO_TEST_ACCOUNT").unwrap_or_else(|_| "ordotest".into());
+    if !needs(whoami() == "root", "--output as the job's user: needs root (the agent switches accounts only as root)") {
+        return;
+    }
+    let uid_of = Command::new("id").args(["-u", &account]).output().expect("id");
+    if !needs(uid_of.status.success(), &format!("--output as the job's user: no Unix account `{account}`")) {
+        return;
+    }
+    let uid: u32 = String::from_utf8_lossy(&uid_of.stdout).trim().parse().expect("uid");
+    let dir = tempdir("output-as-user");
+    set_mode(&dir, 0o755);
+    let shared = dir.join("shared");
+    let rootonly = dir.join("rootonly");
+    std::fs::create_dir_all(&shared).expect("dir");
+    std::fs::create_dir_all(&rootonly).expect("dir");
+    set_mode(&shared, 0o777);
+    set_mode(&rootonly, 0o755);
+    let db = dir.join("ordo.db");
+    let admin = token(&db, "admin", Some("--admin"));
+    let user = token(&db, &account, None);
+    let (_srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let agent_tok = token(&db, "n1", Some("--agent"));
+    let _agent = root_agent(&dir, &url, &agent_tok, &admin, 1);
+    let refused_path = rootonly.join("x.txt");
+    let ok_path = shared.join("y.txt");
+    for (path, allowed) in [(&refused_path, false), (&ok_path, true)] {
+        let p = path.display().to_string();
+        let id = cli_json(&url, &user, &["submit", "--output", &p, "--", "echo", "hello"])["id"].as_u64().expect("id");
+        let j = wait_ended(&url, &user, id, Duration::from_secs(30));
+        assert_eq!(j["state"], "completed", "{j}");
+        let logs = ordo(&["logs", &id.to_string(), "--server", &url, "--token", &user]);
+        let text = String::from_utf8_lossy(&logs.stdout).into_owned();
+        assert!(text.contains("hello"), "{text}");
+        if allowed {
+            wait_for("the file", Duration::from_secs(10), || {
+                std::fs::read_to_string(path).is_ok_and(|t| t == "hello\n")
+            });
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(std::fs::metadata(path).expect("meta").uid(), uid, "created as the job's user");
+        } else {
+            assert!(text.contains("cannot open it as this job's user") && text.contains("Permission denied"), "{text}");
+            assert!(!path.exists(), "nothing created where only root may write");
+        }
+    }
+}
+
+/// Node n1's agent as this (root) process's account, its token from ORDO_TOKEN (which it removes
+/// at start), running each job as its submitter's account; returns once it has registered.
+fn root_agent(dir: &Path, url: &str, agent_tok: &str, admin: &str, gpus: u32) -> Proc {
+    let log = std::fs::File::create(dir.join("agent.log")).expect("log");
+    let agent = Proc(
+        Command::new(ORDO)
+            .args(["agent", "--server", url, "--name", "n1", "--gpus", &gpus.to_string()])
+            .arg("--work-dir")
+            .arg(dir.join("work"))
+            .env("ORDO_TOKEN", agent_tok)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("agent"),
+    );
+    wait_for("the agent", Duration::from_secs(20), || {
+        cli_json(url, admin, &["nodes"]).as_array().is_some_and(|a| !a.is_empty())
+    });
+    agent
 }

@@ -352,6 +352,10 @@ impl Core {
                 array: j.array,
                 array_count: j.array.and_then(|a| self.array_count(a.id)),
                 gang: (!j.ranks.is_empty()).then(|| self.gang_assign(j, r)),
+                output: j.output_path().map(|p| match (&j.cwd, p.starts_with('/')) {
+                    (Some(cwd), false) => format!("{}/{p}", cwd.trim_end_matches('/')),
+                    _ => p,
+                }),
             })
             .collect();
         resp.logs = self.take_log_asks(&req.node);

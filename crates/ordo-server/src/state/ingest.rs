@@ -267,8 +267,8 @@ pub(super) fn insert_elements(
     let indices = serde_json::to_string(&spec.indices[from..to]).map_err(|e| internal("encode array", e))?;
     let base = first as i64 + from as i64;
     tx.prepare_cached(
-        "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes)
-         SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?18, value, ?16 FROM json_each(?17)",
+        "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes, output)
+         SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?18, value, ?16, ?19 FROM json_each(?17)",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -289,7 +289,8 @@ pub(super) fn insert_elements(
             after,
             j.nodes,
             indices,
-            first as i64
+            first as i64,
+            j.output
         ])
     })
     .ctx("insert array elements")?;

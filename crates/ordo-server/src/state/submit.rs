@@ -55,8 +55,8 @@ impl Core {
                     let member = array.as_ref().map(|_| (first, index));
                     let mut st = tx
                         .prepare_cached(
-                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes, output)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
                         )
                         .ctx("insert job")?;
                     st.execute(params![
@@ -76,7 +76,8 @@ impl Core {
                         after,
                         member.and_then(|(f, _)| f).map(|f| f as i64),
                         member.map(|(_, i)| i),
-                        j.nodes
+                        j.nodes,
+                        j.output
                     ])
                     .ctx("insert job")?;
                     let id = tx.last_insert_rowid() as JobNo;
@@ -314,6 +315,23 @@ impl Core {
         self.check_gpu_quota(&who.user, req.gpus)?;
         let expanded = self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
+        let output = match req.output {
+            None => None,
+            Some(p) => {
+                bounded("output", &p, 4096)?;
+                if p.is_empty() || p.contains(['\0', '\n', '\r']) {
+                    return Err(ApiError::BadRequest(
+                        "field `output`: a file path (not empty, without NUL or line breaks)".into(),
+                    ));
+                }
+                if !p.starts_with('/') && req.cwd.is_none() {
+                    return Err(ApiError::BadRequest(format!(
+                        "field `output`: {p:?} is relative and the job has no `cwd`; give an absolute path"
+                    )));
+                }
+                Some(p)
+            }
+        };
         let job = JobInfo {
             id: 0,
             user: who.user.clone(),
@@ -348,6 +366,7 @@ impl Core {
             nodes,
             ranks: vec![],
             gang_stop: None,
+            output,
         };
         Ok((job, array, expanded))
     }

@@ -45,6 +45,7 @@ pub fn job(gpus: u32) -> SubmitRequest {
         after: vec![],
         array: None,
         nodes: None,
+        output: None,
     }
 }
 
