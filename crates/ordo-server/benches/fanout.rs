@@ -162,14 +162,7 @@ fn single_changes(pending: usize) {
     let dir = std::env::temp_dir().join(format!("ordo-fanout-bench-{}-single", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    let url = start_server_with(ServerConfig {
-        db: dir.join("ordo.db"),
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        heartbeat_ms: 1_000,
-        node_timeout_ms: 600_000,
-        max_pending_per_user: 10_000_000,
-        ..ServerConfig::default()
-    });
+    let url = start_server(&dir);
     let db = dir.join("ordo.db");
     let node = Client::new(&url, Some(create_token(&db, "n1", Role::Agent).expect("token")), Duration::from_secs(60));
     node.post::<_, RegisterResponse>(

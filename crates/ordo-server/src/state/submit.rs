@@ -41,24 +41,17 @@ impl Core {
                     true => None,
                     false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
                 };
-                let mut detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
+                let detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
                 if let Some(a) = array {
                     ids.push(insert_array(&tx, who, j, a, &detail, &policy, now)?);
                     continue;
                 }
-                // A plain job is one element without an array; an array's elements are
-                // inserted in index order, the first one's id naming the array.
-                let indices: &[u32] = array.as_ref().map_or(&[0], |a| &a.indices);
-                let mut first: Option<JobNo> = None;
-                let mut made = Vec::with_capacity(indices.len());
-                for &index in indices {
-                    let member = array.as_ref().map(|_| (first, index));
-                    let mut st = tx
-                        .prepare_cached(
-                            "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes, output)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-                        )
-                        .ctx("insert job")?;
+                // A plain job: one row, its id the next one.
+                tx.prepare_cached(
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, nodes, output)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16)",
+                )
+                .and_then(|mut st| {
                     st.execute(params![
                         who.user,
                         j.name,
@@ -74,42 +67,17 @@ impl Core {
                         j.no_preempt as i64,
                         j.umask,
                         after,
-                        member.and_then(|(f, _)| f).map(|f| f as i64),
-                        member.map(|(_, i)| i),
                         j.nodes,
                         j.output
                     ])
-                    .ctx("insert job")?;
-                    let id = tx.last_insert_rowid() as JobNo;
-                    if id > u32::MAX as u64 {
-                        return Err(ApiError::Conflict(
-                            "job ids exhausted (more than 2^32 jobs in this database)".into(),
-                        ));
-                    }
-                    if let Some(a) = array {
-                        let aid = *first.get_or_insert(id);
-                        if aid == id {
-                            // The first element: its id is the array's.
-                            tx.execute("UPDATE jobs SET array_id=?1 WHERE id=?1", params![id as i64])
-                                .ctx("insert array")?;
-                            tx.execute(
-                                "INSERT INTO arrays(id, user, spec, elements, max_running, submit) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                                params![id as i64, who.user, a.canonical(), a.indices.len() as i64, a.max_running, now],
-                            )
-                            .ctx("insert array")?;
-                            detail["array_spec"] = json!(a.canonical());
-                            detail["elements"] = json!(a.indices.len());
-                        } else if let Some(d) = detail.as_object_mut() {
-                            d.remove("array_spec");
-                            d.remove("elements");
-                        }
-                        detail["array"] = json!(aid);
-                        detail["index"] = json!(index);
-                    }
-                    audit(&tx, now, &who.user, "submit", Some(id), &policy, &detail)?;
-                    made.push(id);
+                })
+                .ctx("insert job")?;
+                let id = tx.last_insert_rowid() as JobNo;
+                if id > u32::MAX as u64 {
+                    return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
                 }
-                ids.push(made);
+                audit(&tx, now, &who.user, "submit", Some(id), &policy, &detail)?;
+                ids.push(vec![id]);
             }
             tx.commit().ctx("commit submissions")?;
             Ok(ids)
