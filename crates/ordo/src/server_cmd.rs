@@ -4,6 +4,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand};
 use ordo_core::policy::parse_duration;
+use ordo_core::words;
 use ordo_server::activity::ActivitySource;
 use ordo_server::agent::{AgentConfig, GpuSpec, PortRange};
 use ordo_server::api::*;
@@ -662,14 +663,13 @@ fn print_policy_change(r: &PolicyChanged) {
     };
     match r.preempt.len() {
         0 => println!("{verb}preempt: no running job"),
-        n => println!("{verb}preempt {n} running job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.preempt)),
+        n => println!("{verb}preempt {} at once: {}", words::count(n, "running job"), jobs(&r.preempt)),
     }
     match r.start.len() {
         0 => println!("{verb}start: no waiting job"),
-        n => println!("{verb}start {n} waiting job{} at once: {}", if n == 1 { "" } else { "s" }, jobs(&r.start)),
+        n => println!("{verb}start {} at once: {}", words::count(n, "waiting job"), jobs(&r.start)),
     }
-    let jobs_word = if r.reordered == 1 { "job" } else { "jobs" };
-    println!("{verb}change the place in the queue of {} waiting {jobs_word}", r.reordered);
+    println!("{verb}change the place in the queue of {}", words::count(r.reordered, "waiting job"));
     if r.order_before != r.order_after {
         println!("queue before: {}", r.order_before.join(" "));
         println!("queue after:  {}", r.order_after.join(" "));
@@ -1128,8 +1128,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             }
             let jobs = match n.job_ids.len() {
                 0 => "no job on it".to_string(),
-                1 => format!("1 job on it ({})", n.job_ids[0]),
-                k => format!("{k} jobs on it ({})", n.job_ids.join(",")),
+                k => format!("{} on it ({})", words::count(k, "job"), n.job_ids.join(",")),
             };
             println!("{}: {}; {jobs}", clean(&n.name), n.status);
             if let Some(d) = n.maint.as_ref().and_then(|m| m.deadline) {
@@ -1226,7 +1225,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     if !a.conn.json && !a.follow {
                         eprintln!(
                             "({} of job {}'s {stream} on node {}, {})",
-                            ordo_core::words::count(l.size as usize, "byte"),
+                            words::count(l.size as usize, "byte"),
                             l.job,
                             clean(&l.node),
                             clean(&l.path)
@@ -1247,7 +1246,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 j.id_text(),
                 clean(&j.name),
                 clean(&j.user),
-                ordo_core::words::count(j.gpus as usize, "GPU"),
+                words::count(j.gpus as usize, "GPU"),
                 match (j.nodes, j.ranks.len()) {
                     (_, r) if r > 1 => format!(" on {r} nodes"),
                     (0, _) => " split over nodes by the placement".to_string(),
