@@ -16,6 +16,9 @@ pub enum IdleCause {
     /// Jobs waited and none of them fits the idle GPUs under the placement (too few idle GPUs,
     /// or idle GPUs spread over nodes).
     Fragmentation,
+    /// Jobs waited, none of them fits the idle GPUs, but one would if it accepted their GPU
+    /// model, memory or node features: constraints, not the order, hold them idle.
+    Constrained,
 }
 
 impl IdleCause {
@@ -32,8 +35,8 @@ pub struct RunIntegrals {
     /// Busy GPU-ms inside the arrival window.
     busy_in_window: i128,
     /// Idle GPU-ms by [`IdleCause`], over the whole run and inside the arrival window.
-    idle_by_cause: [i128; 3],
-    idle_by_cause_in_window: [i128; 3],
+    idle_by_cause: [i128; 4],
+    idle_by_cause_in_window: [i128; 4],
     /// Idle GPU-ms while nothing ran or waited since the last time something did: counted as
     /// empty-queue idle once a job runs or waits again, dropped if none does (the run is over,
     /// and the makespan ends at the last job's end).
@@ -106,7 +109,7 @@ impl RunIntegrals {
     }
 }
 
-/// Idle GPU-hours by cause over a span (docs/METRICS.md, "Idle capacity by cause"); the three
+/// Idle GPU-hours by cause over a span (docs/METRICS.md, "Idle capacity by cause"); the four
 /// add up to the idle GPU-hours of the span.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IdleCauses {
@@ -119,32 +122,45 @@ pub struct IdleCauses {
     pub fragmentation_gpu_hours: f64,
     /// Idle while no job waited.
     pub empty_queue_gpu_hours: f64,
+    /// Idle while jobs waited, none fit the idle GPUs, and one would have fit had it accepted
+    /// their GPU model, memory or features (constrained-idle; 0 on untyped runs).
+    #[serde(default)]
+    pub constrained_gpu_hours: f64,
 }
 
 impl IdleCauses {
-    fn from_integrals(idle: &[i128; 3], span: Time) -> IdleCauses {
+    fn from_integrals(idle: &[i128; 4], span: Time) -> IdleCauses {
         let h = |x: i128| x as f64 / 1000.0 / 3_600_000.0;
         IdleCauses {
             span_h: span as f64 / 3_600_000.0,
             head_of_line_gpu_hours: h(idle[IdleCause::HeadOfLine.index()]),
             fragmentation_gpu_hours: h(idle[IdleCause::Fragmentation.index()]),
             empty_queue_gpu_hours: h(idle[IdleCause::EmptyQueue.index()]),
+            constrained_gpu_hours: h(idle[IdleCause::Constrained.index()]),
         }
     }
 
     /// All idle GPU-hours of the span.
     pub fn total_gpu_hours(&self) -> f64 {
-        self.head_of_line_gpu_hours + self.fragmentation_gpu_hours + self.empty_queue_gpu_hours
+        self.head_of_line_gpu_hours
+            + self.fragmentation_gpu_hours
+            + self.empty_queue_gpu_hours
+            + self.constrained_gpu_hours
     }
 
     /// Each cause as a share of the span's capacity (`gpus` x span): head-of-line,
-    /// fragmentation, empty queue. Utilisation over the span is 1 minus their sum.
-    pub fn shares(&self, gpus: u64) -> [f64; 3] {
+    /// fragmentation, empty queue, constrained. Utilisation over the span is 1 minus their sum.
+    pub fn shares(&self, gpus: u64) -> [f64; 4] {
         let cap = gpus as f64 * self.span_h;
         if cap <= 0.0 {
-            return [0.0; 3];
+            return [0.0; 4];
         }
-        [self.head_of_line_gpu_hours / cap, self.fragmentation_gpu_hours / cap, self.empty_queue_gpu_hours / cap]
+        [
+            self.head_of_line_gpu_hours / cap,
+            self.fragmentation_gpu_hours / cap,
+            self.empty_queue_gpu_hours / cap,
+            self.constrained_gpu_hours / cap,
+        ]
     }
 }
 
