@@ -113,10 +113,10 @@ def read_throughputs(path):
     return out
 
 
-def throughput(thr, path, worker, key):
+def throughput(thr, path, where, worker, key):
     v = thr[worker].get(key)
     if v is None:
-        fail(f"{path}: {worker}: no throughput for job type {key[0]!r} at scale factor {key[1]}")
+        fail(f"{where}: job_type: {key[0]!r} at scale factor {key[1]} has no throughput on {worker} in {path}")
     if v < 0:
         fail(f"{path}: {worker}: {key}: throughput {v} is negative")
     return v
@@ -180,8 +180,8 @@ def main():
             if weight != 1.0:
                 fail(f"{where}: priority_weight: expected 1 (ordo's orders read no per-job weight), found {r['priority_weight']!r}")
             key = (r["job_type"], sf)
-            usable = [m for m in order if m in models and throughput(thr, a.throughputs, m, key) > 0]
-            if throughput(thr, a.throughputs, ref, key) == 0:
+            usable = [m for m in order if m in models and throughput(thr, a.throughputs, where, m, key) > 0]
+            if throughput(thr, a.throughputs, where, ref, key) == 0:
                 fail(f"{where}: job_type: {key} has throughput 0 on the reference model {ref} (give another --reference)")
             if not usable:
                 fail(f"{where}: job_type: {key} has throughput 0 on every model of the cluster")
