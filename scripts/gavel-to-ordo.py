@@ -28,8 +28,10 @@ Writes into OUT_DIR:
   then it lists the models it may use (`v100|p100`).
 - `speeds.toml`: for `ordo --speeds`: one `[speeds.CLASS]` row per class in the trace, each
   model's throughput divided by the reference model's, so that ordo's run time on model m,
-  duration x speed(reference) / speed(m) = total_steps / throughput(m), is Gavel's. A model
-  where the class's throughput is 0 is left out of its row (its jobs may not use it, above).
+  duration x speed(reference) / speed(m) = total_steps / throughput(m), is Gavel's. ordo
+  wants every row to name every model of the cluster with a speed above 0; where Gavel's
+  throughput is 0 the row says `1e-09` (next to nothing, as Gavel's 0), with a comment: the
+  class's jobs exclude that model through `gpu_model` (above), so ordo never reads it.
 - prints the `--cluster` string for ordo: `--cluster` takes Gavel's `-c` counts
   (V100:P100:K80) and `--gpus-per-server` its `--num_gpus_per_server`; groups are written in
   `--order` (what `--model-pick first` walks).
@@ -51,6 +53,8 @@ import os
 import re
 import sys
 
+# The speed written where Gavel's throughput is 0 (ordo's speeds must be above 0; never read).
+ZERO = 1e-9
 GAVEL_ORDER = ["v100", "p100", "k80"]  # the order of Gavel's `-c V100:P100:K80`
 FIELDS = [
     "job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
@@ -211,7 +215,7 @@ def main():
                 if thr[m][key] > 0:
                     o.write(f"{m} = {thr[m][key] / thr[ref][key]!r}\n")
                 else:
-                    o.write(f"# {m}: throughput 0, its jobs exclude it (gpu_model)\n")
+                    o.write(f"{m} = {ZERO!r}  # Gavel: throughput 0; this class's jobs exclude {m} (gpu_model)\n")
     print(",".join(groups))
     print(f"{len(jobs)} jobs, {len(classes)} classes, durations on {ref}", file=sys.stderr)
 
