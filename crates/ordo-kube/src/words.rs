@@ -32,13 +32,14 @@ pub fn reason_kind(r: Option<&Reason>) -> u8 {
         Some(Reason::Outranked { .. }) => 5,
         None => 6,
         Some(Reason::Quota { .. }) => 7,
+        Some(Reason::Constraint { .. }) => 8,
     }
 }
 
 /// Whether a reason says the pod does not fit (an Event of type Warning, reason
 /// `FailedScheduling`) rather than that it waits its turn (Normal, `Waiting`).
 pub fn is_shortage(r: Option<&Reason>) -> bool {
-    matches!(r, Some(Reason::Resources { .. } | Reason::NodeFit { .. }) | None)
+    matches!(r, Some(Reason::Resources { .. } | Reason::NodeFit { .. } | Reason::Constraint { .. }) | None)
 }
 
 /// `14:20 UTC` for a time today (in UTC, relative to `now`), else `2026-05-04 14:20 UTC`.
@@ -148,6 +149,7 @@ pub fn waiting_text(
             tail(format!("{need}; the most free on any node is {}", cx.most_free))
         }
         Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
+        Reason::Constraint { why, .. } => tail(format!("{need}; {why}")),
         Reason::Priority { .. } => tail(format!(
             "waiting behind {} under {} (strict order: nothing starts before it)",
             blocker.unwrap_or("a pod that does not fit"),

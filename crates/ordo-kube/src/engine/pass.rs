@@ -324,7 +324,7 @@ impl Engine {
         let cap = self.core.capacity();
         let most_free = cap.free().iter().copied().max().unwrap_or(0);
         let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        let idle = cap.free().iter().zip(cap.cap_per_node()).filter(|(f, c)| f == c && **c > 0).count();
+        let idle = cap.free().iter().zip(cap.cap_per_node().iter()).filter(|(f, c)| f == c && **c > 0).count();
         let _ = now;
         (most_free, largest, idle)
     }

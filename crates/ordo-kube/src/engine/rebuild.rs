@@ -66,6 +66,8 @@ impl Engine {
                             cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
                             mem_mib: Some(free.mem_mib_down()),
                             gpu_model: None,
+                            gpu_mem_mib: None,
+                            features: Vec::new(),
                         }
                     })
                     .collect(),
