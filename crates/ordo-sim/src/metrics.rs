@@ -164,6 +164,54 @@ impl IdleCauses {
     }
 }
 
+/// One GPU model's use over a run's makespan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelUse {
+    /// The model as the cluster names it.
+    pub model: String,
+    /// Its GPUs.
+    pub gpus: u64,
+    /// Held GPU-time over (its GPUs x the makespan).
+    pub utilization: f64,
+}
+
+/// Each GPU model's use: GPU-time held on its nodes (a fractional job counts its share) over
+/// its GPUs x `makespan`.
+fn by_model(cluster: &ordo_core::ClusterSpec, w: &Workload, records: &[JobRecord], makespan: Time) -> Vec<ModelUse> {
+    let mut models: Vec<(String, u64, i128)> = Vec::new();
+    let mut of_node: Vec<usize> = Vec::with_capacity(cluster.nodes.len());
+    for n in &cluster.nodes {
+        let m = n.gpu_model.clone().unwrap_or_else(|| "unknown".into());
+        let i = match models.iter().position(|x| x.0 == m) {
+            Some(i) => i,
+            None => {
+                models.push((m, 0, 0));
+                models.len() - 1
+            }
+        };
+        models[i].1 += u64::from(n.gpus);
+        of_node.push(i);
+    }
+    for r in records {
+        let share = w.jobs[r.job.idx()].share_milli().map_or(1000, i128::from);
+        for seg in &r.segments {
+            for (node, ids) in seg.gpu_ids.iter() {
+                if let Some(&i) = of_node.get(node as usize) {
+                    models[i].2 += ids.len() as i128 * share * i128::from(seg.end - seg.start) / 1000;
+                }
+            }
+        }
+    }
+    models
+        .into_iter()
+        .map(|(model, gpus, held)| ModelUse {
+            model,
+            gpus,
+            utilization: if gpus > 0 && makespan > 0 { held as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
+        })
+        .collect()
+}
+
 /// The metrics of one run. JSON keys are stable; units are in the names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
@@ -227,6 +275,10 @@ pub struct Metrics {
     /// The same inside the arrival window (the span of `utilization_window`); null when it is
     /// empty.
     pub idle_causes_window: Option<IdleCauses>,
+    /// Typed runs: each GPU model's GPUs and the share of their GPU-time held by jobs over the
+    /// makespan (docs/METRICS.md); empty on untyped runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub utilization_by_model: Vec<ModelUse>,
     /// Offered load: total GPU-time of all jobs / (GPUs x arrival window); null when every job
     /// is submitted at once (then the work is a backlog of `total_gpu_hours / gpus` hours).
     pub offered_load: Option<f64>,
@@ -429,6 +481,11 @@ impl Metrics {
             utilization_makespan: if makespan > 0 { work as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
             idle_causes: IdleCauses::from_integrals(&integ.idle_by_cause, makespan),
             idle_causes_window: (w1 > w0).then(|| IdleCauses::from_integrals(&integ.idle_by_cause_in_window, w1 - w0)),
+            utilization_by_model: if cfg.typed(w) && cluster.nodes.iter().any(|n| n.gpu_model.is_some()) {
+                by_model(cluster, w, records, makespan)
+            } else {
+                Vec::new()
+            },
             offered_load: (w1 > w0 && gpus > 0).then(|| work as f64 / (gpus as f64 * (w1 - w0) as f64)),
             idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting / 1000),
             idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit / 1000),

@@ -217,6 +217,14 @@ impl Comparison {
         if m0.is_some() {
             let _ = writeln!(s, "bounds:  {}", self.bounds);
         }
+        for m in self.results.iter().filter(|m| !m.utilization_by_model.is_empty()) {
+            let parts: Vec<String> = m
+                .utilization_by_model
+                .iter()
+                .map(|u| format!("{} {:.1}% of {}", u.model, 100.0 * u.utilization, count(u.gpus as usize, "GPU")))
+                .collect();
+            let _ = writeln!(s, "models:  {}: {}", m.policy, parts.join(", "));
+        }
         let _ = writeln!(
             s,
             "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation){}; docs/METRICS.md",
