@@ -97,6 +97,22 @@ fn sacct_typed_gres_and_constraints() {
     assert!(e.contains("sacct.txt:2") && e.contains("Constraints") && e.contains("ib&&nvme"), "{e}");
 }
 
+/// The dev cluster's `jobcomp/filetxt` log (Slurm 22.05, typed GPUs accounted): job 24 asked
+/// for `--gres=gpu:a100:4`, job 23 for `--gres=gpu:4` and ran on the same a100 node; `Tres` is
+/// the request, so only job 24 has a type.
+const JOBCOMP_TYPED: &str = "\
+JobId=24 UserId=root(0) GroupId=root(0) Name=wrap JobState=COMPLETED Partition=gpu TimeLimit=1 StartTime=2026-12-04T11:12:33 EndTime=2026-12-04T11:12:36 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4,gres/gpu:a100=4 Account=root QOS=normal WcKey= Cluster=dev SubmitTime=2026-12-04T11:12:13 EligibleTime=2026-12-04T11:12:13 DerivedExitCode=0:0 ExitCode=0:0
+JobId=23 UserId=root(0) GroupId=root(0) Name=wrap JobState=COMPLETED Partition=gpu TimeLimit=5 StartTime=2026-12-04T11:12:33 EndTime=2026-12-04T11:12:36 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=dev SubmitTime=2026-12-04T11:12:13 EligibleTime=2026-12-04T11:12:13 DerivedExitCode=0:0 ExitCode=0:0
+";
+
+#[test]
+fn jobcomp_typed_gres() {
+    let t = load(JOBCOMP_TYPED, "jobcomp.txt").unwrap();
+    let models = |name: &str| job(&t.workload, name).needs.as_ref().map(|n| n.models.clone()).unwrap_or_default();
+    assert_eq!((models("24"), models("23")), (vec!["a100".to_string()], vec![]));
+    assert_eq!(job(&t.workload, "24").gpus, 4);
+}
+
 const JOBCOMP: &str = "\
 JobId=7 UserId=alice(1001) GroupId=users(100) Name=train big model JobState=COMPLETED Partition=gpu TimeLimit=120 StartTime=2024-03-01T10:00:10 EndTime=2024-03-01T11:00:10 NodeList=n[1-2] NodeCnt=2 ProcCnt=16 WorkDir=/home/alice/my runs ReservationName= Tres=cpu=16,mem=32G,node=2,billing=16,gres/gpu=4 Account=ml QOS=normal WcKey= Cluster=c1 SubmitTime=2024-03-01T10:00:00 EligibleTime=2024-03-01T10:00:00 DerivedExitCode=0:0 ExitCode=0:0
 JobId=8 UserId=bob(1002) GroupId=users(100) Name=x JobState=CANCELLED Partition=cpu TimeLimit=UNLIMITED StartTime=Unknown EndTime=2024-03-01T10:30:00 NodeList=(null) NodeCnt=0 ProcCnt=0 WorkDir=/ ReservationName= Tres= Account= QOS=normal WcKey= Cluster=c1 SubmitTime=2024-03-01T10:20:00 EligibleTime=2024-03-01T10:20:00 DerivedExitCode=0:0 ExitCode=0:0
