@@ -1,6 +1,7 @@
 //! Rebuilding ordo-core's state from the pods and nodes: the open nodes of the pool less what
 //! other pods hold, our bound pods as running jobs, our waiting pods and complete gangs queued.
 
+use super::qualify::{feature, none_qualify, unmet_on, Qual, Qualifier, ReqSets};
 use super::*;
 use ordo_core::{ClusterSpec, Demand, NodeSpec, Placement};
 
@@ -9,9 +10,11 @@ impl Engine {
     /// bound; waiting units in creation order (then namespace and name). A running unit that
     /// ordo-core cannot hold where it is (it overcommits a node, or sits on a node that is
     /// closed) is counted as another scheduler's pods are: its node is shrunk by what it holds.
+    /// A waiting unit limited to some open nodes (nodeSelector, required node affinity, taints)
+    /// asks ordo-core for the synthetic feature of that set of nodes, which those nodes have.
     pub(crate) fn rebuild(&mut self, now: i64) {
         self.stats.rebuilds += 1;
-        let open: Vec<&NodeInfo> = self.nodes.values().filter(|n| n.open()).collect();
+        let open: Vec<&NodeInfo> = self.open_nodes();
         let names: Vec<String> = open.iter().map(|n| n.name.clone()).collect();
         let idx: HashMap<String, u32> = names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
 
@@ -38,6 +41,82 @@ impl Engine {
             running.iter().map(|(k, v)| (k, v.iter().filter_map(|p| p.bound_ms).min().unwrap_or(now))).collect();
         order.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
 
+        // Waiting units: pods without a gang, complete gangs; the rest is held with why.
+        let mut held = BTreeMap::new();
+        let mut partial = BTreeMap::new();
+        let mut queue: Vec<(i64, String, &UnitKey, &Vec<&PodInfo>)> = Vec::new();
+        for (key, pods) in &waiting {
+            let uids: Vec<String> = pods.iter().map(|p| p.uid.clone()).collect();
+            let why =
+                pods.iter().find_map(|p| p.invalid.as_ref().map(|w| format!("cannot be scheduled as written: {w}")));
+            if let Some(why) = why {
+                held.insert(key.clone(), Held { pods: uids, why });
+                continue;
+            }
+            if let UnitKey::Gang(ns, name) = key {
+                let bound = running.get(key).map_or(0, |v| v.len());
+                if bound > 0 {
+                    partial.insert(key.clone(), uids);
+                    continue;
+                }
+                let size = pods.iter().filter_map(|p| p.gang.as_ref().map(|g| g.size)).max().unwrap_or(1) as usize;
+                if pods.len() < size {
+                    held.insert(
+                        key.clone(),
+                        Held {
+                            pods: uids,
+                            why: format!(
+                                "gang {ns}/{name} has {} of its {}; it is bound all or none once all exist",
+                                pods.len(),
+                                ordo_core::words::count(size, "pod")
+                            ),
+                        },
+                    );
+                    continue;
+                }
+            }
+            let first = pods[0];
+            queue.push((first.created_ms, first.key(), key, pods));
+        }
+        queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        // Which open nodes each may use. A pod runs on one node, so one larger than every node
+        // it may use waits (ordo-core would place it over several, which a pod cannot use).
+        let mut qualifier = Qualifier::new(open.clone());
+        let mut req_sets = ReqSets::default();
+        let mut queued: Vec<(i64, &UnitKey, &Vec<&PodInfo>, Option<u32>)> = Vec::new();
+        for (created, _, key, pods) in queue {
+            let uids = || pods.iter().map(|p| p.uid.clone()).collect::<Vec<_>>();
+            let set = match qualifier.qual(pods) {
+                Qual::NoNode => {
+                    let unmet = unmet_on(pods, open.iter().copied());
+                    let why = format!("{}; it waits until one does", none_qualify(open.len(), &unmet, "qualify"));
+                    let why = if pods.len() > 1 { format!("gang of {} pods: {why}", pods.len()) } else { why };
+                    held.insert(key.clone(), Held { pods: uids(), why });
+                    continue;
+                }
+                Qual::Any => None,
+                Qual::Nodes(set) => Some(set),
+            };
+            let largest = match &set {
+                None => open.iter().map(|n| n.alloc.gpus).max().unwrap_or(0),
+                Some(s) => s.iter().filter_map(|&i| open.get(i as usize)).map(|n| n.alloc.gpus).max().unwrap_or(0),
+            };
+            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
+                let res = &self.cfg.gpu_resource;
+                let which =
+                    if set.is_some() { "open node of the pool that qualifies" } else { "open node of the pool" };
+                let why = format!(
+                    "needs {} on one node, but no {which} is that large (the largest has {largest} {res}); it waits until one is",
+                    crate::words::ask_text(big.ask, res)
+                );
+                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
+                held.insert(key.clone(), Held { pods: uids(), why });
+                continue;
+            }
+            queued.push((created, key, pods, set.map(|s| req_sets.id(s))));
+        }
+        let features = req_sets.node_features(names.len());
+
         let preemptive = self.cfg.policy.order.preemptive();
         let mut core;
         let mut units: HashMap<JobId, Unit>;
@@ -58,15 +137,20 @@ impl Engine {
                 nodes: open
                     .iter()
                     .zip(&other)
-                    .map(|(n, o)| {
+                    .zip(&features)
+                    .map(|((n, o), f)| {
                         let free = n.alloc.minus(*o);
-                        NodeSpec {
-                            name: n.name.clone(),
-                            gpus: free.gpus,
-                            cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
-                            mem_mib: Some(free.mem_mib_down()),
-                            gpu_model: None,
-                        }
+                        node_spec(
+                            NodeSpec {
+                                name: n.name.clone(),
+                                gpus: free.gpus,
+                                cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
+                                mem_mib: Some(free.mem_mib_down()),
+                                gpu_model: n.gpu_model.clone(),
+                            },
+                            n,
+                            f,
+                        )
                     })
                     .collect(),
             };
@@ -90,6 +174,7 @@ impl Engine {
                     created: pods.iter().map(|p| p.created_ms).min().unwrap_or(now),
                     since,
                     alloc: None,
+                    req: None,
                 };
                 let job = JobId(next);
                 let mut req = self.req(job, &unit, pods);
@@ -128,59 +213,21 @@ impl Engine {
             off_core.extend(refused);
         }
 
-        // Waiting units: pods without a gang, complete gangs; the rest is held with why.
-        let mut held = BTreeMap::new();
-        let mut partial = BTreeMap::new();
-        let mut queue: Vec<(i64, String, &UnitKey, &Vec<&PodInfo>)> = Vec::new();
-        for (key, pods) in &waiting {
-            let uids: Vec<String> = pods.iter().map(|p| p.uid.clone()).collect();
-            let why = pods.iter().find_map(|p| {
-                p.invalid
-                    .as_ref()
-                    .map(|w| format!("cannot be scheduled as written: {w}"))
-                    .or_else(|| self.unsupported(p).map(|w| format!("cannot be scheduled by ordo: {w}")))
-            });
-            if let Some(why) = why {
-                held.insert(key.clone(), Held { pods: uids, why });
-                continue;
-            }
-            if let UnitKey::Gang(ns, name) = key {
-                let bound = running.get(key).map_or(0, |v| v.len());
-                if bound > 0 {
-                    partial.insert(key.clone(), uids);
-                    continue;
-                }
-                let size = pods.iter().filter_map(|p| p.gang.as_ref().map(|g| g.size)).max().unwrap_or(1) as usize;
-                if pods.len() < size {
-                    held.insert(
-                        key.clone(),
-                        Held {
-                            pods: uids,
-                            why: format!(
-                                "gang {ns}/{name} has {} of its {}; it is bound all or none once all exist",
-                                pods.len(),
-                                ordo_core::words::count(size, "pod")
-                            ),
-                        },
-                    );
-                    continue;
+        // ordo-core's eligibility of each requirement set (every node of the set has its feature).
+        let mut req_elig = Vec::with_capacity(req_sets.sets.len());
+        let mut elig_err = HashMap::new();
+        for id in 0..req_sets.sets.len() as u32 {
+            match eligibility(&mut core, &feature(id)) {
+                Ok(e) => req_elig.push(e),
+                Err(e) => {
+                    elig_err.insert(id, e);
+                    req_elig.push(0);
                 }
             }
-            let first = pods[0];
-            queue.push((first.created_ms, first.key(), key, pods));
         }
-        queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        // A pod runs on one node: ordo-core would place a job larger than every node over
-        // several, which a pod cannot use.
-        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        for (created, _, key, pods) in queue {
-            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
-                let res = &self.cfg.gpu_resource;
-                let why = format!(
-                    "needs {} on one node, but no open node of the pool is that large (the largest has {largest} {res}); it waits until one is",
-                    crate::words::ask_text(big.ask, res)
-                );
-                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
+        for (created, key, pods, req) in queued {
+            if let Some(e) = req.and_then(|id| elig_err.get(&id)) {
+                let why = format!("ordo-core cannot limit it to the nodes that qualify: {e}");
                 held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
                 continue;
             }
@@ -193,17 +240,27 @@ impl Engine {
                 created,
                 since: 0,
                 alloc: None,
+                req,
             };
             let job = JobId(next);
-            let req = self.req(job, &unit, pods);
-            match core.submit(req, now) {
+            let mut r = self.req(job, &unit, pods);
+            if let Some(id) = req {
+                set_elig(&mut r, req_elig[id as usize]);
+            }
+            match core.submit(r, now) {
                 Ok(()) => {
                     next += 1;
                     job_of.insert(key.clone(), job);
                     units.insert(job, unit);
                 }
                 Err(e) => {
-                    let why = self.never_fits(&unit, pods.len(), &e);
+                    let nodes: Vec<&NodeInfo> = match req {
+                        None => open.clone(),
+                        Some(id) => {
+                            req_sets.sets[id as usize].iter().filter_map(|&i| open.get(i as usize).copied()).collect()
+                        }
+                    };
+                    let why = self.never_fits(&unit, pods.len(), &e, &nodes);
                     held.insert(key.clone(), Held { pods: unit.pods, why });
                 }
             }
@@ -214,6 +271,8 @@ impl Engine {
         self.next_job = next;
         self.held = held;
         self.partial = partial;
+        self.req_sets = req_sets;
+        self.req_elig = req_elig;
         self.node_names = names;
         self.node_idx = idx;
         self.blocked.retain(|k, _| self.job_of.contains_key(k));
@@ -228,11 +287,11 @@ impl Engine {
             .unwrap_or(self.cfg.default_estimate_ms)
     }
 
-    /// Why a unit can never be placed on the open nodes of the pool, in words.
-    fn never_fits(&self, u: &Unit, pods: usize, e: &ordo_core::scheduler::SubmitError) -> String {
+    /// Why a unit can never be placed on the open nodes of the pool it may use, in words.
+    fn never_fits(&self, u: &Unit, pods: usize, e: &ordo_core::scheduler::SubmitError, nodes: &[&NodeInfo]) -> String {
         let res = &self.cfg.gpu_resource;
-        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        let total: u64 = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus as u64).sum();
+        let largest = nodes.iter().map(|n| n.alloc.gpus).max().unwrap_or(0);
+        let total: u64 = nodes.iter().map(|n| n.alloc.gpus as u64).sum();
         let what = crate::words::ask_text(u.ask, res);
         match e {
             ordo_core::scheduler::SubmitError::NeverFits { .. } if pods == 1 && largest >= u.ask.gpus => format!(
@@ -248,4 +307,16 @@ impl Engine {
             _ => format!("needs {what}, which no open node of the pool can ever hold ({e}); it waits until one can"),
         }
     }
+}
+
+/// ordo-core's node: `base` with the memory of its GPUs and its synthetic features.
+fn node_spec(base: NodeSpec, _n: &NodeInfo, _features: &[String]) -> NodeSpec {
+    // TODO(kube-sel): gpu_mem_mib and features once ordo-core's typed GPUs land.
+    base
+}
+
+/// ordo-core's eligibility for the nodes with feature `f`.
+fn eligibility(_core: &mut Scheduler, _f: &str) -> Result<u32, String> {
+    // TODO(kube-sel): core.eligibility(&GpuNeeds { features: vec![f], .. }).
+    Ok(0)
 }

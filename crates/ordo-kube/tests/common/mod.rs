@@ -101,7 +101,7 @@ impl Cluster {
     /// The scheduler's connection, as the user `ordo`.
     pub async fn kube(&self) -> Kube {
         let cfg = ordo_kube::client::config(Some(&self.scheduler_kubeconfig())).await.unwrap();
-        Kube::new(cfg, &self.name, ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).unwrap()
+        Kube::new(cfg, &self.name, ReadConfig::new("nvidia.com/gpu")).unwrap()
     }
 
     /// The engine configuration for this test's scheduler and pool.
@@ -259,7 +259,7 @@ impl Cluster {
     /// Checks that no node of the pool holds more GPUs, CPU or memory than it has, counting
     /// every pod bound there that has not ended.
     pub async fn assert_no_overcommit(&self) {
-        let read = ReadConfig { gpu_resource: "nvidia.com/gpu".into() };
+        let read = ReadConfig::new("nvidia.com/gpu");
         let nodes: Api<Node> = Api::all(self.admin.clone());
         let lp = ListParams::default().labels(&format!("ordo.dev/test-pool={}", self.name));
         let all: Api<Pod> = Api::all(self.admin.clone());
