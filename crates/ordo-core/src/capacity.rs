@@ -58,6 +58,11 @@ pub struct Demand {
     /// many distinct nodes (`--nodes N --gpus-per-node K`: `gpus = N x K`). 0: the placement
     /// decides. Pooled placement counts GPUs only and ignores it.
     pub nodes: u32,
+    /// Which node pools may hold it ([`crate::pools`]): bit `p` for pool `p`; 0: any. One
+    /// [`Capacity`] is one pool and ignores it.
+    pub pools: u128,
+    /// Its row in the speed matrix ([`crate::speed::Speeds::row_of`]), for the choice among pools.
+    pub row: u16,
 }
 
 impl Demand {
@@ -70,7 +75,7 @@ impl Demand {
     #[inline]
     pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
         let milli = crate::model::fractional_share(gpus, milli).unwrap_or(0);
-        Demand { gpus, milli, cpus, mem_mib, nodes: 0 }
+        Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools: 0, row: 0 }
     }
 
     /// The same ask as a gang on exactly `nodes` nodes (0: any placement). A shape that does
@@ -79,6 +84,18 @@ impl Demand {
     #[inline]
     pub fn on_nodes(self, nodes: u32) -> Self {
         Demand { nodes, ..self }
+    }
+
+    /// The same ask limited to the pools of `e` ([`crate::pools::Elig`]).
+    #[inline]
+    pub fn within(self, e: crate::pools::Elig) -> Self {
+        Demand { pools: e.pools, row: e.row, ..self }
+    }
+
+    /// The same ask on any pool (what it would need without its constraints).
+    #[inline]
+    pub fn anywhere(self) -> Self {
+        Demand { pools: 0, ..self }
     }
 
     /// GPUs per node of a gang shape (`nodes >= 1`, whole GPUs, an even split).

@@ -1,9 +1,10 @@
 //! Dynamic and preemptive orders: keys that change while jobs wait or run (`srtf`, `las`,
 //! `gittins`, `fair`, `priority`, `qssf`, `+maxwait`), the preemptive pass, what jobs teach.
 
-use crate::capacity::{Allocation, Capacity, Placement};
+use crate::capacity::Allocation;
 use crate::model::JobId;
 use crate::policy::{Backfill, FairBy, FairParams, GittinsParams, LasParams, Order, PriorityParams};
+use crate::pools::Pools;
 use crate::scheduler::{HashMap, JobReq, Plan, Progress, Reason, Scheduler, Start};
 use crate::time::Time;
 use std::cell::Cell;
@@ -1006,8 +1007,7 @@ impl Scheduler {
         if explain
             || !self.policy.order.preemptive()
             || !self.waiting_keys_static()
-            || self.cap.placement() != Placement::Pooled
-            || self.cap.is_detailed()
+            || !self.cap.counts_only()
             || self.min_run > 0
             || stale
             || self.limits.active()
@@ -1061,7 +1061,7 @@ impl Scheduler {
             real.give(&self.running[id].alloc);
         }
         for req in chosen {
-            let a = real.place(req.gpus).expect("pooled: the count was checked");
+            let a = real.place_for(crate::capacity::Demand::gpus(req.gpus)).expect("pooled: the count was checked");
             real.take(&a);
             plan.starts.push(Start { job: req.id, alloc: a });
         }
@@ -1084,9 +1084,9 @@ impl Scheduler {
         let mut plan = Plan::default();
         // Pooled placement only counts GPUs: rank against a single counter (cheap), place on
         // real nodes afterwards.
-        let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
+        let pooled = self.cap.counts_only();
         let mut virt = if pooled {
-            crate::whatif::WhatIf::Owned(Capacity::counter(self.cap.total(), self.cap.total()))
+            crate::whatif::WhatIf::Owned(Pools::counter(self.cap.total(), self.cap.total()))
         } else if self.cap.is_detailed() {
             crate::whatif::WhatIf::Owned(self.cap.empty_like())
         } else {
@@ -1098,7 +1098,7 @@ impl Scheduler {
             v
         };
         // Keeps a running job's GPUs in the ranking state if they are still free there.
-        let keep = |virt: &mut Capacity, a: &Allocation| {
+        let keep = |virt: &mut Pools, a: &Allocation| {
             if pooled {
                 let g = a.gpus();
                 virt.total_free() >= g as u64 && {

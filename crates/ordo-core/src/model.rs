@@ -67,6 +67,62 @@ pub struct Job {
     /// simulator and the policies never do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<Time>,
+    /// Which GPUs it accepts and how fast it runs on each (typed clusters; see
+    /// [`crate::pools`]); `None`: any GPU, speed 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs: Option<Box<GpuNeeds>>,
+}
+
+/// What a job asks of the GPUs it runs on, beyond their number: acceptable models, memory,
+/// node features, and the class and model its run time refers to (for the speed matrix,
+/// [`crate::speed::Speeds`]). Names compare lowercased.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuNeeds {
+    /// Acceptable GPU models; empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// Minimum memory of each GPU, MiB; 0: any.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub min_mem_mib: u64,
+    /// Node features it requires (all of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+    /// Its class in the speed matrix (a model name, a workload type); `None`: the default row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The GPU model its run time was measured on; `None`: speed 1 (the reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<String>,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+impl GpuNeeds {
+    /// True when it constrains placement (models, memory or features).
+    pub fn constrains(&self) -> bool {
+        !self.models.is_empty() || self.min_mem_mib > 0 || !self.features.is_empty()
+    }
+
+    /// In words: `a100|h100, >= 40 GiB, features ib`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.models.is_empty() {
+            parts.push(self.models.join("|"));
+        }
+        if self.min_mem_mib > 0 {
+            parts.push(format!(">= {} GPU memory", crate::words::mib(self.min_mem_mib)));
+        }
+        if !self.features.is_empty() {
+            parts.push(format!("features {}", self.features.join(",")));
+        }
+        if parts.is_empty() {
+            "any GPU".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
 }
 
 impl Job {
@@ -175,6 +231,27 @@ pub struct NodeSpec {
     pub mem_mib: Option<u64>,
     /// GPU model name, if known.
     pub gpu_model: Option<String>,
+    /// Memory of each GPU in MiB, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_mib: Option<u64>,
+    /// Node features (Slurm's `Features`, labels), lowercased.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+impl NodeSpec {
+    /// A node of `gpus` GPUs and nothing else known.
+    pub fn new(name: impl Into<String>, gpus: u32) -> Self {
+        NodeSpec {
+            name: name.into(),
+            gpus,
+            cpus: None,
+            mem_mib: None,
+            gpu_model: None,
+            gpu_mem_mib: None,
+            features: Vec::new(),
+        }
+    }
 }
 
 /// A cluster: a list of nodes.
@@ -187,8 +264,8 @@ pub struct ClusterSpec {
 /// Why a cluster description could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ClusterParseError {
-    /// A `COUNTxGPUS` term is malformed.
-    #[error("cluster spec term `{term}`: expected COUNTxGPUS such as `64x8` ({why})")]
+    /// A `COUNTxGPUS[:MODEL]` term is malformed.
+    #[error("cluster spec term `{term}`: expected COUNTxGPUS[:MODEL] such as `64x8` or `16x8:a100` ({why})")]
     BadTerm {
         /// The offending term.
         term: String,
@@ -201,12 +278,25 @@ pub enum ClusterParseError {
 }
 
 impl ClusterSpec {
-    /// Parses `64x8` or `32x8,16x4` (node count x GPUs per node, comma-separated groups).
+    /// Parses `64x8` or `32x8,16x4` (node count x GPUs per node, comma-separated groups), each
+    /// group optionally typed with its GPU model: `16x8:a100,32x8:v100`.
     pub fn parse(spec: &str) -> Result<Self, ClusterParseError> {
         let mut nodes = Vec::new();
         for term in spec.split(',').map(str::trim) {
             let bad = |why| ClusterParseError::BadTerm { term: term.to_string(), why };
-            let (count, gpus) = term.split_once(['x', 'X']).ok_or_else(|| bad("no `x`"))?;
+            let (shape, model) = match term.split_once(':') {
+                Some((s, m)) => {
+                    let m = m.trim();
+                    if m.is_empty() || !m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                        return Err(bad(
+                            "the model is empty or has characters other than letters, digits, `-`, `_`, `.`",
+                        ));
+                    }
+                    (s, Some(m.to_ascii_lowercase()))
+                }
+                None => (term, None),
+            };
+            let (count, gpus) = shape.split_once(['x', 'X']).ok_or_else(|| bad("no `x`"))?;
             let count: u32 = count.trim().parse().map_err(|_| bad("node count is not a whole number"))?;
             let gpus: u32 = gpus.trim().parse().map_err(|_| bad("GPUs per node is not a whole number"))?;
             if count == 0 {
@@ -217,13 +307,10 @@ impl ClusterSpec {
             }
             let base = nodes.len();
             for i in 0..count {
-                nodes.push(NodeSpec {
-                    name: format!("n{}", base + i as usize),
-                    gpus,
-                    cpus: None,
-                    mem_mib: None,
-                    gpu_model: None,
-                });
+                let mut n = NodeSpec::new(format!("n{}", base + i as usize), gpus);
+                n.gpu_model = model.clone();
+                n.gpu_mem_mib = model.as_deref().and_then(crate::speed::known_memory_mib);
+                nodes.push(n);
             }
         }
         if nodes.is_empty() {
@@ -247,16 +334,35 @@ impl ClusterSpec {
         self.nodes.iter().map(|n| n.gpus).max().unwrap_or(0)
     }
 
-    /// A short description such as `64x8` or `32x8,16x4`.
+    /// A short description such as `64x8`, `32x8,16x4` or `16x8:a100,32x8:v100`.
     pub fn describe(&self) -> String {
-        let mut groups: Vec<(u32, u32)> = Vec::new();
+        let mut groups: Vec<(u32, u32, Option<&str>)> = Vec::new();
         for n in &self.nodes {
+            let m = n.gpu_model.as_deref();
             match groups.last_mut() {
-                Some((c, g)) if *g == n.gpus => *c += 1,
-                _ => groups.push((1, n.gpus)),
+                Some((c, g, gm)) if *g == n.gpus && *gm == m => *c += 1,
+                _ => groups.push((1, n.gpus, m)),
             }
         }
-        groups.iter().map(|(c, g)| format!("{c}x{g}")).collect::<Vec<_>>().join(",")
+        groups
+            .iter()
+            .map(|(c, g, m)| match m {
+                Some(m) => format!("{c}x{g}:{m}"),
+                None => format!("{c}x{g}"),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The distinct GPU models of its nodes, in order of first appearance.
+    pub fn gpu_models(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for m in self.nodes.iter().filter_map(|n| n.gpu_model.as_ref()) {
+            if !out.contains(m) {
+                out.push(m.clone());
+            }
+        }
+        out
     }
 
     /// [`describe`](Self::describe) when that is short (at most 40 characters); for clusters
@@ -296,5 +402,11 @@ mod tests {
         assert!(ClusterSpec::parse("8").is_err());
         assert!(ClusterSpec::parse("0x8").is_err());
         assert!(ClusterSpec::parse("ax8").is_err());
+        let typed = ClusterSpec::parse("2x8:A100, 1x4:v100").unwrap();
+        assert_eq!(typed.describe(), "2x8:a100,1x4:v100");
+        assert_eq!(typed.gpu_models(), vec!["a100".to_string(), "v100".to_string()]);
+        assert_eq!(typed.nodes[2].gpu_mem_mib, Some(32 * 1024));
+        assert!(ClusterSpec::parse("2x8:").is_err());
+        assert!(ClusterSpec::parse("2x8:a b").is_err());
     }
 }

@@ -1,7 +1,8 @@
 //! Conservative backfill's profile of future free resources: a step function over time in which
 //! each waiting job reserves the earliest slot that delays no reservation made before it.
 
-use crate::capacity::{Allocation, Capacity, Demand, Placement};
+use crate::capacity::{Allocation, Demand};
+use crate::pools::Pools;
 use crate::time::Time;
 
 /// Free resources over future time, from `now` on; the last step lasts forever. Pooled
@@ -17,8 +18,8 @@ pub(crate) enum Profile {
 
 impl Profile {
     /// A profile in which `cap`, as it is now, lasts forever.
-    pub(crate) fn new(now: Time, cap: &Capacity) -> Self {
-        if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+    pub(crate) fn new(now: Time, cap: &Pools) -> Self {
+        if cap.counts_only() {
             Profile::Count(CountProfile::new(now, cap.total_free() as i64))
         } else {
             Profile::Nodes(NodeProfile { segs: vec![(now, cap.clone())] })
@@ -61,7 +62,7 @@ impl Profile {
 /// Memory and each reservation cost O(steps x nodes).
 #[derive(Debug, Clone)]
 pub(crate) struct NodeProfile {
-    segs: Vec<(Time, Capacity)>,
+    segs: Vec<(Time, Pools)>,
 }
 
 impl NodeProfile {
@@ -111,7 +112,7 @@ impl NodeProfile {
             }
             let t = self.segs[i].0.max(now);
             let mut j = i + 1;
-            let mut m: Option<Capacity> = None;
+            let mut m: Option<Pools> = None;
             let mut ok = true;
             while j < self.segs.len() && self.segs[j].0 < t + d {
                 let seg = &self.segs[j].1;

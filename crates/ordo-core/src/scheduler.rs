@@ -2,12 +2,14 @@
 //! Proposing a plan (`&self`) is separate from committing it (`start`, `finish`), as in Nomad:
 //! the simulator, the server and the Slurm driver each apply plans their own way.
 
-use crate::capacity::{Allocation, Capacity, Demand, Placement};
+use crate::capacity::{Allocation, Demand, Placement};
 use crate::gpuids::GpuIds;
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
+use crate::pools::{scaled, Elig, Pools};
 use crate::profile::Profile;
 use crate::quota::PassUse;
+use crate::speed::{ModelPick, Speeds};
 use crate::sumset::SumSet;
 use crate::time::Time;
 use crate::whatif::{Scratch, WhatIf};
@@ -68,6 +70,9 @@ pub struct JobReq {
     /// The job array it belongs to (0: none), for the array's limit on running elements
     /// ([`Scheduler::set_array_limit`]).
     pub array: u32,
+    /// Which node pools it may use and its speed row ([`Scheduler::eligibility`]); `Elig::ANY`
+    /// by default.
+    pub elig: Elig,
 }
 
 impl JobReq {
@@ -86,13 +91,14 @@ impl JobReq {
             mem_mib: 0,
             nodes: 0,
             array: 0,
+            elig: Elig::ANY,
         }
     }
 
     /// What placement must find for it.
     #[inline]
     pub fn demand(&self) -> Demand {
-        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib).on_nodes(self.nodes)
+        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib).on_nodes(self.nodes).within(self.elig)
     }
 }
 
@@ -169,6 +175,15 @@ pub enum Reason {
     Outranked {
         /// GPUs it needs.
         need: u32,
+    },
+    /// The first job in order that does not fit because of what it accepts (GPU model, memory,
+    /// features) while GPUs it does not accept are free: in words, e.g. "needs 4 GPUs of a100:
+    /// 2 free there; 8 free GPUs of v100 do not qualify".
+    Constraint {
+        /// GPUs it needs.
+        need: u32,
+        /// What it needs and what is free that does not qualify.
+        why: String,
     },
     /// Its user, group or array is at a limit ([`crate::Quotas`], an array's `%N`): it is
     /// skipped and blocks no one.
@@ -274,7 +289,9 @@ pub(crate) type PriorityClass = BTreeMap<(Time, JobId), JobReq>;
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     pub(crate) policy: PolicySpec,
-    pub(crate) cap: Capacity,
+    pub(crate) cap: Pools,
+    /// Relative speeds of job classes on GPU models (rows for [`Scheduler::eligibility`]).
+    speeds: std::sync::Arc<Speeds>,
     /// `owner[node][gpu]`: which job holds that GPU.
     owner: Vec<Vec<Option<JobId>>>,
     pub(crate) queue: BTreeMap<QueueKey, JobReq>,
@@ -355,18 +372,40 @@ fn class_min(c: u32) -> Time {
 }
 
 impl Scheduler {
-    /// A scheduler for an empty cluster.
+    /// A scheduler for an empty cluster whose GPUs are all alike to it: GPU models, memory and
+    /// features are not modelled (the cluster is one pool), as before typed clusters. See
+    /// [`Scheduler::typed`] for a cluster of several kinds.
     pub fn new(cluster: &ClusterSpec, placement: Placement, policy: PolicySpec) -> Self {
+        Self::build(cluster, placement, policy, &Speeds::default(), ModelPick::default(), false)
+            .expect("one kind of node is one pool")
+    }
+
+    /// A scheduler for an empty typed cluster: nodes grouped into pools by GPU model, GPU
+    /// memory and features ([`crate::pools`]), job speeds from `speeds`, flexible jobs placed by
+    /// `pick`. Errors when the cluster has too many kinds of node.
+    pub fn typed(
+        cluster: &ClusterSpec,
+        placement: Placement,
+        policy: PolicySpec,
+        speeds: &Speeds,
+        pick: ModelPick,
+    ) -> Result<Self, String> {
+        Self::build(cluster, placement, policy, speeds, pick, true)
+    }
+
+    fn build(
+        cluster: &ClusterSpec,
+        placement: Placement,
+        policy: PolicySpec,
+        speeds: &Speeds,
+        pick: ModelPick,
+        by_kind: bool,
+    ) -> Result<Self, String> {
         let gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
         // Per-node CPUs and memory (and later fractional GPUs) cost extra state: only clusters
         // that model them pay it.
-        let cap = if cluster.nodes.iter().any(|n| n.cpus.is_some() || n.mem_mib.is_some()) {
-            let cpus: Vec<Option<u32>> = cluster.nodes.iter().map(|n| n.cpus).collect();
-            let mem: Vec<Option<u64>> = cluster.nodes.iter().map(|n| n.mem_mib).collect();
-            Capacity::detailed(&gpus, &cpus, &mem, placement)
-        } else {
-            Capacity::new(&gpus, placement)
-        };
+        let detailed = cluster.nodes.iter().any(|n| n.cpus.is_some() || n.mem_mib.is_some());
+        let cap = Pools::build(cluster, placement, detailed, speeds, pick, by_kind)?;
         let standing = policy.order.is_static() && policy.max_wait.is_none();
         let cons = (policy.backfill == Backfill::Conservative && standing).then(|| Reservations {
             profile: Profile::new(0, &cap),
@@ -377,9 +416,10 @@ impl Scheduler {
         if let crate::policy::Order::Gittins(gp) = &policy.order {
             history.set_window(gp.window);
         }
-        Scheduler {
+        Ok(Scheduler {
             policy,
             cap,
+            speeds: std::sync::Arc::new(speeds.clone()),
             owner: gpus.iter().map(|&g| vec![None; g as usize]).collect(),
             queue: BTreeMap::new(),
             waiting: HashMap::default(),
@@ -409,7 +449,26 @@ impl Scheduler {
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
             tiresias: crate::tiresias::Lists::default(),
-        }
+        })
+    }
+
+    /// Where a job with `needs` may run ([`JobReq::elig`]): the pools that satisfy its models,
+    /// memory and features, and its row in the speed matrix. An error in words when no node
+    /// of the cluster satisfies them (the job can never run).
+    pub fn eligibility(&self, needs: &crate::model::GpuNeeds) -> Result<Elig, String> {
+        self.cap.eligible(needs, self.speeds.row_of(needs.class.as_deref()))
+    }
+
+    /// The speed matrix in force.
+    pub fn speeds(&self) -> &Speeds {
+        &self.speeds
+    }
+
+    /// The estimate planning uses for a waiting job: on the slowest GPU it accepts, so that a
+    /// backfilled job is never planned shorter than it may run.
+    #[inline]
+    pub(crate) fn plan_estimate(&self, req: &JobReq) -> Time {
+        planned(&self.cap, req)
     }
 
     /// The policy in force.
@@ -460,7 +519,7 @@ impl Scheduler {
     }
 
     /// Free GPUs now.
-    pub fn capacity(&self) -> &Capacity {
+    pub fn capacity(&self) -> &Pools {
         &self.cap
     }
 
@@ -539,7 +598,7 @@ impl Scheduler {
         self.account_submit(&req, now);
         if let Some(c) = &mut self.cons {
             c.profile.trim(now);
-            c.reserve(now, (key, req.id), &req);
+            c.reserve(now, (key, req.id), &req, planned(&self.cap, &req));
         }
         Ok(())
     }
@@ -579,11 +638,15 @@ impl Scheduler {
         // The reservation becomes the running job. If it starts off its reserved slot (the plan
         // was made afresh while a job overran its estimate), the standing reservations no longer
         // describe the future: rebuild them once the job is recorded as running.
+        // A resumed job is expected to need what its estimate leaves after what it already ran,
+        // at the speed of the GPUs it got (a reservation planned it on the slowest it accepts).
+        let executed = self.progress.get(&job).map_or(0, |p| p.executed);
+        let expected_end = now + scaled((req.estimate - executed).max(1), self.cap.speed_on(req.elig.row, alloc));
         let mut off_slot = false;
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
                 c.by_start.remove(&(t0, (key, job)));
-                off_slot = t0 != now || t1 != now + req.estimate.max(1) || (!c.profile.pooled() && &held != alloc);
+                off_slot = t0 != now || t1 != expected_end || (!c.profile.pooled() && &held != alloc);
             }
         }
         let mut gpu_ids = GpuIds::builder();
@@ -615,9 +678,6 @@ impl Scheduler {
             gpu_ids.push(n, &ids);
         }
         let gpu_ids = gpu_ids.finish();
-        // A resumed job is expected to need what its estimate leaves after what it already ran.
-        let executed = self.progress.get(&job).map_or(0, |p| p.executed);
-        let expected_end = now + (req.estimate - executed).max(1);
         self.by_end.insert((expected_end, job), req.gpus);
         self.running
             .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
@@ -962,15 +1022,14 @@ impl Scheduler {
         c.res.clear();
         c.by_start.clear();
         for (&k, req) in &self.queue {
-            c.reserve(now, k, req);
+            c.reserve(now, k, req, planned(&self.cap, req));
         }
     }
 
     /// Switches a count-only capacity to a detailed one (the first fractional job arrived):
     /// running jobs keep the GPUs they hold, now recorded by index.
     fn make_detailed(&mut self, now: Time) {
-        let n = self.cap.cap_per_node().len();
-        let mut cap = Capacity::detailed(self.cap.cap_per_node(), &vec![None; n], &vec![None; n], self.cap.placement());
+        let mut cap = self.cap.detailed_like();
         let mut ids: Vec<JobId> = self.running.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -1004,6 +1063,7 @@ impl Scheduler {
     /// running allocations, free counts match. Returns a description of the first violation.
     pub fn sanity_check(&self) -> Result<(), String> {
         let mut held = 0u64;
+        let free = self.cap.free();
         for (n, gpus) in self.owner.iter().enumerate() {
             let busy = gpus.iter().filter(|o| o.is_some()).count() as u32;
             // GPUs held only by fractional jobs have no owner but are not free either.
@@ -1015,12 +1075,8 @@ impl Scheduler {
                     return Err(format!("node {n}: GPU {i} owned by job {} but not wholly used", o.expect("some")));
                 }
             }
-            if gpus.len() as u32 - busy - shared != self.cap.free()[n] {
-                return Err(format!(
-                    "node {n}: free count {} but {busy} of {} GPUs owned",
-                    self.cap.free()[n],
-                    gpus.len()
-                ));
+            if gpus.len() as u32 - busy - shared != free[n] {
+                return Err(format!("node {n}: free count {} but {busy} of {} GPUs owned", free[n], gpus.len()));
             }
             for o in gpus.iter().flatten() {
                 if !self.running.contains_key(o) {
@@ -1181,13 +1237,19 @@ impl Scheduler {
             return plan;
         }
         // EASY: the head's reservation is the earliest estimated end after which it fits.
-        let mut started: Vec<(Time, &Allocation)> =
-            plan.starts.iter().map(|s| (now + self.queue_req(s.job).estimate, &s.alloc)).collect();
+        let mut started: Vec<(Time, &Allocation)> = plan
+            .starts
+            .iter()
+            .map(|s| {
+                let r = self.queue_req(s.job);
+                (now + scaled(r.estimate, self.cap.speed_on(r.elig.row, &s.alloc)), &s.alloc)
+            })
+            .collect();
         started.sort_by_key(|e| e.0);
         // Pooled (count-only) placement: the shadow state only needs a count.
-        let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
+        let pooled = cap.counts_only();
         let mut shadow_cap = if pooled {
-            WhatIf::Owned(Capacity::counter(cap.total(), cap.total_free()))
+            WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
         } else {
             let mut s = self.what_if();
             for st in &plan.starts {
@@ -1235,7 +1297,9 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        if !explain && indexed && !cap.is_detailed() {
+        // The index groups jobs by their estimate at speed 1: with other speeds it cannot tell
+        // which groups end before the reservation, so the plain scan decides.
+        if !explain && indexed && !cap.is_detailed() && self.cap.unit_speed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
@@ -1262,7 +1326,8 @@ impl Scheduler {
                 }
                 continue;
             }
-            match easy_backfill_one(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
+            match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, &mut cap, &mut shadow_cap)
+            {
                 Some(a) => {
                     self.limits.take(req, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a })
@@ -1284,19 +1349,19 @@ impl Scheduler {
         head: &JobReq,
         head_key: QueueKey,
         shadow: Time,
-        cap: &mut Capacity,
-        shadow_cap: &mut Capacity,
+        cap: &mut Pools,
+        shadow_cap: &mut Pools,
         plan: &mut Plan,
         used: &mut PassUse,
     ) {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
-        let extra = |sc: &Capacity| sc.total_free().saturating_sub(head.gpus as u64);
+        let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
-        let fits = |g: u32, nodes: u32, cap: &Capacity| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
-        let may = |g: u32, nodes: u32, c: u32, cap: &Capacity, sc: &Capacity| {
+        let fits = |g: u32, nodes: u32, cap: &Pools| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
+        let may = |g: u32, nodes: u32, c: u32, cap: &Pools, sc: &Pools| {
             fits(g, nodes, cap) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
         };
         let mut iters = Vec::new();
@@ -1338,7 +1403,7 @@ impl Scheduler {
             if limited && self.limits.check(req, used).is_some() {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, now, head.demand(), shadow, cap, shadow_cap) {
+            if let Some(a) = easy_backfill_one(req, req.estimate, now, head.demand(), shadow, cap, shadow_cap) {
                 self.limits.take(req, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
@@ -1391,7 +1456,7 @@ impl Scheduler {
         order: impl IntoIterator<Item = &'a JobReq>,
     ) -> Plan {
         let mut plan = Plan::default();
-        let pooled = self.cap.placement() == Placement::Pooled && !self.cap.is_detailed();
+        let pooled = self.cap.counts_only();
         let mut c =
             Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in self.by_end.keys() {
@@ -1419,7 +1484,7 @@ impl Scheduler {
             if !explain && now_cap.total_free() == 0 && req.gpus > 0 && !now_cap.is_detailed() {
                 continue;
             }
-            let (t, alloc) = c.reserve(now, key, req);
+            let (t, alloc) = c.reserve(now, key, req, self.plan_estimate(req));
             if t == now {
                 let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
@@ -1433,9 +1498,22 @@ impl Scheduler {
     }
 }
 
+/// The estimate planning uses for a waiting job: on the slowest GPU it accepts, so that a
+/// backfilled job is never planned shorter than it may run (its own estimate at speed 1).
+#[inline]
+fn planned(cap: &Pools, req: &JobReq) -> Time {
+    if cap.unit_speed() {
+        return req.estimate;
+    }
+    scaled(req.estimate, cap.slowest(req.demand()))
+}
+
 /// Why a waiting job that does not fit waits: free GPUs on a count-only cluster, the node-level
 /// cause on a detailed one.
-pub(crate) fn blocked(cap: &Capacity, req: &JobReq) -> Reason {
+pub(crate) fn blocked(cap: &Pools, req: &JobReq) -> Reason {
+    if let Some(why) = cap.constraint_why(req.demand()) {
+        return Reason::Constraint { need: req.gpus, why };
+    }
     if cap.is_detailed() {
         Reason::NodeFit { need: req.gpus, why: cap.why_not(req.demand()) }
     } else {
@@ -1445,7 +1523,7 @@ pub(crate) fn blocked(cap: &Capacity, req: &JobReq) -> Reason {
 
 /// Whether a detailed allocation gives the job exactly what it asks: its share (or whole GPUs)
 /// and, on each node, the CPUs and memory of [`Demand::per_node`]. Count-only: always.
-fn matches_demand(cap: &Capacity, alloc: &Allocation, d: Demand) -> bool {
+fn matches_demand(cap: &Pools, alloc: &Allocation, d: Demand) -> bool {
     if !cap.is_detailed() {
         return true;
     }
@@ -1463,15 +1541,17 @@ fn matches_demand(cap: &Capacity, alloc: &Allocation, d: Demand) -> bool {
 /// of `shadow_cap`) and returns its allocation; on no, changes nothing.
 fn easy_backfill_one(
     req: &JobReq,
+    estimate: Time,
     now: Time,
     head: Demand,
     shadow: Time,
-    cap: &mut Capacity,
-    shadow_cap: &mut Capacity,
+    cap: &mut Pools,
+    shadow_cap: &mut Pools,
 ) -> Option<Allocation> {
-    let past_shadow = now + req.estimate > shadow;
-    // A detailed cluster (shares, CPUs, memory) checks the exact nodes even when pooled.
-    let pooled = cap.placement() == Placement::Pooled && !cap.is_detailed();
+    let past_shadow = now + estimate > shadow;
+    // A detailed cluster (shares, CPUs, memory), or one of several pools, checks the exact
+    // nodes even when pooled.
+    let pooled = cap.counts_only();
     // Pooled: a count decides, before the (costlier) choice of nodes.
     if past_shadow && pooled && shadow_cap.total_free() < (req.gpus + head.gpus) as u64 {
         return None;
@@ -1498,9 +1578,9 @@ fn easy_backfill_one(
 
 impl Reservations {
     /// Reserves the earliest slot from `now` for a waiting job and records it.
-    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq) -> (Time, Allocation) {
-        let (t, a) = self.profile.reserve(now, req.demand(), req.estimate.max(1));
-        self.res.insert(key.1, (t, t + req.estimate.max(1), a.clone()));
+    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq, estimate: Time) -> (Time, Allocation) {
+        let (t, a) = self.profile.reserve(now, req.demand(), estimate.max(1));
+        self.res.insert(key.1, (t, t + estimate.max(1), a.clone()));
         self.by_start.insert((t, key));
         (t, a)
     }

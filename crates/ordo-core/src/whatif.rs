@@ -1,7 +1,7 @@
 //! What-if capacities for scheduling passes: scratch copies of the scheduler's capacity that a
 //! pass changes and rolls back, so that a pass does not copy the whole cluster.
 
-use crate::capacity::Capacity;
+use crate::pools::Pools;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, MutexGuard};
 
@@ -14,7 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 /// detailed capacity (shares, CPUs, memory) gives a fresh clone instead: slower, same result.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
-    slots: [Mutex<Option<Capacity>>; 2],
+    slots: [Mutex<Option<Pools>>; 2],
 }
 
 impl Clone for Scratch {
@@ -26,7 +26,7 @@ impl Clone for Scratch {
 
 impl Scratch {
     /// Applies a commit (the same change as to the scheduler's capacity) to every copy.
-    pub(crate) fn apply(&mut self, change: impl Fn(&mut Capacity)) {
+    pub(crate) fn apply(&mut self, change: impl Fn(&mut Pools)) {
         for slot in &mut self.slots {
             match slot.get_mut() {
                 Ok(Some(c)) => change(c),
@@ -43,7 +43,7 @@ impl Scratch {
     }
 
     /// A what-if state equal to `base`, the capacity the copies mirror.
-    pub(crate) fn what_if<'a>(&'a self, base: &Capacity) -> WhatIf<'a> {
+    pub(crate) fn what_if<'a>(&'a self, base: &Pools) -> WhatIf<'a> {
         if !base.is_detailed() {
             for slot in &self.slots {
                 if let Ok(mut g) = slot.try_lock() {
@@ -57,7 +57,7 @@ impl Scratch {
     }
 
     /// Checks that every copy equals `base` (for `sanity_check`).
-    pub(crate) fn check(&self, base: &Capacity) -> Result<(), String> {
+    pub(crate) fn check(&self, base: &Pools) -> Result<(), String> {
         for (i, slot) in self.slots.iter().enumerate() {
             if let Ok(g) = slot.try_lock() {
                 if g.as_ref().is_some_and(|c| c != base) {
@@ -73,14 +73,14 @@ impl Scratch {
 #[derive(Debug)]
 pub(crate) enum WhatIf<'a> {
     /// A scratch copy, rolled back when this ends.
-    Scratch(MutexGuard<'a, Option<Capacity>>),
+    Scratch(MutexGuard<'a, Option<Pools>>),
     /// A capacity of its own (a clone, or a pooled counter).
-    Owned(Capacity),
+    Owned(Pools),
 }
 
 impl Deref for WhatIf<'_> {
-    type Target = Capacity;
-    fn deref(&self) -> &Capacity {
+    type Target = Pools;
+    fn deref(&self) -> &Pools {
         match self {
             WhatIf::Scratch(g) => g.as_ref().expect("a scratch slot in use holds a copy"),
             WhatIf::Owned(c) => c,
@@ -89,7 +89,7 @@ impl Deref for WhatIf<'_> {
 }
 
 impl DerefMut for WhatIf<'_> {
-    fn deref_mut(&mut self) -> &mut Capacity {
+    fn deref_mut(&mut self) -> &mut Pools {
         match self {
             WhatIf::Scratch(g) => g.as_mut().expect("a scratch slot in use holds a copy"),
             WhatIf::Owned(c) => c,

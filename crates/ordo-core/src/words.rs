@@ -45,6 +45,15 @@ pub fn agree<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
     }
 }
 
+/// An amount of memory: whole GiB as `40 GiB`, otherwise `1500 MiB`.
+pub fn mib(m: u64) -> String {
+    if m >= 1024 && m.is_multiple_of(1024) {
+        format!("{} GiB", m / 1024)
+    } else {
+        format!("{m} MiB")
+    }
+}
+
 /// A run of ASCII digits with `,` between groups of three (`8300` -> `8,300`); anything else
 /// is returned as it is.
 pub fn group_digits(digits: &str) -> String {

@@ -83,5 +83,5 @@ fn conservative_reserves_shares_honestly() {
     let g = |k: usize| plan.starts[k].alloc.detail.as_ref().unwrap().gpu_ids[0][0];
     assert_eq!(g(0), g(1));
     assert_eq!(s.capacity().gpu_used(0, 0), 900);
-    assert_eq!(s.capacity().free(), &[0]);
+    assert_eq!(&*s.capacity().free(), &[0]);
 }

@@ -32,13 +32,14 @@ pub fn reason_kind(r: Option<&Reason>) -> u8 {
         Some(Reason::Outranked { .. }) => 5,
         None => 6,
         Some(Reason::Quota { .. }) => 7,
+        Some(Reason::Constraint { .. }) => 8,
     }
 }
 
 /// Whether a reason says the pod does not fit (an Event of type Warning, reason
 /// `FailedScheduling`) rather than that it waits its turn (Normal, `Waiting`).
 pub fn is_shortage(r: Option<&Reason>) -> bool {
-    matches!(r, Some(Reason::Resources { .. } | Reason::NodeFit { .. }) | None)
+    matches!(r, Some(Reason::Resources { .. } | Reason::NodeFit { .. } | Reason::Constraint { .. }) | None)
 }
 
 /// `14:20 UTC` for a time today (in UTC, relative to `now`), else `2026-05-04 14:20 UTC`.
@@ -148,11 +149,19 @@ pub fn waiting_text(
             ))
         }
         Reason::Resources { .. } => tail(format!("{need}; the most free on {any_node} is {}", cx.most_free)),
-        // ordo-core's "no node has 4 free GPUs": say how far off the best node is.
-        Reason::NodeFit { why, .. } if why.starts_with("no node has") => {
+        // ordo-core's "no node has 4 free GPUs" (or, for a pod, which it asks on one node, "needs
+        // 1 nodes with 4 free GPUs each, ..."): say how far off the best node is.
+        Reason::NodeFit { why, .. } if why.starts_with("no node has") || why.starts_with("needs 1 nodes with") => {
             tail(format!("{need}; the most free on {any_node} is {}", cx.most_free))
         }
         Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
+        // A pod limited by its nodeSelector, affinity or taints: ordo-core's words name its
+        // synthetic features (`kube-req:N`); say how far off its best node is instead (the
+        // engine puts why the nodes with room do not qualify first).
+        Reason::Constraint { .. } if cx.qualifying => {
+            tail(format!("{need}; the most free on {any_node} is {}", cx.most_free))
+        }
+        Reason::Constraint { why, .. } => tail(format!("{need}; {why}")),
         Reason::Priority { .. } => tail(format!(
             "waiting behind {} under {} (strict order: nothing starts before it)",
             blocker.unwrap_or("a pod that does not fit"),

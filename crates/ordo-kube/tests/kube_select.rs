@@ -155,7 +155,7 @@ async fn a_pod_whose_nodes_are_full_says_why_the_nodes_with_room_do_not_qualify(
         json!([{"key": "dedicated", "value": "infer", "effect": "NoExecute"}]),
     )
     .await;
-    let s = c.start("fifo").await;
+    let s = c.start("fifo+easy").await;
     c.pod_with("first", 2, json!({"nodeSelector": {PRODUCT: A100}})).await;
     c.wait_for("first bound", 20, |st| st["first"].0.is_some()).await;
     assert_eq!(c.node_of("first").await.unwrap(), c.node_name("a100"));
@@ -169,7 +169,8 @@ async fn a_pod_whose_nodes_are_full_says_why_the_nodes_with_room_do_not_qualify(
     // Its expected start is when first's time limit (the default estimate, 24h) frees the A100
     // node, not now (when the other nodes have room).
     assert!(m.contains("; expected start 20"), "{m}");
-    // A pod without constraints is not held up by it: it goes to a node with room.
+    // A pod without constraints backfills on a node with room: it cannot delay second, which
+    // only the A100 node serves.
     c.pod_with("plain", 1, json!({})).await;
     c.wait_for("plain bound", 20, |st| st["plain"].0.is_some()).await;
     assert_eq!(c.node_of("plain").await.unwrap(), c.node_name("v100"));

@@ -54,6 +54,8 @@ fn run(c: &mut Criterion, group: &str, w: &Workload, policies: &[&str], placemen
             deadline: None,
             quotas: None,
             give_up_above_mean_jct_s: None,
+            speeds: ordo_core::Speeds::default(),
+            model_pick: None,
         };
         g.bench_with_input(BenchmarkId::from_parameter(p), w, |b, w| b.iter(|| simulate(w, &cfg).unwrap()));
     }

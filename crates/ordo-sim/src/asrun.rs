@@ -311,6 +311,7 @@ mod tests {
             after: vec![],
             failed: false,
             start: None,
+            needs: None,
         }
     }
 

@@ -35,6 +35,13 @@ pub struct SimConfig {
     /// below the limit: `CHECK_GAPS`). Like `deadline` it can only stop a run, never change
     /// its result; `ordo tune` uses it to drop candidates that cannot win.
     pub give_up_above_mean_jct_s: Option<f64>,
+    /// Relative speeds of job classes on GPU models (`--speeds`); empty: every speed 1.
+    pub speeds: ordo_core::Speeds,
+    /// Which accepted model a flexible job goes on (`--model-pick`); `None`: the default
+    /// (`fastest`). Given, or with a speed matrix, or with a job that constrains its GPUs, the
+    /// cluster's GPU models, memory and features are modelled (pools); otherwise the cluster is
+    /// one kind, as before.
+    pub model_pick: Option<ordo_core::ModelPick>,
 }
 
 impl SimConfig {
@@ -49,7 +56,16 @@ impl SimConfig {
             deadline: None,
             quotas: None,
             give_up_above_mean_jct_s: None,
+            speeds: ordo_core::Speeds::default(),
+            model_pick: None,
         }
+    }
+
+    /// Whether a run of `w` models the cluster's kinds of node (see [`SimConfig::model_pick`]).
+    pub fn typed(&self, w: &Workload) -> bool {
+        self.model_pick.is_some()
+            || !self.speeds.is_empty()
+            || w.jobs.iter().any(|j| j.needs.as_ref().is_some_and(|n| n.constrains()))
     }
 }
 
@@ -164,6 +180,9 @@ pub enum SimError {
         /// Passes made.
         passes: u64,
     },
+    /// The cluster cannot be modelled (too many kinds of node).
+    #[error("{0}")]
+    Cluster(String),
     /// The scheduler refused a commit or broke an invariant.
     #[error("scheduler inconsistency at t={time} ms: {what}")]
     Inconsistent {
@@ -197,6 +216,8 @@ struct Live {
     done: bool,
     /// The job is running now.
     running: bool,
+    /// Speed of the GPUs of its current (or last) run: base work per ms.
+    speed: f64,
 }
 
 /// A lower bound (seconds) on the mean JCT a run will report, from its state at `t`.
@@ -382,7 +403,45 @@ fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimErr
 
 /// Replays `w` under `cfg`. Deterministic: the same inputs give the same output.
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
-    let mut sched = Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone());
+    let typed = cfg.typed(w);
+    let mut sched = if typed {
+        let pick = cfg.model_pick.unwrap_or_default();
+        Scheduler::typed(&cfg.cluster, cfg.placement, cfg.policy.clone(), &cfg.speeds, pick)
+            .map_err(SimError::Cluster)?
+    } else {
+        Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone())
+    };
+    // Typed runs: each job's pools and speed row, or why no node can ever serve it; and its
+    // work in base units (its run time on the model it was measured on, times that speed).
+    let mut eligs: Vec<ordo_core::Elig> = Vec::new();
+    let mut never_serves: HashMap<u32, String> = HashMap::new();
+    if typed {
+        eligs = w
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| match &j.needs {
+                None => ordo_core::Elig::ANY,
+                Some(n) => sched.eligibility(n).unwrap_or_else(|why| {
+                    never_serves.insert(i as u32, why);
+                    ordo_core::Elig::ANY
+                }),
+            })
+            .collect();
+    }
+    let base_runtime = |j: &ordo_core::Job| -> Time {
+        match j.needs.as_ref().and_then(|n| n.measured_on.as_deref().map(|m| (n.class.as_deref(), m))) {
+            Some((class, m)) if !cfg.speeds.is_empty() => {
+                let s = cfg.speeds.of(class, Some(m));
+                if s == 1.0 {
+                    j.runtime
+                } else {
+                    (j.runtime as f64 * s).round() as Time
+                }
+            }
+            _ => j.runtime,
+        }
+    };
     if let Some(q) = &cfg.quotas {
         let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
         sched.set_quotas(q.resolve(cfg.cluster.total_gpus(), |u| index(&w.users, u), |g| index(&w.groups, g)));
@@ -414,7 +473,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let last_submit = w.jobs.iter().map(|j| j.submit).max().unwrap_or(0);
     let mut integ = RunIntegrals::new(first_submit, last_submit);
     let mut records: Vec<Option<JobRecord>> = vec![None; w.jobs.len()];
-    let mut live: Vec<Live> = w.jobs.iter().map(|j| Live { remaining: j.runtime, ..Live::default() }).collect();
+    let mut live: Vec<Live> = w.jobs.iter().map(|j| Live { remaining: base_runtime(j), ..Live::default() }).collect();
     let mut rejected = Vec::new();
     // Multiset of waiting jobs' sizes (thousandths of a GPU): the smallest one tells whether
     // idle GPUs could have served a waiting job.
@@ -430,11 +489,12 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     };
     // Waiting jobs' distinct demands, smallest first (thousandths of a GPU, then the demand):
     // after each pass, whether one of them fits the idle GPUs tells why idle GPUs sit idle.
-    type DemandKey = (u64, u32, u32, u32, u64);
+    type DemandKey = (u64, u32, u32, u32, u64, u128);
     let mut waiting_demands: BTreeMap<DemandKey, u32> = BTreeMap::new();
     let demand_key = |j: &ordo_core::Job| -> DemandKey {
         let d = ordo_core::Demand::new(j.gpus, j.gpu_milli, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0));
-        (milli_of(j), d.gpus, d.milli, d.cpus, d.mem_mib)
+        let pools = eligs.get(j.id.idx()).map_or(0, |e| e.pools);
+        (milli_of(j), d.gpus, d.milli, d.cpus, d.mem_mib, pools)
     };
     let mut cause = IdleCause::EmptyQueue;
     // A job without an estimate, in a workload where others have one, is given the largest
@@ -473,9 +533,12 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             mem_mib: job.mem_mib.unwrap_or(0),
             nodes: 0,
             array: 0,
+            elig: eligs.get(id.idx()).copied().unwrap_or_default(),
         }
     };
-    let bounded = cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants;
+    // The bound reads run times at speed 1: with a speed matrix a job may run faster, so there
+    // is no bound (and no early give-up).
+    let bounded = (cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants) && cfg.speeds.is_empty();
     // Jobs certain to run and be counted, whatever the policy: no dependency, whole GPUs, no
     // CPUs or memory asked, within every quota, and taken by the cluster (what decides a
     // rejection depends on the cluster, not on what runs). The bound counts them before they
@@ -486,6 +549,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             .enumerate()
             .map(|(i, j)| {
                 j.after.is_empty()
+                    && !never_serves.contains_key(&(i as u32))
                     && j.gpu_milli.is_none()
                     && j.cpus.is_none()
                     && j.mem_mib.is_none()
@@ -607,6 +671,11 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             // A job larger than its user's or group's GPU quota could never start.
             let submitted = match over_quota(sched.quotas(), w, job) {
                 Some(why) => Err(Rejected { job: id, gpus: job.gpus, why }),
+                None if never_serves.contains_key(&id.0) => Err(Rejected {
+                    job: id,
+                    gpus: job.gpus,
+                    why: format!("never satisfiable: {}", never_serves[&id.0]),
+                }),
                 None => match sched.submit(req, t) {
                     Ok(()) => Ok(()),
                     Err(e @ (SubmitError::NeverFits { .. } | SubmitError::NeverPlaced { .. })) => {
@@ -662,8 +731,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             *waiting_demands.entry(demand_key(job)).or_default() += 1;
             let l = &mut live[id.idx()];
             l.running = false;
-            // Work done in this run: its length less the restart overhead it began with.
-            l.remaining -= (t - start - l.overhead).max(0);
+            // Work done in this run: its length less the restart overhead it began with, at
+            // the speed of the GPUs it ran on (base units).
+            let ran = (t - start - l.overhead).max(0);
+            l.remaining -= if l.speed == 1.0 { ran } else { ((ran as f64 * l.speed).floor() as Time).min(l.remaining) };
             if let Some(r) = records[id.idx()].as_mut() {
                 r.preemptions += 1;
                 if let Some(seg) = r.segments.last_mut() {
@@ -698,7 +769,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 segments: Vec::with_capacity(1),
             });
             l.overhead = if rec.segments.is_empty() { 0 } else { cfg.preemption_overhead };
-            let end = t + l.overhead + l.remaining;
+            l.speed = if typed { sched.capacity().speed_on(eligs[s.job.idx()].row, &s.alloc) } else { 1.0 };
+            let end = t + l.overhead + ordo_core::pools::scaled(l.remaining, l.speed);
             rec.end = end;
             rec.segments.push(RunSegment { start: t, end, gpu_ids });
             heap.push(Reverse((end, Kind::End, seq, s.job, l.epoch)));
@@ -718,9 +790,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             IdleCause::Fragmentation // nothing idle: the cause counts nothing
         } else {
             let cap = sched.capacity();
-            let fits = waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib)| {
-                cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0 })
-            });
+            let fits =
+                waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib, pools)| {
+                    cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools, row: 0 })
+                });
             if fits {
                 IdleCause::HeadOfLine
             } else {
@@ -731,8 +804,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             sched.sanity_check().map_err(|what| SimError::Inconsistent { time: t, what })?;
         }
         // The bound the limit reads is the one the invariant checks test: at the end of a pass.
-        let limit = cfg.give_up_above_mean_jct_s.filter(|_| passes >= next_bound);
-        if cfg.check_invariants || limit.is_some() {
+        let limit = cfg.give_up_above_mean_jct_s.filter(|_| bounded && passes >= next_bound);
+        if bounded && (cfg.check_invariants || limit.is_some()) {
             let lb = mean_jct_lower_bound(
                 w,
                 &records,
@@ -909,6 +982,14 @@ impl Interval for (Time, Time, JobId, u64, u64) {
     }
 }
 
+/// Whether a node satisfies a job's GPU model, memory and feature constraints.
+pub fn serves(n: &ordo_core::GpuNeeds, node: &ordo_core::NodeSpec) -> bool {
+    let model = node.gpu_model.as_deref().map(str::to_ascii_lowercase);
+    (n.models.is_empty() || model.as_ref().is_some_and(|m| n.models.iter().any(|x| x.eq_ignore_ascii_case(m))))
+        && (n.min_mem_mib == 0 || node.gpu_mem_mib.is_some_and(|m| m >= n.min_mem_mib))
+        && n.features.iter().all(|f| node.features.iter().any(|x| x.eq_ignore_ascii_case(f)))
+}
+
 /// A job's size in thousandths of a GPU: its share if fractional, else 1000 per GPU.
 pub fn milli_of(j: &ordo_core::Job) -> u64 {
     j.share_milli().map_or(j.gpus as u64 * 1000, u64::from)
@@ -923,6 +1004,19 @@ pub fn milli_of(j: &ordo_core::Job) -> u64 {
 /// a node takes `ceil(cpus * k / g)` CPUs and `ceil(mem * k / g)` MiB there, all of them on a
 /// single node).
 pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: Time) -> Result<(), String> {
+    validate_with(w, cluster, out, overhead, &ordo_core::Speeds::default())
+}
+
+/// [`validate`] for a run with a speed matrix: each run's work counts at the speed of the
+/// slowest GPU model it held (within a millisecond per run of rounding), and a job that
+/// constrains its GPUs ran only on nodes that satisfy it.
+pub fn validate_with(
+    w: &Workload,
+    cluster: &ClusterSpec,
+    out: &SimOutput,
+    overhead: Time,
+    speeds: &ordo_core::Speeds,
+) -> Result<(), String> {
     let mut seen = vec![false; w.jobs.len()];
     // (node, gpu) -> intervals (start, end, job, thousandths) during which it was held.
     type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId, u64)>>;
@@ -947,12 +1041,39 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
             return Err(format!("job {}: {} runs but {} preemptions", r.job, r.segments.len(), r.preemptions));
         }
         let mut useful = 0;
+        let mut useful_base = 0f64;
+        let class = j.needs.as_ref().and_then(|n| n.class.as_deref());
         for (i, seg) in r.segments.iter().enumerate() {
             if seg.end < seg.start || (i > 0 && seg.start < r.segments[i - 1].end) {
                 return Err(format!("job {}: runs overlap or go backwards", r.job));
             }
             let lost = if i == 0 { 0 } else { overhead };
             useful += (seg.end - seg.start - lost).max(0);
+            if !speeds.is_empty() {
+                let s = seg
+                    .gpu_ids
+                    .iter()
+                    .map(|(n, _)| speeds.of(class, cluster.nodes.get(n as usize).and_then(|x| x.gpu_model.as_deref())))
+                    .fold(f64::INFINITY, f64::min);
+                let s = if s.is_finite() { s } else { 1.0 };
+                useful_base += (seg.end - seg.start - lost).max(0) as f64 * s;
+            }
+            if let Some(n) = j.needs.as_ref().filter(|n| n.constrains()) {
+                for (node, _) in seg.gpu_ids.iter() {
+                    let spec = cluster
+                        .nodes
+                        .get(node as usize)
+                        .ok_or_else(|| format!("job {} on unknown node {node}", r.job))?;
+                    if !serves(n, spec) {
+                        return Err(format!(
+                            "job {} (needs {}) ran on node {}, which does not serve it",
+                            r.job,
+                            n.describe(),
+                            spec.name
+                        ));
+                    }
+                }
+            }
             let n: usize = seg.gpu_ids.iter().map(|(_, ids)| ids.len()).sum();
             if n != j.gpus as usize {
                 return Err(format!("job {} got {n} GPUs, asked for {}", r.job, j.gpus));
@@ -982,8 +1103,19 @@ pub fn validate(w: &Workload, cluster: &ClusterSpec, out: &SimOutput, overhead: 
                 }
             }
         }
-        if useful != j.runtime {
-            return Err(format!("job {} did {useful} ms of work, its run time is {}", r.job, j.runtime));
+        if speeds.is_empty() {
+            if useful != j.runtime {
+                return Err(format!("job {} did {useful} ms of work, its run time is {}", r.job, j.runtime));
+            }
+        } else {
+            let base = match j.needs.as_ref().and_then(|n| n.measured_on.as_deref()) {
+                Some(m) => (j.runtime as f64 * speeds.of(class, Some(m))).round(),
+                None => j.runtime as f64,
+            };
+            let slack = r.segments.len() as f64 * 2.0 * speeds.max() + 1.0;
+            if (useful_base - base).abs() > slack {
+                return Err(format!("job {} did {useful_base:.0} ms of base work, its base run time is {base}", r.job));
+            }
         }
     }
     for rej in out.rejected.iter().chain(&out.never_satisfied) {

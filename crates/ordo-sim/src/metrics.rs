@@ -355,8 +355,25 @@ impl Metrics {
         let first = records.iter().map(|r| r.submit).min().unwrap_or(0);
         let last_end = records.iter().map(|r| r.end).max().unwrap_or(first);
         let makespan = last_end - first;
-        let work: i128 = records.iter().map(|r| ran(r).gpu_time()).sum();
-        let latest_finish = records.iter().map(|r| r.submit + ran(r).runtime).max().unwrap_or(first) - first;
+        // With a speed matrix a job's run time depends on where it ran: the work is the GPU time
+        // it held, and the bound's fastest finish its run time at the matrix's highest speed.
+        let typed_speeds = !cfg.speeds.is_empty();
+        let work: i128 = if typed_speeds {
+            records
+                .iter()
+                .map(|r| {
+                    let held: i128 = r.segments.iter().map(|s| (s.end - s.start) as i128).sum();
+                    match ran(r).share_milli() {
+                        Some(m) => m as i128 * held / 1000,
+                        None => ran(r).gpus as i128 * held,
+                    }
+                })
+                .sum()
+        } else {
+            records.iter().map(|r| ran(r).gpu_time()).sum()
+        };
+        let fastest = |t: Time| if typed_speeds { ordo_core::pools::scaled(t, cfg.speeds.max()) } else { t };
+        let latest_finish = records.iter().map(|r| r.submit + fastest(ran(r).runtime)).max().unwrap_or(first) - first;
         let lb = ((work as f64 / gpus.max(1) as f64).ceil() as Time).max(latest_finish);
         let (w0, w1) = integ.window;
         let estimates = if !cfg.policy.needs_estimate() {

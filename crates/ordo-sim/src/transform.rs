@@ -62,6 +62,7 @@ mod tests {
                 after: vec![],
                 failed: false,
                 start: None,
+                needs: None,
             });
         }
         w

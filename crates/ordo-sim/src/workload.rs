@@ -674,6 +674,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             after: vec![],
             failed: false,
             start: None,
+            needs: None,
         });
     }
     w.renumber();

@@ -98,6 +98,8 @@ pub fn cluster_from_nodes(nodes: &[&SlurmNode], memory: bool) -> Option<ClusterS
             cpus: n.cpus,
             mem_mib: if memory { n.mem_mib } else { None },
             gpu_model: None,
+            gpu_mem_mib: None,
+            features: Vec::new(),
         })
         .collect();
     (!nodes.is_empty()).then_some(ClusterSpec { nodes })
@@ -456,6 +458,7 @@ fn plan_partition(
                 Time::MIN,
             ),
             Reason::NodeFit { why, .. } => (format!("first in line; waits for resources ({why})"), Time::MIN),
+            Reason::Constraint { why, .. } => (format!("first in line; waits for GPUs it accepts ({why})"), Time::MIN),
             Reason::Priority { behind } => {
                 (format!("waits behind job {} (strict order)", slurm_id(*behind)), Time::MIN)
             }

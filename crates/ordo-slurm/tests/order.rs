@@ -90,11 +90,7 @@ fn held_jobs_jobs_that_never_fit_and_skipped_jobs_are_left_alone() {
 #[test]
 fn running_jobs_on_unknown_nodes_are_counted_with_a_warning() {
     let jobs = parse_jobs(DOC, "fixture").unwrap();
-    let other = ClusterSpec {
-        nodes: (0..3)
-            .map(|k| NodeSpec { name: format!("x{k}"), gpus: [8, 8, 4][k], cpus: None, mem_mib: None, gpu_model: None })
-            .collect(),
-    };
+    let other = ClusterSpec { nodes: (0..3).map(|k| NodeSpec::new(format!("x{k}"), [8, 8, 4][k])).collect() };
     let s = PlanSpec { cluster: Some(other), ..spec("sjf") };
     let i = intended_order(&jobs, &[], &s, jobs[0].submit, &Skip::new());
     assert_eq!(i.running, 3);

@@ -30,6 +30,11 @@ struct Group {
     count: u32,
     gpus: u32,
     gpu_model: Option<String>,
+    /// Memory per GPU (MiB, or with a unit: `"80G"`).
+    gpu_memory: Option<Memory>,
+    /// Node features (Slurm's `Features`, labels).
+    #[serde(default)]
+    features: Vec<String>,
     cpus: Option<u32>,
     memory: Option<Memory>,
     name: Option<String>,
@@ -51,9 +56,10 @@ struct ClusterFile {
 }
 
 /// Reads a TOML cluster file: a list of node groups, in order, each
-/// `[[groups]] count = 32, gpus = 8, gpu_model = "A100", cpus = 128, memory = "1T"` (`count`
-/// and `gpus` required; `memory` in MiB or with a unit K/M/G/T; `name` a node-name prefix,
-/// default `g<group number>-`).
+/// `[[groups]] count = 32, gpus = 8, gpu_model = "A100", gpu_memory = "80G", features = ["ib"],
+/// cpus = 128, memory = "1T"` (`count` and `gpus` required; memories in MiB or with a unit
+/// K/M/G/T; `name` a node-name prefix, default `g<group number>-`; a GPU model's memory, when
+/// not given, from its name where that tells, e.g. `V100M32`, `a100-80g`, `t4`).
 pub fn load_cluster_toml(path: &Path) -> Result<ClusterSpec, ClusterError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|err| ClusterError::Io { file: file.clone(), err })?;
@@ -68,15 +74,23 @@ pub fn load_cluster_toml(path: &Path) -> Result<ClusterSpec, ClusterError> {
         if g.gpus > 1024 {
             return Err(bad(format!("node group {}: gpus must be at most 1024, got {}", gi + 1, g.gpus)));
         }
-        let mem_mib = match &g.memory {
-            None => None,
-            Some(Memory::Mib(m)) => Some(*m),
-            Some(Memory::Text(t)) => {
-                Some(parse_mem_mib(t.trim_end_matches("iB").trim_end_matches("ib")).ok_or_else(|| {
-                    bad(format!("node group {}: memory {t:?}: expected MiB or a size like \"512G\"", gi + 1))
-                })?)
-            }
+        let mem = |m: &Option<Memory>, what: &str| -> Result<Option<u64>, ClusterError> {
+            Ok(match m {
+                None => None,
+                Some(Memory::Mib(m)) => Some(*m),
+                Some(Memory::Text(t)) => {
+                    Some(parse_mem_mib(t.trim_end_matches("iB").trim_end_matches("ib")).ok_or_else(|| {
+                        bad(format!("node group {}: {what} {t:?}: expected MiB or a size like \"512G\"", gi + 1))
+                    })?)
+                }
+            })
         };
+        let mem_mib = mem(&g.memory, "memory")?;
+        let model = g.gpu_model.as_ref().map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+        let gpu_mem_mib =
+            mem(&g.gpu_memory, "gpu_memory")?.or_else(|| model.as_deref().and_then(ordo_core::speed::known_memory_mib));
+        let features: Vec<String> =
+            g.features.iter().map(|f| f.trim().to_ascii_lowercase()).filter(|f| !f.is_empty()).collect();
         let prefix = g.name.clone().unwrap_or_else(|| format!("g{}-", gi + 1));
         if nodes.len() + g.count as usize > 1_000_000 {
             return Err(bad("more than 1,000,000 nodes".to_string()));
@@ -87,7 +101,9 @@ pub fn load_cluster_toml(path: &Path) -> Result<ClusterSpec, ClusterError> {
                 gpus: g.gpus,
                 cpus: g.cpus,
                 mem_mib,
-                gpu_model: g.gpu_model.clone(),
+                gpu_model: model.clone(),
+                gpu_mem_mib,
+                features: features.clone(),
             });
         }
     }
@@ -211,6 +227,8 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
                     cpus: Some(u32::try_from(cpu_milli / 1000).unwrap_or(u32::MAX)),
                     mem_mib: Some(mem_mib),
                     gpu_model: Some(get(cols[4]).to_string()).filter(|m| !m.is_empty()),
+                    gpu_mem_mib: ordo_core::speed::known_memory_mib(get(cols[4])),
+                    features: Vec::new(),
                 });
             }
             NodeList::Spot2026 | NodeList::PaiSpec => {
@@ -229,19 +247,15 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
                     cpus: Some(cpus),
                     mem_mib,
                     gpu_model: Some(get(model_col).to_string()).filter(|m| !m.is_empty()),
+                    gpu_mem_mib: ordo_core::speed::known_memory_mib(get(model_col)),
+                    features: Vec::new(),
                 });
             }
             NodeList::LucidVc => {
                 let n = count(1, 100_000, "a number of 8-GPU nodes")?;
                 let vc = get(0);
                 for k in 0..n {
-                    nodes.push(NodeSpec {
-                        name: format!("{vc}-{k}"),
-                        gpus: 8,
-                        cpus: None,
-                        mem_mib: None,
-                        gpu_model: None,
-                    });
+                    nodes.push(NodeSpec::new(format!("{vc}-{k}"), 8));
                 }
             }
             NodeList::HeliosGpus => {
@@ -258,7 +272,7 @@ pub fn load_cluster_nodes(path: &Path) -> Result<ClusterSpec, ClusterError> {
     }
     if let Some((gpus, _)) = best_day {
         for k in 0..gpus.div_ceil(8) {
-            nodes.push(NodeSpec { name: format!("n{k}"), gpus: 8, cpus: None, mem_mib: None, gpu_model: None });
+            nodes.push(NodeSpec::new(format!("n{k}"), 8));
         }
     }
     if nodes.is_empty() {

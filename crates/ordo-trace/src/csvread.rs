@@ -31,6 +31,9 @@ const EXPECT_CORES: &str = "a number of CPU cores >= 0";
 const EXPECT_GIB: &str = "a memory size in GiB >= 0";
 const EXPECT_TIME_OR_EMPTY: &str = "a time in seconds >= 0, or an empty cell (not known: outside the trace)";
 pub(crate) const EXPECT_NAME: &str = "UTF-8 text";
+pub(crate) const EXPECT_MODELS: &str = "GPU model names separated by `|` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
+pub(crate) const EXPECT_FEATURES: &str =
+    "node features separated by `|`, `&` or `,` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
 pub(crate) const EXPECT_ESTIMATE: &str = "a time in seconds >= 0 (finite, at most 1e12) or an empty cell";
 pub(crate) const EXPECT_PRIORITY: &str = "a whole number (negative allowed) or an empty cell";
 pub(crate) const EXPECT_COUNT: &str = "a whole number >= 0";
@@ -340,6 +343,7 @@ fn parse_row<'r>(
         Some(c) => parse_failed(field(c)).ok_or_else(|| bad(c, EXPECT_STATE))?,
         None => false,
     };
+    let needs = parse_needs(layout, &field, &bad, format, &tres)?;
     Ok(Row {
         name,
         submit,
@@ -357,6 +361,7 @@ fn parse_row<'r>(
         after,
         failed,
         start,
+        needs,
     })
 }
 
@@ -388,12 +393,71 @@ pub(crate) fn parse_failed(raw: &[u8]) -> Option<bool> {
     }
 }
 
+/// A job's GPU models, memory, features, class and measured-on model from the columns that carry
+/// them (and sacct's typed GRES); `None` when none says anything.
+fn parse_needs<'r>(
+    layout: &Layout,
+    field: &dyn Fn(usize) -> &'r [u8],
+    bad: &dyn Fn(usize, &'static str) -> TraceError,
+    format: Format,
+    tres: &Tres,
+) -> Result<Option<Box<ordo_core::GpuNeeds>>, TraceError> {
+    let roles = [Role::GpuModels, Role::GpuMemMib, Role::Features, Role::JobClass, Role::MeasuredOn];
+    let cols = roles.map(|r| layout.col(r));
+    let cells = cols.map(|c| c.map_or(&b""[..], field));
+    let mut needs = needs_from_cells(cells, |i, e| bad(cols[i].unwrap_or(0), e))?;
+    if format == Format::Sacct && cols[0].is_none() && !tres.gpu_types.is_empty() {
+        needs.get_or_insert_with(Default::default).models = tres.gpu_types.clone();
+    }
+    Ok(needs)
+}
+
+/// GPU needs from the five typed cells (`gpu_model`, `gpu_mem_mib`, `features`, `job_class`,
+/// `measured_on`): models `|`-separated, features `|`-, `&`- or `,`-separated (Slurm's
+/// `Constraints` `ib&nvme`: each named feature is required; `a|b` alternatives are read as all
+/// required), names lowercased. `bad(i, expected)` names cell `i`'s field.
+pub(crate) fn needs_from_cells<E>(
+    cells: [&[u8]; 5],
+    bad: impl Fn(usize, &'static str) -> E,
+) -> Result<Option<Box<ordo_core::GpuNeeds>>, E> {
+    let text =
+        |i: usize| -> Result<&str, E> { std::str::from_utf8(cells[i]).map(str::trim).map_err(|_| bad(i, EXPECT_NAME)) };
+    let list = |s: &str, seps: &[char]| -> Vec<String> {
+        let mut v: Vec<String> =
+            s.split(seps).map(|x| x.trim().to_ascii_lowercase()).filter(|x| !x.is_empty()).collect();
+        v.dedup();
+        v
+    };
+    let name_ok = |m: &String| m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c));
+    let mut n = ordo_core::GpuNeeds { models: list(text(0)?, &['|']), ..Default::default() };
+    if !n.models.iter().all(name_ok) {
+        return Err(bad(0, EXPECT_MODELS));
+    }
+    n.min_mem_mib = optional(cells[1], parse_u64).map_err(|()| bad(1, EXPECT_COUNT))?.unwrap_or(0);
+    n.features = list(text(2)?, &['|', '&', ',']);
+    if !n.features.iter().all(name_ok) {
+        return Err(bad(2, EXPECT_FEATURES));
+    }
+    let one = |i: usize| -> Result<Option<String>, E> {
+        let t = text(i)?.to_ascii_lowercase();
+        Ok(Some(t).filter(|t| !t.is_empty()))
+    };
+    n.class = one(3)?;
+    n.measured_on = one(4)?;
+    if n.measured_on.as_ref().is_some_and(|m| !name_ok(m)) {
+        return Err(bad(4, EXPECT_MODELS));
+    }
+    Ok((n != ordo_core::GpuNeeds::default()).then(|| Box::new(n)))
+}
+
 /// Resources named in a Slurm TRES string.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Tres {
     pub gpus: Option<u32>,
     pub cpus: Option<u32>,
     pub mem_mib: Option<u64>,
+    /// GPU models of typed `gres/gpu:TYPE=N` entries.
+    pub gpu_types: Vec<String>,
 }
 
 /// Parses `cpu=4,mem=16G,node=1,billing=4,gres/gpu=2` (empty: nothing). The GPU count is
@@ -414,6 +478,10 @@ pub(crate) fn parse_tres(raw: &[u8]) -> Option<Tres> {
             k if k.starts_with("gres/gpu:") => {
                 let n: u32 = v.parse().ok()?;
                 typed = Some(typed.unwrap_or(0).checked_add(n)?);
+                let ty = k["gres/gpu:".len()..].trim().to_ascii_lowercase();
+                if !ty.is_empty() && !t.gpu_types.contains(&ty) {
+                    t.gpu_types.push(ty);
+                }
             }
             _ => {}
         }
@@ -534,7 +602,7 @@ mod tests {
     #[test]
     fn tres() {
         let t = parse_tres(b"cpu=4,mem=16G,node=1,billing=4,gres/gpu=2").unwrap();
-        assert_eq!(t, Tres { gpus: Some(2), cpus: Some(4), mem_mib: Some(16_384) });
+        assert_eq!(t, Tres { gpus: Some(2), cpus: Some(4), mem_mib: Some(16_384), gpu_types: vec![] });
         let t = parse_tres(b"cpu=8,gres/gpu:a100=2,gres/gpu:v100=1").unwrap();
         assert_eq!((t.gpus, t.cpus, t.mem_mib), (Some(3), Some(8), None));
         assert_eq!(parse_tres(b""), Some(Tres::default()));

@@ -281,6 +281,16 @@ pub(crate) enum Role {
     RealStart,
     /// Instances (workers) of the job, each asking the row's GPUs and CPUs (Alibaba 2026).
     Workers,
+    /// GPU models the job accepts, `|`-separated (generic `gpu_model`, Alibaba `gpu_spec`).
+    GpuModels,
+    /// Minimum memory per GPU, MiB.
+    GpuMemMib,
+    /// Node features the job requires: `|`- or `&`-separated (Slurm `Constraints`: `ib&nvme`).
+    Features,
+    /// The job's class in a speed matrix.
+    JobClass,
+    /// The GPU model its run time was measured on.
+    MeasuredOn,
     /// Known but not used.
     Ignore,
 }
@@ -317,6 +327,11 @@ const GENERIC: &[Column] = &[
     opt("after", Role::After),
     opt("state", Role::State),
     opt("start_time", Role::RealStart),
+    opt("gpu_model", Role::GpuModels),
+    opt("gpu_mem_mib", Role::GpuMemMib),
+    opt("features", Role::Features),
+    opt("job_class", Role::JobClass),
+    opt("measured_on", Role::MeasuredOn),
 ];
 
 const PHILLY: &[Column] = &[
@@ -342,7 +357,7 @@ const ALIBABA: &[Column] = &[
     req("memory_mib", Role::MemMib),
     req("num_gpu", Role::Gpus),
     req("gpu_milli", Role::GpuMilli),
-    opt("gpu_spec", Role::Ignore),
+    opt("gpu_spec", Role::GpuModels),
     opt("qos", Role::Queue),
     opt("pod_phase", Role::Ignore),
     req("creation_time", Role::Submit),
@@ -452,6 +467,7 @@ const SACCT: &[Column] = &[
     opt("ReqTRES", Role::ReqTres),
     opt("State", Role::State),
     opt("Priority", Role::Priority),
+    opt("Constraints", Role::Features),
 ];
 
 #[cfg(test)]

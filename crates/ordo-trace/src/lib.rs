@@ -58,6 +58,7 @@ mod ordodb;
 mod pai;
 mod quotas;
 mod sink;
+mod speeds;
 pub mod stats;
 mod timefmt;
 mod write;
@@ -67,6 +68,7 @@ pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{is_pai_job_table, Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
 pub use quotas::{load_quotas, parse_quotas};
+pub use speeds::{load_speeds, parse_speeds, SpeedFileError};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
 pub use write::{write_generic, write_jsonl, write_swf};
 

@@ -152,6 +152,7 @@ pub(crate) fn read_swf<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(),
                 after: Vec::new(),
                 failed: false,
                 start: None,
+                needs: None,
             }))
         })();
         sink.maybe_row(line, row, repaired, SWF_REPAIR_PROCS, Sink::unknown_size)
@@ -391,6 +392,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
                 after: Vec::new(),
                 failed: get("JobState").and_then(|st| crate::csvread::parse_failed(st.as_bytes())).unwrap_or(false),
                 start,
+                needs: None,
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
@@ -398,7 +400,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
 }
 
 /// The keys of a JSON Lines job: the `generic` columns.
-const JSONL_KEYS: [&str; 15] = crate::write::GENERIC_COLUMNS;
+const JSONL_KEYS: [&str; 20] = crate::write::GENERIC_COLUMNS;
 
 /// Reads ordo's JSON Lines: one object per non-blank line, keys as the `generic` columns.
 pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
@@ -421,7 +423,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         };
         // Each value as the text a CSV cell would hold: strings as is, numbers as written,
         // null as empty; objects, arrays and booleans are kept as JSON text (and then rejected).
-        let mut cells: [Option<String>; 15] = Default::default();
+        let mut cells: [Option<String>; 20] = Default::default();
         let mut unknown = Vec::new();
         for (k, v) in &obj {
             match JSONL_KEYS.iter().position(|n| n == k) {
@@ -483,6 +485,10 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
             let failed = crate::csvread::parse_failed(cell(13)).ok_or_else(|| bad(13, crate::csvread::EXPECT_STATE))?;
             let start =
                 crate::csvread::parse_start(cell(14), submit).map_err(|()| bad(14, crate::csvread::EXPECT_START))?;
+            let needs =
+                crate::csvread::needs_from_cells([cell(15), cell(16), cell(17), cell(18), cell(19)], |i, e| {
+                    bad(15 + i, e)
+                })?;
             Ok((
                 name.to_string(),
                 submit,
@@ -496,11 +502,26 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
                 after,
                 failed,
                 start,
+                needs,
             ))
         })();
         let text = |i: usize| cells[i].as_deref().filter(|s| !s.is_empty());
         let row = row.map(
-            |(name, submit, gpus, runtime, estimate, priority, cpus, mem_mib, gpu_milli, after, failed, start)| Row {
+            |(
+                name,
+                submit,
+                gpus,
+                runtime,
+                estimate,
+                priority,
+                cpus,
+                mem_mib,
+                gpu_milli,
+                after,
+                failed,
+                start,
+                needs,
+            )| Row {
                 name: name.into(),
                 submit,
                 gpus,
@@ -517,6 +538,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
                 after,
                 failed,
                 start,
+                needs,
             },
         );
         sink.row(line, row)

@@ -111,6 +111,8 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 cpus: r.get::<_, Option<i64>>(2)?.map(|c| c.clamp(0, u32::MAX as i64) as u32),
                 mem_mib: r.get::<_, Option<i64>>(3)?.map(|m| m.max(0) as u64),
                 gpu_model: r.get(4)?,
+                gpu_mem_mib: None,
+                features: Vec::new(),
             })
         })
         .and_then(|rows| rows.collect())
@@ -313,6 +315,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 failed,
                 // The schedule as run is in `ServerRecord::runs` (with its preemptions).
                 start: None,
+                needs: None,
             }),
         )?;
     }

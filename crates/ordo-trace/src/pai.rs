@@ -306,6 +306,7 @@ fn job_row<'t>(
         after: Vec::new(),
         failed: t.field(3).eq_ignore_ascii_case(b"failed"),
         start: runtime.and(r.start),
+        needs: None,
     }))
 }
 

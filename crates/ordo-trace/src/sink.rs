@@ -32,6 +32,8 @@ pub(crate) struct Row<'a> {
     pub failed: bool,
     /// When it really started (same time scale as `submit`), where the trace tells.
     pub start: Option<Time>,
+    /// GPU models, memory, features, class and measured-on model, where the trace tells.
+    pub needs: Option<Box<ordo_core::GpuNeeds>>,
 }
 
 /// Submit-time bounds in the trace's time scale.
@@ -259,6 +261,7 @@ impl<'o> Sink<'o> {
             after: vec![],
             failed: row.failed,
             start,
+            needs: row.needs,
         });
         if !row.after.is_empty() {
             self.after.push((id, row.after));

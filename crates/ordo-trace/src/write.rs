@@ -7,9 +7,10 @@ use ordo_core::Workload;
 use std::collections::HashMap;
 use std::io::Write;
 
-/// The columns [`write_generic`] writes, in order (the last, `start_time`, only when a job
-/// carries a start time, so traces without one are written as before).
-pub const GENERIC_COLUMNS: [&str; 15] = [
+/// The columns [`write_generic`] writes, in order (`start_time` only when a job carries a start
+/// time, and the five after it only when a job carries GPU needs, so traces without them are
+/// written as before).
+pub const GENERIC_COLUMNS: [&str; 20] = [
     "job_id",
     "submit_time",
     "num_gpu",
@@ -25,6 +26,11 @@ pub const GENERIC_COLUMNS: [&str; 15] = [
     "after",
     "state",
     "start_time",
+    "gpu_model",
+    "gpu_mem_mib",
+    "features",
+    "job_class",
+    "measured_on",
 ];
 
 fn name_of(names: &[String], i: u32) -> &str {
@@ -32,7 +38,7 @@ fn name_of(names: &[String], i: u32) -> &str {
 }
 
 /// Every job as generic cells, in [`GENERIC_COLUMNS`] order.
-fn cells(w: &Workload) -> impl Iterator<Item = [String; 15]> + '_ {
+fn cells(w: &Workload) -> impl Iterator<Item = [String; 20]> + '_ {
     let name = |j: &ordo_core::Job| if j.name.is_empty() { j.id.to_string() } else { j.name.clone() };
     w.jobs.iter().map(move |j| {
         [
@@ -51,6 +57,11 @@ fn cells(w: &Workload) -> impl Iterator<Item = [String; 15]> + '_ {
             after_text(w, j, &name),
             if j.failed { "failed".to_string() } else { String::new() },
             j.start.map(secs_text).unwrap_or_default(),
+            j.needs.as_ref().map(|n| n.models.join("|")).unwrap_or_default(),
+            j.needs.as_ref().filter(|n| n.min_mem_mib > 0).map(|n| n.min_mem_mib.to_string()).unwrap_or_default(),
+            j.needs.as_ref().map(|n| n.features.join("|")).unwrap_or_default(),
+            j.needs.as_ref().and_then(|n| n.class.clone()).unwrap_or_default(),
+            j.needs.as_ref().and_then(|n| n.measured_on.clone()).unwrap_or_default(),
         ]
     })
 }
@@ -83,8 +94,13 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
         csv::ErrorKind::Io(err) => err,
         other => std::io::Error::other(format!("{other:?}")),
     };
-    let n =
-        if workload.jobs.iter().any(|j| j.start.is_some()) { GENERIC_COLUMNS.len() } else { GENERIC_COLUMNS.len() - 1 };
+    let n = if workload.jobs.iter().any(|j| j.needs.is_some()) {
+        GENERIC_COLUMNS.len()
+    } else if workload.jobs.iter().any(|j| j.start.is_some()) {
+        15
+    } else {
+        14
+    };
     w.write_record(&GENERIC_COLUMNS[..n]).map_err(io)?;
     for row in cells(workload) {
         w.write_record(&row[..n]).map_err(io)?;
@@ -96,7 +112,10 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
 /// times and numbers as JSON numbers, names as strings, absent values left out.
 pub fn write_jsonl<W: Write>(workload: &Workload, writer: W) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::new(writer);
-    let numeric = [false, true, true, true, false, false, true, true, true, true, true, false, false, false, true];
+    let numeric = [
+        false, true, true, true, false, false, true, true, true, true, true, false, false, false, true, false, true,
+        false, false, false,
+    ];
     for row in cells(workload) {
         let mut first = true;
         out.write_all(b"{")?;

@@ -22,7 +22,7 @@ fn toml_node_groups() {
          [[groups]]\ncount = 3\ngpus = 4\nmemory = 262144\nname = \"v100-\"\n",
     );
     let c = load_cluster(p.to_str().unwrap()).unwrap();
-    assert_eq!((c.nodes.len(), c.total_gpus(), c.describe()), (5, 28, "2x8,3x4".to_string()));
+    assert_eq!((c.nodes.len(), c.total_gpus(), c.describe()), (5, 28, "2x8:A100,3x4".to_string()));
     let a = &c.nodes[0];
     assert_eq!((a.name.as_str(), a.gpus, a.cpus, a.mem_mib), ("g1-0", 8, Some(128), Some(1024 * 1024)));
     assert_eq!(a.gpu_model.as_deref(), Some("A100"));

@@ -214,6 +214,7 @@ fn job(name: &str, submit: i64, gpus: u32, runtime: i64) -> Job {
         after: vec![],
         failed: false,
         start: None,
+        needs: None,
     }
 }
 

@@ -126,6 +126,17 @@ pub struct InputArgs {
     /// groups are the trace's `user` and `group` columns.
     #[arg(long)]
     quotas: Option<PathBuf>,
+    /// Relative speed of each job class on each GPU model (a TOML throughput matrix, as
+    /// Gavel's; docs/TRACES.md, "GPU models and constraints"). A job's run time on a model is
+    /// its run time on the model it was measured on (`measured_on`) times that model's speed,
+    /// divided by the speed where it runs. Turns on typed GPUs.
+    #[arg(long)]
+    speeds: Option<PathBuf>,
+    /// Which GPU model a job that accepts several goes on: `fastest` (for its class; the
+    /// default), `slowest` (keeps fast GPUs for jobs that need or gain most), `first` (cluster
+    /// order, heterogeneity-agnostic). Turns on typed GPUs.
+    #[arg(long)]
+    model_pick: Option<ordo_core::ModelPick>,
 }
 
 /// `s` quoted for a POSIX shell when it holds anything but plain path characters (for the
@@ -234,11 +245,16 @@ pub struct Input {
     pub as_run: Option<(SimOutput, ordo_report::AsRun)>,
     /// The policy that server ran (simulated beside the others).
     pub server_policy: Option<PolicySpec>,
+    /// `--speeds FILE`, read and checked against the cluster's GPU models.
+    pub speeds: ordo_core::Speeds,
+    /// `--model-pick`.
+    pub model_pick: Option<ordo_core::ModelPick>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     // Read first: a bad quota file fails before a large trace is loaded.
     let quotas = a.quotas.as_deref().map(ordo_trace::load_quotas).transpose().context("--quotas")?;
+    let speeds = a.speeds.as_deref().map(ordo_trace::load_speeds).transpose().context("--speeds")?.unwrap_or_default();
     let cluster_arg = match &a.cluster {
         Some(c) => crate::trace_cmd::cluster_arg(c).context("--cluster")?,
         None => None,
@@ -339,6 +355,16 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
         as_run = trace_as_run_row(&workload, &cluster, placement, activity.as_deref())?;
     }
+    if !speeds.is_empty() {
+        let models: Vec<String> = cluster.gpu_models().iter().map(|m| m.to_ascii_lowercase()).collect();
+        if models.is_empty() {
+            bail!(
+                "--speeds: the cluster names no GPU models (give them with --cluster 16x8:a100,... or a cluster file)"
+            );
+        }
+        speeds.check_models(&models).map_err(|e| anyhow::anyhow!("--speeds: {e}"))?;
+        check_measured_on(&workload, &speeds)?;
+    }
     Ok(Input {
         workload,
         cluster,
@@ -348,6 +374,8 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         quotas,
         as_run,
         server_policy,
+        speeds,
+        model_pick: a.model_pick,
     })
 }
 
@@ -468,7 +496,34 @@ pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
     c.quotas = input.quotas.clone();
+    c.speeds = input.speeds.clone();
+    c.model_pick = input.model_pick;
     c
+}
+
+/// Every `measured_on` model of the trace has a speed in the matrix (its row's, or the default
+/// row's): otherwise its run time could not be converted.
+fn check_measured_on(w: &Workload, speeds: &ordo_core::Speeds) -> Result<()> {
+    let mut bad: Option<(String, String, usize)> = None;
+    for j in &w.jobs {
+        let Some(n) = &j.needs else { continue };
+        let Some(m) = &n.measured_on else { continue };
+        let row = speeds.row_of(n.class.as_deref());
+        if !speeds.has(row, m) {
+            match &mut bad {
+                Some(b) => b.2 += 1,
+                None => bad = Some((if j.name.is_empty() { j.id.to_string() } else { j.name.clone() }, m.clone(), 1)),
+            }
+        }
+    }
+    if let Some((job, m, n)) = bad {
+        bail!(
+            "--speeds: job {job} was measured on `{m}`, which its class's row of the speed matrix does not list \
+             ({} in all); add `{m}` to the matrix",
+            ordo_core::words::count(n, "such job")
+        );
+    }
+    Ok(())
 }
 
 /// A comma-separated list of policies (parameters may contain commas: `las:thresholds=60,promote=8`).

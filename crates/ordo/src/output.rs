@@ -19,6 +19,9 @@ pub struct Comparison {
     pub results: Vec<Metrics>,
     /// Jobs that could never fit the cluster: (job name, GPUs).
     pub rejected: Vec<(String, u32)>,
+    /// Jobs whose GPU model, memory or features no node has (never satisfiable): (job, why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsatisfiable: Vec<(String, String)>,
     /// Jobs not run because a dependency of theirs could never be met (the trace's `after`
     /// column): (job, why). The same under every policy.
     pub never_satisfied: Vec<(String, String)>,
@@ -56,10 +59,25 @@ impl Comparison {
         let results: Vec<Metrics> = outs.iter().map(|o| o.metrics.clone()).collect();
         let h = ordo_report::headline::headline(&results);
         let (b, x) = (&results[h.baseline], &results[h.best]);
-        let rejected = outs
-            .iter()
-            .find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN)
-            .map(|o| o.rejected.iter().map(|r| (format!("{}", r.job), r.gpus)).collect())
+        let first = outs.iter().find(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN);
+        let never = |r: &&ordo_sim::engine::Rejected| r.why.starts_with("never satisfiable");
+        let rejected = first
+            .map(|o| o.rejected.iter().filter(|r| !never(r)).map(|r| (format!("{}", r.job), r.gpus)).collect())
+            .unwrap_or_default();
+        let job_name = |id: ordo_core::JobId| {
+            w.jobs
+                .get(id.idx())
+                .map(|j| if j.name.is_empty() { id.to_string() } else { j.name.clone() })
+                .unwrap_or_default()
+        };
+        let unsatisfiable = first
+            .map(|o| {
+                o.rejected
+                    .iter()
+                    .filter(never)
+                    .map(|r| (job_name(r.job), r.why.trim_start_matches("never satisfiable: ").to_string()))
+                    .collect()
+            })
             .unwrap_or_default();
         let never_satisfied = outs
             .iter()
@@ -85,6 +103,7 @@ impl Comparison {
             headline: h.text,
             results,
             rejected,
+            unsatisfiable,
             never_satisfied,
             as_run: None,
         }
@@ -128,6 +147,14 @@ impl Comparison {
                 "warning: {} can never run on this cluster (more GPUs than it has, or more CPUs or memory than any node) and {} not run",
                 count(self.rejected.len(), "job"),
                 if self.rejected.len() == 1 { "was" } else { "were" }
+            );
+        }
+        if let Some((job, why)) = self.unsatisfiable.first() {
+            let _ = writeln!(
+                s,
+                "warning: {} never satisfiable: no node of the cluster serves the GPUs {} (e.g. job {job}: {why}); not run",
+                count(self.unsatisfiable.len(), "job"),
+                if self.unsatisfiable.len() == 1 { "it asks" } else { "they ask" }
             );
         }
         if let Some((job, why)) = self.never_satisfied.first() {

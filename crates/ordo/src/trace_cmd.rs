@@ -122,9 +122,7 @@ pub fn cluster_from_trace(t: &LoadedTrace) -> Result<ClusterSpec> {
     if p > 1_000_000 {
         bail!("--cluster trace: MaxProcs {p} is too large (at most 1,000,000)");
     }
-    let nodes = (0..p)
-        .map(|i| NodeSpec { name: format!("p{i}"), gpus: 1, cpus: None, mem_mib: None, gpu_model: None })
-        .collect();
+    let nodes = (0..p).map(|i| NodeSpec::new(format!("p{i}"), 1)).collect();
     Ok(ClusterSpec { nodes })
 }
 

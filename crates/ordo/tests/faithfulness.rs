@@ -28,6 +28,8 @@ fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
         deadline: None,
         quotas: None,
         give_up_above_mean_jct_s: None,
+        speeds: ordo_core::Speeds::default(),
+        model_pick: None,
     };
     let out = simulate(w, &cfg).unwrap();
     ordo_sim::engine::validate(w, &cfg.cluster, &out, 0).unwrap();

@@ -134,9 +134,9 @@ pub struct Engine {
     pub(crate) node_names: Vec<String>,
     pub(crate) node_idx: HashMap<String, u32>,
     /// The sets of open nodes that waiting units are limited to, and ordo-core's eligibility
-    /// for each (`JobReq::elig`).
+    /// for each (`JobReq::elig`; `None`: not given to ordo-core, its units are held).
     pub(crate) req_sets: qualify::ReqSets,
-    pub(crate) req_elig: Vec<u32>,
+    pub(crate) req_elig: Vec<Option<ordo_core::Elig>>,
     pub(crate) units: HashMap<JobId, Unit>,
     pub(crate) job_of: HashMap<UnitKey, JobId>,
     pub(crate) next_job: u32,
@@ -529,8 +529,10 @@ impl Engine {
         let (req, nodes) = match qualify::Qualifier::new(open.clone()).qual(&[p]) {
             qualify::Qual::Any => (None, open),
             qualify::Qual::Nodes(set) => match self.req_sets.known(&set) {
-                Some(id) => (Some(id), set.iter().filter_map(|&i| open.get(i as usize).copied()).collect()),
-                None => return false,
+                Some(id) if self.req_elig.get(id as usize).is_some_and(Option::is_some) => {
+                    (Some(id), set.iter().filter_map(|&i| open.get(i as usize).copied()).collect())
+                }
+                _ => return false,
             },
             qualify::Qual::NoNode => return false,
         };
@@ -552,8 +554,8 @@ impl Engine {
         };
         let job = JobId(self.next_job);
         let mut req = self.req(job, &unit, &[p]);
-        if let Some(id) = unit.req {
-            set_elig(&mut req, self.req_elig[id as usize]);
+        if let Some(e) = unit.req.and_then(|id| self.req_elig.get(id as usize).copied().flatten()) {
+            req.elig = e;
         }
         if self.core.submit(req, now).is_err() {
             return false;
@@ -574,13 +576,13 @@ impl Engine {
         let group = pods.first().map(|p| p.namespace.as_str()).unwrap_or("");
         r.user = name_index(user);
         r.group = name_index(group);
+        // A pod runs on one node: without the shape, a typed cluster's pool of small nodes
+        // would take it over several.
+        if pods.len() == 1 && u.ask.gpus > 0 {
+            r.nodes = 1;
+        }
         r
     }
-}
-
-/// Limits a request to the nodes of ordo-core eligibility `elig` (0: any node).
-pub(crate) fn set_elig(_r: &mut ordo_core::scheduler::JobReq, _elig: u32) {
-    // TODO(kube-sel): `r.elig = elig` once ordo-core's typed GPUs land.
 }
 
 /// FNV-1a of a name: the same index for the same user or namespace across restarts.

@@ -103,10 +103,30 @@ impl ReqSets {
         self.ids.get(nodes).copied()
     }
 
-    /// Each node's features (`n` nodes): the ids of the sets it is in.
-    pub(crate) fn node_features(&self, n: usize) -> Vec<Vec<String>> {
+    /// Drops the latest sets until ordo-core can tell the kinds of node apart: at most
+    /// [`ordo_core::pools::MAX_POOLS`] distinct (GPU model, GPU memory, features) over `open`.
+    /// Returns how many sets remain (units of the others cannot be limited to their nodes).
+    pub(crate) fn fit_kinds(&mut self, open: &[&NodeInfo]) -> usize {
+        let kinds = |k: usize| {
+            let f = self.node_features(open.len(), k);
+            let set: HashSet<(Option<String>, Option<u64>, &Vec<String>)> = open
+                .iter()
+                .zip(&f)
+                .map(|(n, f)| (n.gpu_model.as_ref().map(|m| m.to_ascii_lowercase()), n.gpu_mem_mib, f))
+                .collect();
+            set.len()
+        };
+        let mut keep = self.sets.len();
+        while keep > 0 && kinds(keep) > ordo_core::pools::MAX_POOLS {
+            keep -= 1;
+        }
+        keep
+    }
+
+    /// Each node's features (`n` nodes): the ids of the first `keep` sets it is in.
+    pub(crate) fn node_features(&self, n: usize, keep: usize) -> Vec<Vec<String>> {
         let mut f = vec![Vec::new(); n];
-        for (id, set) in self.sets.iter().enumerate() {
+        for (id, set) in self.sets.iter().enumerate().take(keep) {
             for &i in set {
                 if let Some(v) = f.get_mut(i as usize) {
                     v.push(feature(id as u32));

@@ -3,7 +3,7 @@
 
 use super::qualify::{feature, none_qualify, unmet_on, Qual, Qualifier, ReqSets};
 use super::*;
-use ordo_core::{ClusterSpec, Demand, NodeSpec, Placement};
+use ordo_core::{ClusterSpec, Demand, Elig, GpuNeeds, ModelPick, NodeSpec, Placement, Speeds};
 
 impl Engine {
     /// Rebuilds ordo-core's state: nodes in name order; running units in the order they were
@@ -115,13 +115,17 @@ impl Engine {
             }
             queued.push((created, key, pods, set.map(|s| req_sets.id(s))));
         }
-        let features = req_sets.node_features(names.len());
+        // ordo-core tells at most 128 kinds of node apart: the sets seen last beyond that are
+        // not given to it, and their units wait, held.
+        let keep = req_sets.fit_kinds(&open);
+        let features = req_sets.node_features(names.len(), keep);
 
         let preemptive = self.cfg.policy.order.preemptive();
         let mut core;
         let mut units: HashMap<JobId, Unit>;
         let mut job_of: HashMap<UnitKey, JobId>;
         let mut next: u32;
+        let mut typed_err = None;
         // At most a few rounds: each one moves the units ordo-core refused off the core.
         loop {
             // What others hold on each open node: pods of other schedulers, ours that are off
@@ -140,21 +144,34 @@ impl Engine {
                     .zip(&features)
                     .map(|((n, o), f)| {
                         let free = n.alloc.minus(*o);
-                        node_spec(
-                            NodeSpec {
-                                name: n.name.clone(),
-                                gpus: free.gpus,
-                                cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
-                                mem_mib: Some(free.mem_mib_down()),
-                                gpu_model: n.gpu_model.clone(),
-                            },
-                            n,
-                            f,
-                        )
+                        NodeSpec {
+                            name: n.name.clone(),
+                            gpus: free.gpus,
+                            cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
+                            mem_mib: Some(free.mem_mib_down()),
+                            gpu_model: n.gpu_model.clone(),
+                            gpu_mem_mib: n.gpu_mem_mib,
+                            features: f.clone(),
+                        }
                     })
                     .collect(),
             };
-            core = Scheduler::new(&spec, Placement::Consolidated, self.cfg.policy.clone());
+            // Typed: pools by GPU model, GPU memory and features (one pool when the nodes are all
+            // alike, which places exactly as an untyped scheduler).
+            let policy = self.cfg.policy.clone();
+            core = match Scheduler::typed(
+                &spec,
+                Placement::Consolidated,
+                policy,
+                &Speeds::default(),
+                ModelPick::default(),
+            ) {
+                Ok(c) => c,
+                Err(e) => {
+                    typed_err = Some(e);
+                    Scheduler::new(&spec, Placement::Consolidated, self.cfg.policy.clone())
+                }
+            };
             core.set_min_run(self.cfg.min_run_ms);
             units = HashMap::new();
             job_of = HashMap::new();
@@ -213,24 +230,30 @@ impl Engine {
             off_core.extend(refused);
         }
 
-        // ordo-core's eligibility of each requirement set (every node of the set has its feature).
+        // ordo-core's eligibility of each requirement set it was given (every node of the set
+        // has the set's feature, so it cannot fail but for a bug: the units are then held).
         let mut req_elig = Vec::with_capacity(req_sets.sets.len());
-        let mut elig_err = HashMap::new();
         for id in 0..req_sets.sets.len() as u32 {
-            match eligibility(&mut core, &feature(id)) {
-                Ok(e) => req_elig.push(e),
-                Err(e) => {
-                    elig_err.insert(id, e);
-                    req_elig.push(0);
-                }
-            }
+            let needs = GpuNeeds { features: vec![feature(id)], ..GpuNeeds::default() };
+            req_elig.push(match &typed_err {
+                Some(e) => Err(format!("ordo-core cannot tell its nodes apart ({e})")),
+                None if id as usize >= keep => Err(format!(
+                    "ordo-core tells at most {} kinds of node apart (GPU model, GPU memory and the sets of nodes pods are limited to), and the nodes it may use would be one more; it waits until fewer are needed",
+                    ordo_core::pools::MAX_POOLS
+                )),
+                None => core.eligibility(&needs),
+            });
         }
         for (created, key, pods, req) in queued {
-            if let Some(e) = req.and_then(|id| elig_err.get(&id)) {
-                let why = format!("ordo-core cannot limit it to the nodes that qualify: {e}");
-                held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
-                continue;
-            }
+            let elig = match req.map(|id| &req_elig[id as usize]) {
+                None => Elig::ANY,
+                Some(Ok(e)) => *e,
+                Some(Err(e)) => {
+                    let why = format!("cannot be limited to the nodes that qualify: {e}");
+                    held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
+                    continue;
+                }
+            };
             let unit = Unit {
                 key: key.clone(),
                 pods: pods.iter().map(|p| p.uid.clone()).collect(),
@@ -244,9 +267,7 @@ impl Engine {
             };
             let job = JobId(next);
             let mut r = self.req(job, &unit, pods);
-            if let Some(id) = req {
-                set_elig(&mut r, req_elig[id as usize]);
-            }
+            r.elig = elig;
             match core.submit(r, now) {
                 Ok(()) => {
                     next += 1;
@@ -271,8 +292,8 @@ impl Engine {
         self.next_job = next;
         self.held = held;
         self.partial = partial;
+        self.req_elig = req_elig.into_iter().map(|e| e.ok()).collect();
         self.req_sets = req_sets;
-        self.req_elig = req_elig;
         self.node_names = names;
         self.node_idx = idx;
         self.blocked.retain(|k, _| self.job_of.contains_key(k));
@@ -307,16 +328,4 @@ impl Engine {
             _ => format!("needs {what}, which no open node of the pool can ever hold ({e}); it waits until one can"),
         }
     }
-}
-
-/// ordo-core's node: `base` with the memory of its GPUs and its synthetic features.
-fn node_spec(base: NodeSpec, _n: &NodeInfo, _features: &[String]) -> NodeSpec {
-    // TODO(kube-sel): gpu_mem_mib and features once ordo-core's typed GPUs land.
-    base
-}
-
-/// ordo-core's eligibility for the nodes with feature `f`.
-fn eligibility(_core: &mut Scheduler, _f: &str) -> Result<u32, String> {
-    // TODO(kube-sel): core.eligibility(&GpuNeeds { features: vec![f], .. }).
-    Ok(0)
 }

@@ -667,6 +667,7 @@ impl Core {
             let reason = match self.shown(r) {
                 Reason::Resources { .. } => "resources",
                 Reason::NodeFit { .. } => "node_fit",
+                Reason::Constraint { .. } => "constraint",
                 Reason::Priority { .. } => "priority",
                 Reason::Reserved { .. } => "reserved",
                 Reason::Reservation { .. } => "reservation",

@@ -7,7 +7,7 @@ use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
 use ordo_core::scheduler::{CommitError, JobReq};
 use ordo_core::{
-    Allocation, Capacity, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
+    Allocation, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
@@ -272,7 +272,7 @@ fn demand(j: &JobInfo) -> Demand {
 /// capacity (nodes that report CPUs or memory) it carries the detail `Scheduler::start` needs:
 /// the node's lowest free GPUs and the job's CPUs and memory there; count-only otherwise (and
 /// where the node lacks them, so that the start is refused and the job treated as a conflict).
-fn alloc_on(cap: &Capacity, parts: Vec<(u32, u32)>, j: &JobInfo) -> Allocation {
+fn alloc_on(cap: &ordo_core::Pools, parts: Vec<(u32, u32)>, j: &JobInfo) -> Allocation {
     let alloc = Allocation { parts, detail: None };
     if cap.is_detailed() {
         cap.complete(&alloc, demand(j)).unwrap_or(alloc)
@@ -508,6 +508,8 @@ impl Core {
                         cpus: n.cpus.map(|c| c.saturating_sub(cpus)),
                         mem_mib: n.mem_mib.map(|m| m.saturating_sub(mem)),
                         gpu_model: n.gpu_model.clone(),
+                        gpu_mem_mib: None,
+                        features: Vec::new(),
                     }
                 })
                 .collect(),

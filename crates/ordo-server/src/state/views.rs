@@ -11,7 +11,7 @@ impl Core {
     pub(super) fn shown(&self, r: &Reason) -> Reason {
         let cap = self.sched.capacity();
         match r {
-            Reason::NodeFit { need, .. } if !cap.fits(*need) => {
+            Reason::NodeFit { need, .. } if !cap.fits_for(ordo_core::Demand::gpus(*need)) => {
                 Reason::Resources { need: *need, free: cap.total_free() }
             }
             _ => r.clone(),
@@ -114,6 +114,16 @@ impl Core {
                 (
                     format!(
                         "no node can hold it now: {why}{}",
+                        e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
+                    ),
+                    e,
+                )
+            }
+            Reason::Constraint { why, .. } => {
+                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                (
+                    format!(
+                        "its GPU constraint holds it: {why}{}",
                         e.map(|t| format!("; expected to start {} (by time limits)", at(t))).unwrap_or_default()
                     ),
                     e,
