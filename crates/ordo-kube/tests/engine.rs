@@ -168,3 +168,75 @@ proptest! {
         prop_assert_eq!(a, b);
     }
 }
+
+/// A gang's GPUs come from nodes of one kind: over two 4-GPU nodes of different GPU models a
+/// gang of two 4-GPU pods waits and says why; over two of one model it is bound.
+#[test]
+fn a_gang_is_placed_on_one_gpu_model_and_says_so_when_there_is_none() {
+    for (same, bound) in [(false, false), (true, true)] {
+        let mut e = Engine::new(EngineConfig::new("ordo", "fifo".parse().unwrap()));
+        e.nodes_listed(vec![typed_node(0, 4, true, false), typed_node(1, 4, same, false)]);
+        let gang: Vec<PodInfo> = (0..2)
+            .map(|i| {
+                let mut p = fixtures::pod(i, 4, 60_000);
+                p.namespace = "ns".into();
+                p.gang = Some(ordo_kube::objects::GangRef { name: "g".into(), size: 2 });
+                p
+            })
+            .collect();
+        e.pods_listed(gang, 1_000_000);
+        let out = e.pass(1_000_000);
+        assert_eq!(out.binds.len() == 2, bound, "{:?}", out.binds);
+        if !bound {
+            let q = e.queue(1_000_000);
+            assert_eq!(
+                q.waiting[0].wait.text,
+                "gang of 2 pods needs 8 nvidia.com/gpu in all on nodes of one kind (one GPU model and memory, the same qualifying sets), and the most on one kind is 4; it waits until there are more"
+            );
+        }
+    }
+}
+
+/// The reasons a pod's conditions give when no node qualifies, or only full ones do (nodes
+/// counted under the first check they fail, the most common first).
+#[test]
+fn a_pod_says_which_terms_the_nodes_fail() {
+    let mut e = Engine::new(EngineConfig::new("ordo", "fifo".parse().unwrap()));
+    e.nodes_listed(vec![typed_node(0, 4, true, false), typed_node(1, 4, false, false), typed_node(2, 4, false, true)]);
+    // Model a with more than 80 GiB: no node (node 0 has 80 GiB, node 1 is model b, node 2 is
+    // tainted, which is checked first); gpu=a: node 0, which a 4-GPU pod fills.
+    let mut never = typed_pod(0, 1, 60_000, 1);
+    never.constraints.required = Some(vec![Term {
+        exprs: vec![Requirement {
+            key: "nvidia.com/gpu.memory".into(),
+            operator: "Gt".into(),
+            values: vec!["81920".into()],
+        }],
+        fields: vec![],
+    }]);
+    let big = typed_pod(1, 4, 3_600_000, 1);
+    let small = typed_pod(2, 1, 60_000, 1);
+    e.pods_listed(vec![never, big, small], 1_000_000);
+    let out = e.pass(1_000_000);
+    assert_eq!(
+        out.binds.iter().map(|b| (b.uid.as_str(), b.node.as_str())).collect::<Vec<_>>(),
+        [("uid-000001", "node-000")]
+    );
+    let q = e.queue(1_000_000);
+    let text = |uid: &str| {
+        let name = format!("team-{}/job-{:06}", uid[4..].parse::<u32>().unwrap() % 7, uid[4..].parse::<u32>().unwrap());
+        q.waiting.iter().find(|l| l.pods == [name.clone()]).map(|l| l.wait.text.clone()).unwrap()
+    };
+    assert_eq!(
+        text("uid-000000"),
+        "0/3 nodes qualify: 1 node affinity nvidia.com/gpu.memory Gt 81920 not met, 1 node selector gpu=a not met, 1 untolerated taint dedicated=infer:NoSchedule; it waits until one does"
+    );
+    // Node 1 has room but another model; node 2 is tainted (checked first).
+    assert!(
+        text("uid-000002").starts_with(
+            "0/2 nodes with room qualify: 1 node selector gpu=a not met, 1 untolerated taint dedicated=infer:NoSchedule; needs 1 nvidia.com/gpu, 4 CPU and 32Gi of memory on one node; the most free on any qualifying node is 0; position 1"
+        ),
+        "{}",
+        text("uid-000002")
+    );
+}

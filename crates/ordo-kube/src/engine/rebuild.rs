@@ -244,6 +244,7 @@ impl Engine {
                 None => core.eligibility(&needs),
             });
         }
+        let no_features = Vec::new();
         for (created, key, pods, req) in queued {
             let elig = match req.map(|id| &req_elig[id as usize]) {
                 None => Elig::ANY,
@@ -281,7 +282,15 @@ impl Engine {
                             req_sets.sets[id as usize].iter().filter_map(|&i| open.get(i as usize).copied()).collect()
                         }
                     };
-                    let why = self.never_fits(&unit, pods.len(), &e, &nodes);
+                    // A gang's GPUs come from one pool: nodes of one kind (GPU model, memory, features).
+                    let mut kinds: HashMap<(Option<String>, Option<u64>, &Vec<String>), u64> = HashMap::new();
+                    for n in &nodes {
+                        let f = idx.get(&n.name).and_then(|&i| features.get(i as usize)).unwrap_or(&no_features);
+                        let k = (n.gpu_model.as_ref().map(|m| m.to_ascii_lowercase()), n.gpu_mem_mib, f);
+                        *kinds.entry(k).or_default() += n.alloc.gpus as u64;
+                    }
+                    let one_kind = kinds.values().copied().max().unwrap_or(0);
+                    let why = self.never_fits(&unit, pods.len(), &e, &nodes, one_kind);
                     held.insert(key.clone(), Held { pods: unit.pods, why });
                 }
             }
@@ -309,12 +318,27 @@ impl Engine {
     }
 
     /// Why a unit can never be placed on the open nodes of the pool it may use, in words.
-    fn never_fits(&self, u: &Unit, pods: usize, e: &ordo_core::scheduler::SubmitError, nodes: &[&NodeInfo]) -> String {
+    /// `one_kind`: the most GPUs on the nodes of one kind (GPU model, memory and features), where
+    /// a gang's GPUs must all come from.
+    fn never_fits(
+        &self,
+        u: &Unit,
+        pods: usize,
+        e: &ordo_core::scheduler::SubmitError,
+        nodes: &[&NodeInfo],
+        one_kind: u64,
+    ) -> String {
         let res = &self.cfg.gpu_resource;
         let largest = nodes.iter().map(|n| n.alloc.gpus).max().unwrap_or(0);
         let total: u64 = nodes.iter().map(|n| n.alloc.gpus as u64).sum();
         let what = crate::words::ask_text(u.ask, res);
         match e {
+            _ if pods > 1 && total >= u.ask.gpus as u64 && one_kind < u.ask.gpus as u64 => {
+                format!(
+                    "gang of {pods} pods needs {} {res} in all on nodes of one kind (one GPU model and memory, the same qualifying sets), and the most on one kind is {one_kind}; it waits until there are more",
+                    u.ask.gpus
+                )
+            }
             ordo_core::scheduler::SubmitError::NeverFits { .. } if pods == 1 && largest >= u.ask.gpus => format!(
                 "needs {what} on one node; pods of other schedulers (or pods ending) hold part of every open node large enough; it waits until they end"
             ),
