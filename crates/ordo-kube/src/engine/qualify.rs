@@ -78,6 +78,14 @@ pub(crate) fn feature(id: u32) -> String {
     format!("{FEATURE_PREFIX}{id}")
 }
 
+/// A kind of node for ordo-core (one pool): GPU model (lowercased), GPU memory, features.
+pub(crate) type Kind<'a> = (Option<String>, Option<u64>, &'a Vec<String>);
+
+/// The kind of node `n` with features `f`.
+pub(crate) fn kind_of<'a>(n: &NodeInfo, f: &'a Vec<String>) -> Kind<'a> {
+    (n.gpu_model.as_ref().map(|m| m.to_ascii_lowercase()), n.gpu_mem_mib, f)
+}
+
 /// Requirement sets: each distinct set of qualifying nodes gets an id, in the order first seen.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ReqSets {
@@ -109,11 +117,7 @@ impl ReqSets {
     pub(crate) fn fit_kinds(&mut self, open: &[&NodeInfo]) -> usize {
         let kinds = |k: usize| {
             let f = self.node_features(open.len(), k);
-            let set: HashSet<(Option<String>, Option<u64>, &Vec<String>)> = open
-                .iter()
-                .zip(&f)
-                .map(|(n, f)| (n.gpu_model.as_ref().map(|m| m.to_ascii_lowercase()), n.gpu_mem_mib, f))
-                .collect();
+            let set: HashSet<Kind<'_>> = open.iter().zip(&f).map(|(n, f)| kind_of(n, f)).collect();
             set.len()
         };
         let mut keep = self.sets.len();

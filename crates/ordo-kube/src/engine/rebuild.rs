@@ -1,7 +1,7 @@
 //! Rebuilding ordo-core's state from the pods and nodes: the open nodes of the pool less what
 //! other pods hold, our bound pods as running jobs, our waiting pods and complete gangs queued.
 
-use super::qualify::{feature, none_qualify, unmet_on, Qual, Qualifier, ReqSets};
+use super::qualify::{feature, kind_of, none_qualify, unmet_on, Kind, Qual, Qualifier, ReqSets};
 use super::*;
 use ordo_core::{ClusterSpec, Demand, Elig, GpuNeeds, ModelPick, NodeSpec, Placement, Speeds};
 
@@ -283,11 +283,10 @@ impl Engine {
                         }
                     };
                     // A gang's GPUs come from one pool: nodes of one kind (GPU model, memory, features).
-                    let mut kinds: HashMap<(Option<String>, Option<u64>, &Vec<String>), u64> = HashMap::new();
+                    let mut kinds: HashMap<Kind<'_>, u64> = HashMap::new();
                     for n in &nodes {
                         let f = idx.get(&n.name).and_then(|&i| features.get(i as usize)).unwrap_or(&no_features);
-                        let k = (n.gpu_model.as_ref().map(|m| m.to_ascii_lowercase()), n.gpu_mem_mib, f);
-                        *kinds.entry(k).or_default() += n.alloc.gpus as u64;
+                        *kinds.entry(kind_of(n, f)).or_default() += n.alloc.gpus as u64;
                     }
                     let one_kind = kinds.values().copied().max().unwrap_or(0);
                     let why = self.never_fits(&unit, pods.len(), &e, &nodes, one_kind);
