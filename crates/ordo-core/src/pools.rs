@@ -68,6 +68,8 @@ struct Map {
     order: Vec<Vec<u8>>,
     /// Every speed is 1.
     unit_speed: bool,
+    /// The highest speed of any row on any pool (1 without a matrix).
+    max_speed: f64,
 }
 
 /// The cluster's free resources, pool by pool (see the module's documentation). Cloning copies
@@ -178,10 +180,11 @@ impl Pools {
             })
             .collect();
         let unit_speed = speed.iter().flatten().all(|&s| s == 1.0);
+        let max_speed = speed.iter().flatten().copied().fold(1.0, f64::max);
         if single {
             nodes = Vec::new();
         }
-        Ok(Pools { parts, map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed }) })
+        Ok(Pools { parts, map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed, max_speed }) })
     }
 
     /// One pool holding `cap` as it is.
@@ -193,6 +196,7 @@ impl Pools {
             speed: vec![vec![1.0]],
             order: vec![vec![0]],
             unit_speed: true,
+            max_speed: 1.0,
         };
         Pools { parts: vec![cap], map: Arc::new(map) }
     }
@@ -212,6 +216,12 @@ impl Pools {
     #[inline]
     pub fn counts_only(&self) -> bool {
         self.is_single() && self.placement() == Placement::Pooled && !self.is_detailed()
+    }
+
+    /// The highest speed of any class on any pool (1 without a matrix).
+    #[inline]
+    pub fn max_speed(&self) -> f64 {
+        self.map.max_speed
     }
 
     /// Every speed of the matrix is 1 (estimates need no scaling).

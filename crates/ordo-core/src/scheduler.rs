@@ -1306,9 +1306,7 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        // The index groups jobs by their estimate at speed 1: with other speeds it cannot tell
-        // which groups end before the reservation, so the plain scan decides.
-        if !explain && indexed && !cap.is_detailed() && self.cap.unit_speed() {
+        if !explain && indexed && !cap.is_detailed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
@@ -1366,12 +1364,17 @@ impl Scheduler {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
+                                  // The index groups jobs by their estimates at speed 1; a job is planned at its slowest
+                                  // accepted model's speed, never shorter than its estimate over the fastest speed of the
+                                  // matrix: skips read that lower bound (1: the estimate itself).
+        let fast = self.cap.max_speed();
+        let lower = |t: Time| if fast == 1.0 { t } else { (t as f64 / fast).floor() as Time };
         let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
         let fits = |g: u32, nodes: u32, cap: &Pools| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
         let may = |g: u32, nodes: u32, c: u32, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || lower(class_min(c)) <= limit)
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
@@ -1405,14 +1408,16 @@ impl Scheduler {
             }
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
-            if pooled && now + est > shadow && (g as u64) > extra(shadow_cap) {
+            if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
                 continue;
             }
             let req = &self.queue[&key];
             if limited && self.limits.check(req, used).is_some() {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, req.estimate, now, head.demand(), shadow, cap, shadow_cap) {
+            if let Some(a) =
+                easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
+            {
                 self.limits.take(req, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
