@@ -1259,6 +1259,9 @@ impl Scheduler {
         let pooled = cap.counts_only();
         let mut shadow_cap = if pooled {
             WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
+        } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+            // Several pools, pooled: a counter per pool (`cap` already has this pass's starts).
+            WhatIf::Owned(cap.pool_counters())
         } else {
             let mut s = self.what_if();
             for st in &plan.starts {
