@@ -159,7 +159,13 @@ fn random_constrained_jobs_always_land_on_a_node_they_accept() {
                 || j.gpu_models.iter().any(|a| model == a || model.starts_with(&format!("{a}-")));
             let ok_mem = j.gpu_mem_mib.is_none_or(|m| n.gpu_mem_mib.unwrap() >= m);
             let ok_feat = j.features.iter().all(|f| n.features.contains(f));
-            assert!(ok_model && ok_mem && ok_feat, "step {step}: job {} ({:?}) on {} ({n:?})", j.id, j.gpu_models, n.name);
+            assert!(
+                ok_model && ok_mem && ok_feat,
+                "step {step}: job {} ({:?}) on {} ({n:?})",
+                j.id,
+                j.gpu_models,
+                n.name
+            );
             for g in &j.gpu_ids {
                 assert!(used.insert((n.name.clone(), *g)), "step {step}: GPU {}/{g} given twice", n.name);
             }
@@ -210,7 +216,10 @@ fn never_servable_jobs_are_refused_naming_the_constraint() {
     assert!(matches!(&bad, Err(ApiError::BadRequest(m)) if m.starts_with("field `gpu_models`:")), "{bad:?}");
     let many: Vec<String> = (0..17).map(|i| format!("m{i}")).collect();
     let bad = c.submit(&user("alice"), SubmitRequest { gpu_models: many, ..job(1) }, t0);
-    assert!(matches!(&bad, Err(ApiError::BadRequest(m)) if m.contains("17 GPU models, more than the limit of 16")), "{bad:?}");
+    assert!(
+        matches!(&bad, Err(ApiError::BadRequest(m)) if m.contains("17 GPU models, more than the limit of 16")),
+        "{bad:?}"
+    );
     let bad = c.submit(&user("alice"), SubmitRequest { gpu_mem_mib: Some(0), ..job(1) }, t0);
     assert!(matches!(&bad, Err(ApiError::BadRequest(m)) if m.starts_with("field `gpu_mem_mib`:")), "{bad:?}");
     assert!(c.queue(t0).jobs.is_empty(), "nothing stored");
@@ -325,7 +334,8 @@ fn what_agents_send_is_bounded_and_kinds_are_capped() {
         matches!(&r, Err(ApiError::BadRequest(m)) if m == "field `features`: 10000 features, more than the limit of 32"),
         "{r:?}"
     );
-    let r = c.register(&agent("evil"), &RegisterRequest { gpu_model: Some("a".repeat(1_000_000)), ..reg("evil", 1) }, t0);
+    let r =
+        c.register(&agent("evil"), &RegisterRequest { gpu_model: Some("a".repeat(1_000_000)), ..reg("evil", 1) }, t0);
     assert!(
         matches!(&r, Err(ApiError::BadRequest(m)) if m == "field `gpu_model`: 1000000 bytes, more than the limit of 128"),
         "{r:?}"

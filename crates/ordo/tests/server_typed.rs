@@ -92,7 +92,10 @@ fn jobs_for_a_model_run_on_its_node_and_the_rest_is_refused_or_explained() {
     // A model no node has: refused at submit, naming it; nothing stored.
     let before = cli_json(&url, &admin, &["history", "--limit", "1000"]).as_array().unwrap().len();
     let (ok, _, err) = cli_text(&url, &alice, &["submit", "--gpus", "1", "--gpu-model", "h100", "--", "true"]);
-    assert!(!ok && err.contains("422") && err.contains("no node has a GPU of model h100 (the cluster has a100, v100)"), "{err}");
+    assert!(
+        !ok && err.contains("422") && err.contains("no node has a GPU of model h100 (the cluster has a100, v100)"),
+        "{err}"
+    );
     let (ok, _, err) = cli_text(&url, &alice, &["submit", "--gpus", "1", "--feature", "nvlink", "--", "true"]);
     assert!(!ok && err.contains("422") && err.contains("no node has feature `nvlink`"), "{err}");
     let (ok, _, err) = cli_text(&url, &alice, &["submit", "--gpus", "1", "--gpu-mem", "0", "--", "true"]);
@@ -102,7 +105,8 @@ fn jobs_for_a_model_run_on_its_node_and_the_rest_is_refused_or_explained() {
     assert_eq!(cli_json(&url, &admin, &["history", "--limit", "1000"]).as_array().unwrap().len(), before);
 
     // gpu-a busy with a long a100 job; another a100 job waits while gpu-v's 2 GPUs are free.
-    let long = submit(&url, &alice, &["submit", "--gpus", "2", "--gpu-model", "a100", "--time", "5m", "--", "sleep", "300"]);
+    let long =
+        submit(&url, &alice, &["submit", "--gpus", "2", "--gpu-model", "a100", "--time", "5m", "--", "sleep", "300"]);
     wait_for("the long a100 job runs", Duration::from_secs(30), || job_state(&url, &alice, long)["state"] == "running");
     let blocked = submit(&url, &alice, &["submit", "--gpus", "2", "--gpu-model", "a100", "--", "true"]);
     let (ok, text, _) = cli_text(&url, &alice, &["explain", &blocked.to_string()]);
@@ -126,7 +130,12 @@ fn jobs_for_a_model_run_on_its_node_and_the_rest_is_refused_or_explained() {
         m.contains("ordo_node_info{node=\"gpu-a\",gpu_model=\"a100\",gpu_memory_mib=\"81920\",features=\"ib,nvme\",fake=\"true\"} 1"),
         "{m}"
     );
-    assert!(m.contains("ordo_node_info{node=\"gpu-v\",gpu_model=\"v100\",gpu_memory_mib=\"32768\",features=\"\",fake=\"true\"} 1"), "{m}");
+    assert!(
+        m.contains(
+            "ordo_node_info{node=\"gpu-v\",gpu_model=\"v100\",gpu_memory_mib=\"32768\",features=\"\",fake=\"true\"} 1"
+        ),
+        "{m}"
+    );
     // A v100 job starts at once beside it (EASY: the blocked job reserves only a100 GPUs).
     let other = submit(&url, &alice, &["submit", "--gpus", "2", "--gpu-model", "v100", "--", "true"]);
     let j = wait_ended(&url, &alice, other, Duration::from_secs(60));
@@ -141,7 +150,10 @@ fn jobs_for_a_model_run_on_its_node_and_the_rest_is_refused_or_explained() {
     let j = job_state(&url, &alice, blocked);
     assert_eq!((j["state"].as_str(), &j["gpu_models"]), (Some("pending"), &json!(["a100"])), "{j}");
     wait_for("the reason after the restart", Duration::from_secs(20), || {
-        job_state(&url, &alice, blocked)["wait"]["text"].as_str().unwrap_or("").contains("2 free GPUs of v100 do not qualify")
+        job_state(&url, &alice, blocked)["wait"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("2 free GPUs of v100 do not qualify")
     });
     cli_json(&url, &alice, &["cancel", &long.to_string()]);
     let j = wait_ended(&url, &alice, blocked, Duration::from_secs(60));
