@@ -157,6 +157,8 @@ impl Pools {
         let rows = speeds.classes().len();
         let speed: Vec<Vec<f64>> =
             (0..rows).map(|r| keys.iter().map(|k| speeds.speed(r as u16, k.model.as_deref())).collect()).collect();
+        let mean_speed: Vec<f64> =
+            (0..keys.len()).map(|p| speed.iter().map(|r| r[p]).sum::<f64>() / rows.max(1) as f64).collect();
         let order = speed
             .iter()
             .map(|row| {
@@ -165,6 +167,12 @@ impl Pools {
                     ModelPick::First => {}
                     ModelPick::Fastest => o.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize])),
                     ModelPick::Slowest => o.sort_by(|&a, &b| row[a as usize].total_cmp(&row[b as usize])),
+                    ModelPick::Relative => {
+                        // Comparative advantage: its speed there over the mean speed of every
+                        // row there, highest first; ties by its own speed.
+                        let adv = |p: u8| row[p as usize] / mean_speed[p as usize];
+                        o.sort_by(|&a, &b| adv(b).total_cmp(&adv(a)).then(row[b as usize].total_cmp(&row[a as usize])));
+                    }
                 }
                 o
             })
@@ -656,6 +664,23 @@ impl Pools {
     pub fn pool_speed(&self, row: u16, p: usize) -> f64 {
         let speeds = self.map.speed.get(row as usize).unwrap_or(&self.map.speed[0]);
         speeds.get(p).copied().unwrap_or(1.0)
+    }
+
+    /// How much faster a demand runs on the fastest pool it may use than on the slowest (1 on
+    /// one pool or without a matrix).
+    pub fn gain(&self, d: Demand) -> f64 {
+        if self.map.unit_speed {
+            return 1.0;
+        }
+        let (lo, hi) = self
+            .candidates(d)
+            .map(|p| self.pool_speed(d.row, p))
+            .fold((f64::INFINITY, 0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
+        if lo.is_finite() && lo > 0.0 {
+            hi / lo
+        } else {
+            1.0
+        }
     }
 
     /// The slowest speed among the pools a demand may use (what planning assumes before the

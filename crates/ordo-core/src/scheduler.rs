@@ -459,6 +459,15 @@ impl Scheduler {
         self.cap.eligible(needs, self.speeds.row_of(needs.class.as_deref()))
     }
 
+    /// A waiting job's key under a static order; `tput` reads the job's gain from the fastest
+    /// GPU it accepts over the slowest (in thousandths, most first).
+    pub(crate) fn static_key(&self, req: &JobReq) -> (i64, i64) {
+        match self.policy.order {
+            crate::policy::Order::Tput => (-((self.cap.gain(req.demand()) * 1000.0).round() as i64), req.submit),
+            ref o => o.key(req.submit, req.gpus, req.estimate),
+        }
+    }
+
     /// The speed matrix in force.
     pub fn speeds(&self) -> &Speeds {
         &self.speeds
@@ -583,7 +592,7 @@ impl Scheduler {
             return Err(SubmitError::NeverPlaced { job: req.id, why });
         }
         self.refresh_run_keys(now);
-        let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
+        let key = self.static_key(&req);
         self.queue.insert((key, req.id), req);
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
@@ -773,7 +782,7 @@ impl Scheduler {
         p.attained += r.req.gpus as i64 * (now - r.start);
         p.waiting_since = now;
         p.preemptions += 1;
-        let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
+        let key = self.static_key(&r.req);
         self.queue.insert((key, job), r.req);
         self.class_insert(&r.req);
         self.waiting.insert(job, key);

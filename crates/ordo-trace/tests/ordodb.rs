@@ -91,7 +91,7 @@ fn runs_jobs_and_drops_by_hand() {
     assert_eq!(rt, [5 * S, 6 * S, 14 * S]);
     assert!(t.workload.jobs.iter().all(|j| j.estimate == Some(3_600_000)));
     let s = t.server.as_ref().unwrap();
-    assert_eq!(s.cluster.summary(), "1x8,1x4");
+    assert_eq!(s.cluster.summary(), "1x8,1x4:H100");
     assert_eq!(s.cluster.nodes[1].gpu_model.as_deref(), Some("H100"));
     assert_eq!(s.policy.as_deref(), Some("las"));
     assert_eq!(s.policies, vec![("las".to_string(), 2)]);
