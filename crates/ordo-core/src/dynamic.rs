@@ -408,8 +408,8 @@ impl Scheduler {
     /// [`Scheduler::key_in`] without the starvation guard.
     fn order_key_in(&self, ctx: &PassCtx, req: &JobReq, now: Time, running: bool) -> Key {
         match &self.policy.order {
-            Order::Fifo | Order::Sjf | Order::Sgf => {
-                let k = self.policy.order.key(req.submit, req.gpus, req.estimate);
+            Order::Fifo | Order::Sjf | Order::Sgf | Order::Tput => {
+                let k = self.static_key(req);
                 [1, k.0, k.1, 0, 0]
             }
             Order::Srtf => {

@@ -139,6 +139,10 @@ pub enum Order {
     Priority(PriorityParams),
     /// Helios's quasi-shortest-service-first: GPU-time predicted from finished jobs.
     Qssf,
+    /// Heterogeneity-aware (typed clusters with a speed matrix): the waiting job that gains most
+    /// from the fastest GPU it accepts, relative to the slowest, goes first; ties by submit. A
+    /// greedy step towards Gavel's maximum total effective throughput (docs/POLICIES.md).
+    Tput,
     /// Round robin across users: users take turns, each turn starts that user's oldest waiting
     /// job. With a quantum, a job that has run that long is preempted if others wait, and
     /// requeued behind them.
@@ -161,7 +165,7 @@ impl Order {
 
     /// Whether a waiting job's key never changes, so queues can keep jobs in a sorted set.
     pub fn is_static(&self) -> bool {
-        matches!(self, Order::Fifo | Order::Sjf | Order::Sgf)
+        matches!(self, Order::Fifo | Order::Sjf | Order::Sgf | Order::Tput)
     }
 
     /// The sort key of a waiting job under a static order; smaller runs first.
@@ -184,6 +188,7 @@ impl Order {
             Order::Fair(_) => "fair",
             Order::Priority(_) => "priority",
             Order::Qssf => "qssf",
+            Order::Tput => "tput",
             Order::Rr { .. } => "rr",
         }
     }
@@ -332,7 +337,7 @@ impl fmt::Display for PolicySpec {
 /// Why a policy name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus,compat=exact|tiresias], \
+    "unknown policy `{name}`: {why} (orders: fifo, sjf, sgf, tput, srtf, las[:thresholds=S/S..,promote=X,within=arrival|gpus,compat=exact|tiresias], \
      gittins[:quantum=S,window=N], fair[:by=user|group,measure=gpus|drf], \
      priority[:age=W,fairshare=W,size=W,qos=W,half_life=D,max_age=D], qssf; modifiers: +easy, +conservative, +maxwait=DURATION; e.g. `sjf+easy`)"
 )]
@@ -368,7 +373,7 @@ impl FromStr for PolicySpec {
             parse_duration(v).ok_or_else(|| err(format!("`{k}={v}`: expected a duration such as 3200, 30m, 24h")))
         };
         let order = match name {
-            "fifo" | "sjf" | "sgf" | "srtf" | "qssf" if !kv.is_empty() => {
+            "fifo" | "sjf" | "sgf" | "srtf" | "qssf" | "tput" if !kv.is_empty() => {
                 return Err(err(format!("`{name}` takes no parameters")))
             }
             "fifo" => Order::Fifo,
@@ -376,6 +381,7 @@ impl FromStr for PolicySpec {
             "sgf" => Order::Sgf,
             "srtf" => Order::Srtf,
             "qssf" => Order::Qssf,
+            "tput" => Order::Tput,
             "rr" => {
                 let mut quantum = None;
                 for (k, v) in kv {
@@ -532,6 +538,8 @@ mod tests {
             "fifo",
             "sjf",
             "sgf",
+            "tput",
+            "tput+easy",
             "fifo+easy",
             "sjf+easy",
             "sgf+conservative",

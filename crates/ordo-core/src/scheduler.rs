@@ -459,6 +459,15 @@ impl Scheduler {
         self.cap.eligible(needs, self.speeds.row_of(needs.class.as_deref()))
     }
 
+    /// A waiting job's key under a static order; `tput` reads the job's gain from the fastest
+    /// GPU it accepts over the slowest (in thousandths, most first).
+    pub(crate) fn static_key(&self, req: &JobReq) -> (i64, i64) {
+        match self.policy.order {
+            crate::policy::Order::Tput => (-((self.cap.gain(req.demand()) * 1000.0).round() as i64), req.submit),
+            ref o => o.key(req.submit, req.gpus, req.estimate),
+        }
+    }
+
     /// The speed matrix in force.
     pub fn speeds(&self) -> &Speeds {
         &self.speeds
@@ -583,7 +592,7 @@ impl Scheduler {
             return Err(SubmitError::NeverPlaced { job: req.id, why });
         }
         self.refresh_run_keys(now);
-        let key = self.policy.order.key(req.submit, req.gpus, req.estimate);
+        let key = self.static_key(&req);
         self.queue.insert((key, req.id), req);
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
@@ -773,7 +782,7 @@ impl Scheduler {
         p.attained += r.req.gpus as i64 * (now - r.start);
         p.waiting_since = now;
         p.preemptions += 1;
-        let key = self.policy.order.key(r.req.submit, r.req.gpus, r.req.estimate);
+        let key = self.static_key(&r.req);
         self.queue.insert((key, job), r.req);
         self.class_insert(&r.req);
         self.waiting.insert(job, key);
@@ -1250,6 +1259,9 @@ impl Scheduler {
         let pooled = cap.counts_only();
         let mut shadow_cap = if pooled {
             WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
+        } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+            // Several pools, pooled: a counter per pool (`cap` already has this pass's starts).
+            WhatIf::Owned(cap.pool_counters())
         } else {
             let mut s = self.what_if();
             for st in &plan.starts {
@@ -1297,9 +1309,7 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        // The index groups jobs by their estimate at speed 1: with other speeds it cannot tell
-        // which groups end before the reservation, so the plain scan decides.
-        if !explain && indexed && !cap.is_detailed() && self.cap.unit_speed() {
+        if !explain && indexed && !cap.is_detailed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
@@ -1357,12 +1367,17 @@ impl Scheduler {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
+                                  // The index groups jobs by their estimates at speed 1; a job is planned at its slowest
+                                  // accepted model's speed, never shorter than its estimate over the fastest speed of the
+                                  // matrix: skips read that lower bound (1: the estimate itself).
+        let fast = self.cap.max_speed();
+        let lower = |t: Time| if fast == 1.0 { t } else { (t as f64 / fast).floor() as Time };
         let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
         let fits = |g: u32, nodes: u32, cap: &Pools| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
         let may = |g: u32, nodes: u32, c: u32, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || lower(class_min(c)) <= limit)
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
@@ -1396,14 +1411,16 @@ impl Scheduler {
             }
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
-            if pooled && now + est > shadow && (g as u64) > extra(shadow_cap) {
+            if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
                 continue;
             }
             let req = &self.queue[&key];
             if limited && self.limits.check(req, used).is_some() {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, req.estimate, now, head.demand(), shadow, cap, shadow_cap) {
+            if let Some(a) =
+                easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
+            {
                 self.limits.take(req, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }

@@ -134,6 +134,10 @@ pub enum ModelPick {
     Slowest,
     /// Cluster order, whatever the speeds (heterogeneity-agnostic: a baseline).
     First,
+    /// Comparative advantage: the model where the job's speed, over the mean speed of every
+    /// class (row) there, is highest; so jobs that gain most from a fast model get it, and the
+    /// others leave it to them (Gavel's insight, placement only).
+    Relative,
 }
 
 impl fmt::Display for ModelPick {
@@ -142,6 +146,7 @@ impl fmt::Display for ModelPick {
             ModelPick::Fastest => "fastest",
             ModelPick::Slowest => "slowest",
             ModelPick::First => "first",
+            ModelPick::Relative => "relative",
         })
     }
 }
@@ -153,7 +158,8 @@ impl FromStr for ModelPick {
             "fastest" => Ok(ModelPick::Fastest),
             "slowest" => Ok(ModelPick::Slowest),
             "first" => Ok(ModelPick::First),
-            _ => Err(format!("unknown model pick `{s}`: expected `fastest`, `slowest` or `first`")),
+            "relative" => Ok(ModelPick::Relative),
+            _ => Err(format!("unknown model pick `{s}`: expected `fastest`, `slowest`, `first` or `relative`")),
         }
     }
 }
@@ -233,7 +239,7 @@ mod tests {
 
     #[test]
     fn picks_parse() {
-        for p in [ModelPick::Fastest, ModelPick::Slowest, ModelPick::First] {
+        for p in [ModelPick::Fastest, ModelPick::Slowest, ModelPick::First, ModelPick::Relative] {
             assert_eq!(p.to_string().parse::<ModelPick>().unwrap(), p);
         }
         assert!("best".parse::<ModelPick>().is_err());

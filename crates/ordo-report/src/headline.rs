@@ -424,14 +424,16 @@ pub struct Why {
 }
 
 /// Names of the idle causes, in the order of [`ordo_sim::metrics::IdleCauses::shares`].
-pub const CAUSES: [&str; 3] = ["head-of-line blocking", "fragmentation", "empty queue"];
+pub const CAUSES: [&str; 4] = ["head-of-line blocking", "fragmentation", "empty queue", "constrained-idle"];
 
 /// Decomposes the utilisation change from `results[base]` to `results[best]` by idle cause.
 pub fn why(results: &[Metrics], base: usize, best: usize) -> Why {
     let (b, x) = (&results[base], &results[best]);
     let (cb, cx) = (b.headline_idle_causes(), x.headline_idle_causes());
     let (sb, sx) = (cb.shares(b.gpus), cx.shares(x.gpus));
-    let causes: Vec<CauseRow> = (0..3)
+    // Constrained-idle only where a run had any (typed clusters with constrained jobs).
+    let n = if sb[3] > 0.0 || sx[3] > 0.0 { 4 } else { 3 };
+    let causes: Vec<CauseRow> = (0..n)
         .map(|i| CauseRow {
             cause: CAUSES[i].to_string(),
             baseline_share: sb[i],
@@ -485,6 +487,16 @@ pub fn why(results: &[Metrics], base: usize, best: usize) -> Why {
     }
     s.push('.');
     lines.push(s);
+    let constrained = b.idle_causes.constrained_gpu_hours.max(x.idle_causes.constrained_gpu_hours);
+    if constrained > 0.0 {
+        lines.push(format!(
+            "Constraints, not the order, held GPUs idle: {} GPU-hours under {} ({} under {}) while jobs waited that only refused those GPUs' model, memory or features (constrained-idle).",
+            gpu_hours(b.idle_causes.constrained_gpu_hours),
+            b.policy,
+            gpu_hours(x.idle_causes.constrained_gpu_hours),
+            x.policy
+        ));
+    }
     Why {
         baseline: b.policy.clone(),
         best: x.policy.clone(),

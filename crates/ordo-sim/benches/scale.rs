@@ -5,7 +5,10 @@
 //! jobs and nodes four times and prints the time and memory ratio per doubling. Wall time, CPU
 //! time and peak memory per run; one run each (these take seconds, so criterion's ten samples
 //! would take hours here). `ORDO_SCALE=quick` runs only the growth series for `fifo` and
-//! `fifo+easy`; `ORDO_SCALE=longlog` only `longlog`, three runs per policy (median).
+//! `fifo+easy`; `ORDO_SCALE=longlog` only `longlog`, three runs per policy (median);
+//! `ORDO_SCALE=typed` only the typed cluster (200,000 jobs on 25,000 one-GPU nodes of four GPU
+//! models, 30% of the jobs constrained, a speed matrix) beside the same jobs untyped, three runs
+//! per policy (median).
 
 #![allow(clippy::unwrap_used)]
 
@@ -42,9 +45,13 @@ fn online(jobs: usize, cluster: &ClusterSpec) -> Workload {
 /// Simulates once; returns (wall s, CPU s, peak MiB while it ran, mean JCT s).
 fn run(w: &Workload, cluster: &ClusterSpec, policy: &str) -> (f64, f64, f64, f64) {
     let cfg = SimConfig::new(cluster.clone(), Placement::Pooled, policy.parse::<PolicySpec>().unwrap());
+    run_cfg(w, &cfg)
+}
+
+fn run_cfg(w: &Workload, cfg: &SimConfig) -> (f64, f64, f64, f64) {
     reset_peak();
     let (c0, t0) = (cpu_s(), Instant::now());
-    let out = simulate(w, &cfg).unwrap();
+    let out = simulate(w, cfg).unwrap();
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), cpu_s() - c0);
     (wall, cpu, peak_mib(), out.metrics.mean_jct_s)
 }
@@ -80,6 +87,64 @@ fn longlog(policies: &[&str], repeat: usize) {
     }
 }
 
+/// 200,000 `online` jobs on 25,000 one-GPU nodes of four models; 30% of the jobs, by a fixed hash
+/// of their index, constrained to some of the models; three job classes with their own speeds. Each
+/// policy typed, and on the same jobs without constraints on the untyped cluster (as before
+/// typed clusters): the median of `repeat` runs each.
+fn typed(policies: &[&str], repeat: usize) {
+    use ordo_core::{GpuNeeds, ModelPick, Speeds};
+    let models = ["t4", "v100", "a100", "h100"];
+    let spec: Vec<String> = models.iter().map(|m| format!("6250x1:{m}")).collect();
+    let c = ClusterSpec::parse(&spec.join(",")).unwrap();
+    let plain = online(200_000, &ClusterSpec::uniform(25_000, 1));
+    let mut w = plain.clone();
+    let accepts: [&[&str]; 4] = [&["a100", "h100"], &["v100", "a100"], &["h100"], &["t4", "v100"]];
+    let mut constrained = 0;
+    for (i, j) in w.jobs.iter_mut().enumerate() {
+        let h = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        let mut n =
+            GpuNeeds { class: Some(format!("c{}", h % 3)), measured_on: Some("v100".into()), ..GpuNeeds::default() };
+        if h % 100 < 30 {
+            n.models = accepts[(h / 100 % 4) as usize].iter().map(|m| m.to_string()).collect();
+            constrained += 1;
+        }
+        j.needs = Some(Box::new(n));
+    }
+    let mut speeds = Speeds::default();
+    for (class, row) in [("*", [0.4, 1.0, 2.0, 3.0]), ("c1", [0.5, 1.0, 1.5, 2.0]), ("c2", [0.3, 1.0, 2.5, 4.0])] {
+        for (m, v) in models.iter().zip(row) {
+            speeds.set(class, m, v).unwrap();
+        }
+    }
+    println!("\n200000 jobs on 25000x1 of four models ({constrained} constrained), online seed 1; median of {repeat}");
+    println!(
+        "{:<20} {:>9} {:>9} {:>9} {:>12}   {:>9} {:>9} {:>9}",
+        "policy", "wall s", "cpu s", "peak MiB", "mean JCT s", "untyped", "cpu s", "peak MiB"
+    );
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let u = ClusterSpec::uniform(25_000, 1);
+    for p in policies {
+        let mut cfg = SimConfig::new(c.clone(), Placement::Pooled, p.parse::<PolicySpec>().unwrap());
+        cfg.speeds = speeds.clone();
+        cfg.model_pick = Some(ModelPick::Fastest);
+        let runs: Vec<_> = (0..repeat.max(1)).map(|_| run_cfg(&w, &cfg)).collect();
+        let base: Vec<_> = (0..repeat.max(1)).map(|_| run(&plain, &u, p)).collect();
+        println!(
+            "{p:<20} {:>9.2} {:>9.2} {:>9.0} {:>12.0}   {:>9.2} {:>9.2} {:>9.0}",
+            median(runs.iter().map(|r| r.0).collect()),
+            median(runs.iter().map(|r| r.1).collect()),
+            runs.iter().map(|r| r.2).fold(0.0, f64::max),
+            runs[0].3,
+            median(base.iter().map(|r| r.0).collect()),
+            median(base.iter().map(|r| r.1).collect()),
+            base.iter().map(|r| r.2).fold(0.0, f64::max),
+        );
+    }
+}
+
 fn growth(policies: &[&str]) {
     // 25,000 jobs on 250 x 8 GPUs, doubled four times up to 400,000 jobs on 4,000 x 8.
     println!("\ngrowth: jobs and nodes doubled four times (online, seed 1, x8-GPU nodes)");
@@ -111,10 +176,12 @@ fn main() {
     match std::env::var("ORDO_SCALE").as_deref() {
         Ok("quick") => return growth(&["fifo", "fifo+easy"]),
         Ok("longlog") => return longlog(&all, 3),
+        Ok("typed") => return typed(&all, 3),
         _ => {}
     }
     longlog(&all, 1);
     size(200_000, "25000x1", &all);
+    typed(&all, 1);
     size(1_000_000, "10000x8", &all);
     growth(&["fifo", "fifo+easy", "fifo+conservative", "srtf"]);
 }

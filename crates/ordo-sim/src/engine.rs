@@ -794,8 +794,17 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib, pools)| {
                     cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools, row: 0 })
                 });
+            // None fits: had a constrained one accepted any GPU, would it have?
+            let refused = || {
+                waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib, pools)| {
+                    pools != 0
+                        && cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools: 0, row: 0 })
+                })
+            };
             if fits {
                 IdleCause::HeadOfLine
+            } else if typed && refused() {
+                IdleCause::Constrained
             } else {
                 IdleCause::Fragmentation
             }

@@ -16,6 +16,9 @@ pub enum IdleCause {
     /// Jobs waited and none of them fits the idle GPUs under the placement (too few idle GPUs,
     /// or idle GPUs spread over nodes).
     Fragmentation,
+    /// Jobs waited, none of them fits the idle GPUs, but one would if it accepted their GPU
+    /// model, memory or node features: constraints, not the order, hold them idle.
+    Constrained,
 }
 
 impl IdleCause {
@@ -32,8 +35,8 @@ pub struct RunIntegrals {
     /// Busy GPU-ms inside the arrival window.
     busy_in_window: i128,
     /// Idle GPU-ms by [`IdleCause`], over the whole run and inside the arrival window.
-    idle_by_cause: [i128; 3],
-    idle_by_cause_in_window: [i128; 3],
+    idle_by_cause: [i128; 4],
+    idle_by_cause_in_window: [i128; 4],
     /// Idle GPU-ms while nothing ran or waited since the last time something did: counted as
     /// empty-queue idle once a job runs or waits again, dropped if none does (the run is over,
     /// and the makespan ends at the last job's end).
@@ -106,7 +109,7 @@ impl RunIntegrals {
     }
 }
 
-/// Idle GPU-hours by cause over a span (docs/METRICS.md, "Idle capacity by cause"); the three
+/// Idle GPU-hours by cause over a span (docs/METRICS.md, "Idle capacity by cause"); the four
 /// add up to the idle GPU-hours of the span.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IdleCauses {
@@ -119,33 +122,94 @@ pub struct IdleCauses {
     pub fragmentation_gpu_hours: f64,
     /// Idle while no job waited.
     pub empty_queue_gpu_hours: f64,
+    /// Idle while jobs waited, none fit the idle GPUs, and one would have fit had it accepted
+    /// their GPU model, memory or features (constrained-idle; 0 on untyped runs).
+    #[serde(default)]
+    pub constrained_gpu_hours: f64,
 }
 
 impl IdleCauses {
-    fn from_integrals(idle: &[i128; 3], span: Time) -> IdleCauses {
+    fn from_integrals(idle: &[i128; 4], span: Time) -> IdleCauses {
         let h = |x: i128| x as f64 / 1000.0 / 3_600_000.0;
         IdleCauses {
             span_h: span as f64 / 3_600_000.0,
             head_of_line_gpu_hours: h(idle[IdleCause::HeadOfLine.index()]),
             fragmentation_gpu_hours: h(idle[IdleCause::Fragmentation.index()]),
             empty_queue_gpu_hours: h(idle[IdleCause::EmptyQueue.index()]),
+            constrained_gpu_hours: h(idle[IdleCause::Constrained.index()]),
         }
     }
 
     /// All idle GPU-hours of the span.
     pub fn total_gpu_hours(&self) -> f64 {
-        self.head_of_line_gpu_hours + self.fragmentation_gpu_hours + self.empty_queue_gpu_hours
+        self.head_of_line_gpu_hours
+            + self.fragmentation_gpu_hours
+            + self.empty_queue_gpu_hours
+            + self.constrained_gpu_hours
     }
 
     /// Each cause as a share of the span's capacity (`gpus` x span): head-of-line,
-    /// fragmentation, empty queue. Utilisation over the span is 1 minus their sum.
-    pub fn shares(&self, gpus: u64) -> [f64; 3] {
+    /// fragmentation, empty queue, constrained. Utilisation over the span is 1 minus their sum.
+    pub fn shares(&self, gpus: u64) -> [f64; 4] {
         let cap = gpus as f64 * self.span_h;
         if cap <= 0.0 {
-            return [0.0; 3];
+            return [0.0; 4];
         }
-        [self.head_of_line_gpu_hours / cap, self.fragmentation_gpu_hours / cap, self.empty_queue_gpu_hours / cap]
+        [
+            self.head_of_line_gpu_hours / cap,
+            self.fragmentation_gpu_hours / cap,
+            self.empty_queue_gpu_hours / cap,
+            self.constrained_gpu_hours / cap,
+        ]
     }
+}
+
+/// One GPU model's use over a run's makespan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelUse {
+    /// The model as the cluster names it.
+    pub model: String,
+    /// Its GPUs.
+    pub gpus: u64,
+    /// Held GPU-time over (its GPUs x the makespan).
+    pub utilization: f64,
+}
+
+/// Each GPU model's use: GPU-time held on its nodes (a fractional job counts its share) over
+/// its GPUs x `makespan`.
+fn by_model(cluster: &ordo_core::ClusterSpec, w: &Workload, records: &[JobRecord], makespan: Time) -> Vec<ModelUse> {
+    let mut models: Vec<(String, u64, i128)> = Vec::new();
+    let mut of_node: Vec<usize> = Vec::with_capacity(cluster.nodes.len());
+    for n in &cluster.nodes {
+        let m = n.gpu_model.clone().unwrap_or_else(|| "unknown".into());
+        let i = match models.iter().position(|x| x.0 == m) {
+            Some(i) => i,
+            None => {
+                models.push((m, 0, 0));
+                models.len() - 1
+            }
+        };
+        models[i].1 += u64::from(n.gpus);
+        of_node.push(i);
+    }
+    for r in records {
+        let share = w.jobs[r.job.idx()].share_milli().map_or(1000, i128::from);
+        for seg in &r.segments {
+            for (node, ids) in seg.gpu_ids.iter() {
+                if let Some(&i) = of_node.get(node as usize) {
+                    models[i].2 += ids.len() as i128 * share * i128::from(seg.end - seg.start) / 1000;
+                }
+            }
+        }
+    }
+    models
+        .into_iter()
+        .map(|(model, gpus, held)| ModelUse {
+            model,
+            gpus,
+            utilization: if gpus > 0 && makespan > 0 { held as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
+        })
+        .collect()
 }
 
 /// The metrics of one run. JSON keys are stable; units are in the names.
@@ -211,6 +275,10 @@ pub struct Metrics {
     /// The same inside the arrival window (the span of `utilization_window`); null when it is
     /// empty.
     pub idle_causes_window: Option<IdleCauses>,
+    /// Typed runs: each GPU model's GPUs and the share of their GPU-time held by jobs over the
+    /// makespan (docs/METRICS.md); empty on untyped runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub utilization_by_model: Vec<ModelUse>,
     /// Offered load: total GPU-time of all jobs / (GPUs x arrival window); null when every job
     /// is submitted at once (then the work is a backlog of `total_gpu_hours / gpus` hours).
     pub offered_load: Option<f64>,
@@ -413,6 +481,11 @@ impl Metrics {
             utilization_makespan: if makespan > 0 { work as f64 / (gpus as f64 * makespan as f64) } else { 0.0 },
             idle_causes: IdleCauses::from_integrals(&integ.idle_by_cause, makespan),
             idle_causes_window: (w1 > w0).then(|| IdleCauses::from_integrals(&integ.idle_by_cause_in_window, w1 - w0)),
+            utilization_by_model: if cfg.typed(w) && cluster.nodes.iter().any(|n| n.gpu_model.is_some()) {
+                by_model(cluster, w, records, makespan)
+            } else {
+                Vec::new()
+            },
             offered_load: (w1 > w0 && gpus > 0).then(|| work as f64 / (gpus as f64 * (w1 - w0) as f64)),
             idle_while_waiting_gpu_hours: gpu_h(integ.idle_while_waiting / 1000),
             idle_while_fit_gpu_hours: gpu_h(integ.idle_while_fit / 1000),

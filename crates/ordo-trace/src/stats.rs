@@ -58,6 +58,16 @@ pub struct TraceStats {
     pub bad_reasons: Vec<String>,
     /// The machine size from the trace header (SWF `MaxProcs`), if any.
     pub max_procs: Option<u64>,
+    /// The cluster's GPUs by model: `(model, nodes, GPUs)`, most GPUs first; empty when no node
+    /// names its model.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_models: Vec<(String, usize, u64)>,
+    /// Jobs that constrain their GPUs (models, memory or features).
+    pub constrained: usize,
+    /// What constrained jobs ask: `(models accepted, or the other constraint, jobs)`, most first,
+    /// at most ten.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<(String, usize)>,
 }
 
 fn gpu_work(j: &ordo_core::Job) -> f64 {
@@ -137,7 +147,34 @@ impl TraceStats {
                 format!("{:.3} s", to_secs_f64(b))
             }
         });
+        let mut cluster_models: Vec<(String, usize, u64)> = Vec::new();
+        for n in cluster.map_or(&[][..], |c| &c.nodes[..]) {
+            let Some(m) = &n.gpu_model else { continue };
+            match cluster_models.iter_mut().find(|x| x.0 == *m) {
+                Some(x) => {
+                    x.1 += 1;
+                    x.2 += u64::from(n.gpus);
+                }
+                None => cluster_models.push((m.clone(), 1, u64::from(n.gpus))),
+            }
+        }
+        cluster_models.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let mut constraints: Vec<(String, usize)> = Vec::new();
+        let mut constrained = 0;
+        for n in jobs.iter().filter_map(|j| j.needs.as_ref()).filter(|n| n.constrains()) {
+            constrained += 1;
+            let d = n.describe();
+            match constraints.iter_mut().find(|x| x.0 == d) {
+                Some(x) => x.1 += 1,
+                None => constraints.push((d, 1)),
+            }
+        }
+        constraints.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        constraints.truncate(10);
         TraceStats {
+            cluster_models,
+            constrained,
+            constraints,
             source: t.source.clone(),
             format: t.format.to_string(),
             rows: t.rows,
@@ -221,6 +258,24 @@ impl TraceStats {
                     count(n, "job"),
                     agree(n, "asks", "ask")
                 );
+            }
+        }
+        if !self.cluster_models.is_empty() {
+            let _ = writeln!(s, "\nGPU models of the cluster:");
+            for (m, nodes, g) in &self.cluster_models {
+                let _ = writeln!(s, "  {m:<16} {:>14}  {:>12}", count(*nodes, "node"), count(*g as usize, "GPU"));
+            }
+        }
+        if self.constrained > 0 {
+            let pct = self.constrained as f64 * 100.0 / self.jobs.max(1) as f64;
+            let _ = writeln!(
+                s,
+                "\nconstrained: {} of {} ({pct:.1}%) accept only some GPUs; most asked:",
+                ordo_core::words::group_digits(&self.constrained.to_string()),
+                count(self.jobs, "job")
+            );
+            for (what, n) in &self.constraints {
+                let _ = writeln!(s, "  {what:<40} {n:>8}");
             }
         }
         let _ = writeln!(s, "\nGPUs per job:");

@@ -134,7 +134,8 @@ pub struct InputArgs {
     speeds: Option<PathBuf>,
     /// Which GPU model a job that accepts several goes on: `fastest` (for its class; the
     /// default), `slowest` (keeps fast GPUs for jobs that need or gain most), `first` (cluster
-    /// order, heterogeneity-agnostic). Turns on typed GPUs.
+    /// order, heterogeneity-agnostic), `relative` (where its speed is highest relative to other
+    /// classes': comparative advantage). Turns on typed GPUs.
     #[arg(long)]
     model_pick: Option<ordo_core::ModelPick>,
 }

@@ -165,7 +165,9 @@ impl Comparison {
             );
         }
         let _ = writeln!(s);
-        let head = [
+        // Constrained-idle: a column only where a run had any (typed clusters).
+        let constrained = self.results.iter().any(|m| m.idle_causes.constrained_gpu_hours > 0.0);
+        let mut head = vec![
             "policy",
             "estimates",
             "util",
@@ -181,11 +183,14 @@ impl Comparison {
             "makespan",
             "fair(users)",
         ];
+        if constrained {
+            head.insert(12, "constr GPU-h");
+        }
         let rows: Vec<Vec<String>> = self
             .results
             .iter()
             .map(|m| {
-                vec![
+                let mut row = vec![
                     m.policy.clone(),
                     m.estimates.clone(),
                     m.utilization_window.map(|u| format!("{:.1}%", 100.0 * u)).unwrap_or_else(|| "-".into()),
@@ -200,7 +205,11 @@ impl Comparison {
                     thousands(m.idle_causes.fragmentation_gpu_hours),
                     dur(m.makespan_s),
                     format!("{:.2}", m.fairness_users),
-                ]
+                ];
+                if constrained {
+                    row.insert(12, thousands(m.idle_causes.constrained_gpu_hours));
+                }
+                row
             })
             .collect();
         s.push_str(&table(&head, &rows));
@@ -208,9 +217,22 @@ impl Comparison {
         if m0.is_some() {
             let _ = writeln!(s, "bounds:  {}", self.bounds);
         }
+        for m in self.results.iter().filter(|m| !m.utilization_by_model.is_empty()) {
+            let parts: Vec<String> = m
+                .utilization_by_model
+                .iter()
+                .map(|u| format!("{} {:.1}% of {}", u.model, 100.0 * u.utilization, count(u.gpus as usize, "GPU")))
+                .collect();
+            let _ = writeln!(s, "models:  {}: {}", m.policy, parts.join(", "));
+        }
         let _ = writeln!(
             s,
-            "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation); docs/METRICS.md"
+            "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation){}; docs/METRICS.md",
+            if constrained {
+                "; constr GPU-h: none fit, but one would have had it accepted those GPUs' model, memory or features (constrained-idle)"
+            } else {
+                ""
+            }
         );
         let oracles: Vec<&str> = self.results.iter().filter(|m| m.clairvoyant()).map(|m| m.policy.as_str()).collect();
         if !oracles.is_empty() {
