@@ -271,6 +271,9 @@ pub(crate) struct Running {
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
 
+/// EASY's backfill groups: (GPUs, gang nodes, estimate class, pools accepted).
+pub(crate) type BucketKey = (u32, u32, u32, u128);
+
 /// Conservative backfill's standing reservations: a profile of free GPUs over future time with
 /// every running job (until its estimated end) and every waiting job's reservation taken out.
 #[derive(Debug, Clone)]
@@ -323,7 +326,7 @@ pub struct Scheduler {
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
     /// the reservation without looking it up.
-    pub(crate) buckets: BTreeMap<(u32, u32, u32, u128), BTreeSet<(QueueKey, Time)>>,
+    pub(crate) buckets: BTreeMap<BucketKey, BTreeSet<(QueueKey, Time)>>,
     /// `priority`: waiting jobs by (user, GPUs, static priority); `qssf`: by (user, group, 0).
     /// Each class in (submit, id) order, which is its key order at any instant (merged lazily
     /// by `schedule_dynamic`).

@@ -39,7 +39,7 @@ fn pod(i: u32, gpus: u32, est_min: i64, typed: bool) -> ordo_kube::objects::PodI
     let mut p = fixtures::pod(i, gpus, est_min * 60_000);
     if typed && i % 10 < 3 {
         p.constraints.node_selector.insert(PRODUCT.into(), model(i / 10).into());
-        if i % 20 == 0 {
+        if i.is_multiple_of(20) {
             p.constraints
                 .tolerations
                 .push(ordo_kube::affinity::Toleration { operator: "Exists".into(), ..Default::default() });
