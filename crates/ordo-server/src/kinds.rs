@@ -58,7 +58,7 @@ pub fn feature_list(raw: &[String]) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(raw.len());
     for f in raw {
         if f.is_empty() {
-            return Err(format!("an empty feature name"));
+            return Err("an empty feature name".to_string());
         }
         if f.len() > MAX_FEATURE_BYTES {
             return Err(format!("a feature of {} bytes, more than the limit of {MAX_FEATURE_BYTES}", f.len()));
