@@ -141,6 +141,20 @@ esac
 
 install_tree
 stop
+# What a run that never got to its `stop` left in the tree (killed, or a machine copied while a
+# cluster ran): its daemons and its mounts. A second sysfs on the same mount point is refused
+# ("sysfs already mounted", exit 32). The ports are fixed, so one cluster at a time runs from a
+# tree: whatever still runs in it is a leftover.
+left=$(in_tree_pids)
+if [ -n "$left" ]; then
+  echo "slurm24: stopping processes an earlier run left in $R: $left" >&2
+  kill -9 $left 2>/dev/null || true
+  for _ in $(seq 50); do [ -z "$(in_tree_pids)" ] && break; sleep 0.1; done
+fi
+for m in $(mounts_below "$R" | grep -vxF "$R" | sort -r); do
+  echo "slurm24: unmounting $m, left by an earlier run" >&2
+  umount "$m" 2>/dev/null || umount -l "$m"
+done
 echo "$R" >"$D/tree"
 rm -rf "$D"/{state,log,fakegpu,spool,bin}
 mkdir -p "$D"/{state,log,fakegpu,spool/n1,spool/n2,spool/n3,bin}

@@ -68,6 +68,8 @@ struct Map {
     order: Vec<Vec<u8>>,
     /// Every speed is 1.
     unit_speed: bool,
+    /// The highest speed of any row on any pool (1 without a matrix).
+    max_speed: f64,
 }
 
 /// The cluster's free resources, pool by pool (see the module's documentation). Cloning copies
@@ -76,6 +78,9 @@ struct Map {
 pub struct Pools {
     parts: Vec<Capacity>,
     map: Arc<Map>,
+    /// Each part is a counter of its pool's free GPUs ([`Pools::pool_counters`]): allocations
+    /// count against their pool, whatever their nodes.
+    counters: bool,
 }
 
 impl PartialEq for Pools {
@@ -178,10 +183,15 @@ impl Pools {
             })
             .collect();
         let unit_speed = speed.iter().flatten().all(|&s| s == 1.0);
+        let max_speed = speed.iter().flatten().copied().fold(1.0, f64::max);
         if single {
             nodes = Vec::new();
         }
-        Ok(Pools { parts, map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed }) })
+        Ok(Pools {
+            parts,
+            map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed, max_speed }),
+            counters: false,
+        })
     }
 
     /// One pool holding `cap` as it is.
@@ -193,8 +203,9 @@ impl Pools {
             speed: vec![vec![1.0]],
             order: vec![vec![0]],
             unit_speed: true,
+            max_speed: 1.0,
         };
-        Pools { parts: vec![cap], map: Arc::new(map) }
+        Pools { parts: vec![cap], map: Arc::new(map), counters: false }
     }
 
     /// A single virtual node of `total` GPUs with `free` free (see [`Capacity::counter`]).
@@ -212,6 +223,12 @@ impl Pools {
     #[inline]
     pub fn counts_only(&self) -> bool {
         self.is_single() && self.placement() == Placement::Pooled && !self.is_detailed()
+    }
+
+    /// The highest speed of any class on any pool (1 without a matrix).
+    #[inline]
+    pub fn max_speed(&self) -> f64 {
+        self.map.max_speed
     }
 
     /// Every speed of the matrix is 1 (estimates need no scaling).
@@ -406,12 +423,37 @@ impl Pools {
                 Capacity::detailed(c.cap_per_node(), &vec![None; n], &vec![None; n], c.placement())
             })
             .collect();
-        Pools { parts, map: self.map.clone() }
+        Pools { parts, map: self.map.clone(), counters: false }
     }
 
     /// The same cluster with everything free.
     pub fn empty_like(&self) -> Pools {
-        Pools { parts: self.parts.iter().map(Capacity::empty_like).collect(), map: self.map.clone() }
+        Pools {
+            parts: self.parts.iter().map(Capacity::empty_like).collect(),
+            map: self.map.clone(),
+            counters: self.counters,
+        }
+    }
+
+    /// Pooled what-if planning on several pools: each pool's free GPUs as a counter (which
+    /// nodes a pooled job gets does not matter there), so giving back a running job costs its
+    /// pool, not its nodes. Count-only pooled capacities only.
+    pub(crate) fn pool_counters(&self) -> Pools {
+        let parts = self.parts.iter().map(|c| Capacity::counter(c.total(), c.total_free())).collect();
+        Pools { parts, map: self.map.clone(), counters: true }
+    }
+
+    /// GPUs of `alloc` per pool (counters).
+    fn per_pool(&self, alloc: &Allocation) -> Vec<(usize, u32)> {
+        let mut v: Vec<(usize, u32)> = Vec::new();
+        for &(n, k) in &alloc.parts {
+            let p = self.pool_of(n) as usize;
+            match v.iter_mut().find(|x| x.0 == p) {
+                Some(x) => x.1 += k,
+                None => v.push((p, k)),
+            }
+        }
+        v
     }
 
     #[inline]
@@ -589,6 +631,9 @@ impl Pools {
     /// Whether every part of `alloc` is free now.
     #[inline]
     pub fn can_take(&self, alloc: &Allocation) -> bool {
+        if self.counters {
+            return self.per_pool(alloc).iter().all(|&(p, g)| self.parts[p].total_free() >= g as u64);
+        }
         if self.is_single() {
             return self.parts[0].can_take(alloc);
         }
@@ -598,6 +643,12 @@ impl Pools {
     /// Takes `alloc` (which must be free).
     #[inline]
     pub fn take(&mut self, alloc: &Allocation) {
+        if self.counters {
+            for (p, g) in self.per_pool(alloc) {
+                self.parts[p].take_count(g);
+            }
+            return;
+        }
         if self.is_single() {
             return self.parts[0].take(alloc);
         }
@@ -609,6 +660,12 @@ impl Pools {
     /// Gives `alloc` back.
     #[inline]
     pub fn give(&mut self, alloc: &Allocation) {
+        if self.counters {
+            for (p, g) in self.per_pool(alloc) {
+                self.parts[p].give_count(g);
+            }
+            return;
+        }
         if self.is_single() {
             return self.parts[0].give(alloc);
         }
@@ -619,6 +676,13 @@ impl Pools {
 
     /// [`Capacity::take_what_if`] pool by pool: all of it or nothing.
     pub fn take_what_if(&mut self, alloc: &Allocation) -> bool {
+        if self.counters {
+            if !self.can_take(alloc) {
+                return false;
+            }
+            self.take(alloc);
+            return true;
+        }
         if self.is_single() {
             return self.parts[0].take_what_if(alloc);
         }

@@ -271,6 +271,9 @@ pub(crate) struct Running {
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
 
+/// EASY's backfill groups: (GPUs, gang nodes, estimate class, pools accepted).
+pub(crate) type BucketKey = (u32, u32, u32, u128);
+
 /// Conservative backfill's standing reservations: a profile of free GPUs over future time with
 /// every running job (until its estimated end) and every waiting job's reservation taken out.
 #[derive(Debug, Clone)]
@@ -323,7 +326,7 @@ pub struct Scheduler {
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
     /// the reservation without looking it up.
-    pub(crate) buckets: BTreeMap<(u32, u32, u32), BTreeSet<(QueueKey, Time)>>,
+    pub(crate) buckets: BTreeMap<BucketKey, BTreeSet<(QueueKey, Time)>>,
     /// `priority`: waiting jobs by (user, GPUs, static priority); `qssf`: by (user, group, 0).
     /// Each class in (submit, id) order, which is its key order at any instant (merged lazily
     /// by `schedule_dynamic`).
@@ -598,7 +601,7 @@ impl Scheduler {
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.tiresias_submit(req.id);
         self.buckets
-            .entry((req.gpus, req.nodes, est_class(req.estimate)))
+            .entry((req.gpus, req.nodes, est_class(req.estimate), req.elig.pools))
             .or_default()
             .insert(((key, req.id), req.estimate));
         self.waiting.insert(req.id, key);
@@ -724,7 +727,7 @@ impl Scheduler {
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
         self.class_remove(req);
-        let b = (req.gpus, req.nodes, est_class(req.estimate));
+        let b = (req.gpus, req.nodes, est_class(req.estimate), req.elig.pools);
         if let Some(set) = self.buckets.get_mut(&b) {
             set.remove(&((key, job), req.estimate));
             if set.is_empty() {
@@ -787,7 +790,7 @@ impl Scheduler {
         self.class_insert(&r.req);
         self.waiting.insert(job, key);
         self.buckets
-            .entry((r.req.gpus, r.req.nodes, est_class(r.req.estimate)))
+            .entry((r.req.gpus, r.req.nodes, est_class(r.req.estimate), r.req.elig.pools))
             .or_default()
             .insert(((key, job), r.req.estimate));
         self.index_due(job, r.req.submit);
@@ -1259,6 +1262,9 @@ impl Scheduler {
         let pooled = cap.counts_only();
         let mut shadow_cap = if pooled {
             WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
+        } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+            // Several pools, pooled: a counter per pool (`cap` already has this pass's starts).
+            WhatIf::Owned(cap.pool_counters())
         } else {
             let mut s = self.what_if();
             for st in &plan.starts {
@@ -1306,16 +1312,14 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        // The index groups jobs by their estimate at speed 1: with other speeds it cannot tell
-        // which groups end before the reservation, so the plain scan decides.
-        if !explain && indexed && !cap.is_detailed() && self.cap.unit_speed() {
+        if !explain && indexed && !cap.is_detailed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
         // Once fewer GPUs are free than the smallest waiting job asks for, no later job can
         // backfill: the plain pass stops there (the explaining one goes on, to say why each
         // waits). Counts only: not on a cluster that tracks shares, CPUs or memory.
-        let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _)| u64::from(g));
+        let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _, _)| u64::from(g));
         let stop_early = !explain && !cap.is_detailed();
         for req in order {
             if stop_early && cap.total_free() < smallest {
@@ -1366,53 +1370,64 @@ impl Scheduler {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
+                                  // The index groups jobs by their estimates at speed 1; a job is planned at its slowest
+                                  // accepted model's speed, never shorter than its estimate over the fastest speed of the
+                                  // matrix: skips read that lower bound (1: the estimate itself).
+        let fast = self.cap.max_speed();
+        let lower = |t: Time| if fast == 1.0 { t } else { (t as f64 / fast).floor() as Time };
         let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
-        let fits = |g: u32, nodes: u32, cap: &Pools| cap.fits_for(Demand::gpus(g).on_nodes(nodes));
-        let may = |g: u32, nodes: u32, c: u32, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, cap) && ((g as u64) <= extra(sc) || class_min(c) <= limit)
+        // Groups are by pools accepted too, so that a group of constrained jobs whose pools
+        // are full is skipped whole.
+        let fits = |g: u32, nodes: u32, pools: u128, cap: &Pools| {
+            cap.fits_for(Demand { pools, ..Demand::gpus(g).on_nodes(nodes) })
+        };
+        let may = |g: u32, nodes: u32, c: u32, pools: u128, cap: &Pools, sc: &Pools| {
+            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || lower(class_min(c)) <= limit)
         };
         let mut iters = Vec::new();
         let mut heap = BinaryHeap::new();
         let free = cap.total_free();
-        for (&(g, nodes, c), set) in &self.buckets {
+        for (&(g, nodes, c, pools), set) in &self.buckets {
             // Groups come in GPU order (a count-only cluster here): none from here on fits.
             if g as u64 > free {
                 break;
             }
-            if !may(g, nodes, c, cap, shadow_cap) {
+            if !may(g, nodes, c, pools, cap, shadow_cap) {
                 continue;
             }
             let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
                 heap.push(std::cmp::Reverse((k, iters.len())));
-                iters.push((g, nodes, c, it));
+                iters.push((g, nodes, c, pools, it));
             }
         }
         let pooled = cap.placement() == Placement::Pooled;
         let limited = self.limits.active();
         while let Some(std::cmp::Reverse(((key, est), b))) = heap.pop() {
-            let (g, nodes, c, _) = iters[b];
-            if !may(g, nodes, c, cap, shadow_cap) {
+            let (g, nodes, c, pools, _) = iters[b];
+            if !may(g, nodes, c, pools, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            if let Some(&k) = iters[b].3.next() {
+            if let Some(&k) = iters[b].4.next() {
                 heap.push(std::cmp::Reverse((k, b)));
             }
-            if !fits(g, nodes, cap) {
+            if !fits(g, nodes, pools, cap) {
                 continue;
             }
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
-            if pooled && now + est > shadow && (g as u64) > extra(shadow_cap) {
+            if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
                 continue;
             }
             let req = &self.queue[&key];
             if limited && self.limits.check(req, used).is_some() {
                 continue;
             }
-            if let Some(a) = easy_backfill_one(req, req.estimate, now, head.demand(), shadow, cap, shadow_cap) {
+            if let Some(a) =
+                easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
+            {
                 self.limits.take(req, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }

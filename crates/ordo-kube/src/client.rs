@@ -270,6 +270,9 @@ pub struct Settings {
     pub policy: String,
     /// `data.gpu-resource`.
     pub gpu_resource: String,
+    /// `data.gpu-model-label`: the node label that names the GPU model (absent in the settings
+    /// of schedulers before it: the default, `nvidia.com/gpu.product`).
+    pub gpu_model_label: String,
     /// `data.node-selector`: `k=v,k2=v2` (empty: every node).
     pub node_selector: String,
     /// `data.default-estimate-ms`.
@@ -285,6 +288,7 @@ impl Settings {
         [
             ("policy", self.policy.clone()),
             ("gpu-resource", self.gpu_resource.clone()),
+            ("gpu-model-label", self.gpu_model_label.clone()),
             ("node-selector", self.node_selector.clone()),
             ("default-estimate-ms", self.default_estimate_ms.to_string()),
             ("started", self.started.clone()),
@@ -302,6 +306,10 @@ impl Settings {
         Ok(Settings {
             policy: get("policy")?,
             gpu_resource: get("gpu-resource")?,
+            gpu_model_label: data
+                .get("gpu-model-label")
+                .cloned()
+                .unwrap_or_else(|| crate::objects::DEFAULT_GPU_MODEL_LABEL.into()),
             node_selector: data.get("node-selector").cloned().unwrap_or_default(),
             default_estimate_ms: est
                 .parse()
@@ -367,13 +375,20 @@ mod tests {
         let s = Settings {
             policy: "sjf+easy".into(),
             gpu_resource: "nvidia.com/gpu".into(),
+            gpu_model_label: "gpu-type".into(),
             node_selector: "pool=a".into(),
             default_estimate_ms: 3_600_000,
             started: "2026-12-04T06:00:00Z".into(),
             ordo_version: "0.1.0".into(),
         };
         let mut data = s.to_data();
-        assert_eq!(Settings::from_data(&data), Ok(s));
+        assert_eq!(Settings::from_data(&data), Ok(s.clone()));
+        // An older scheduler's settings have no GPU model label: the default.
+        data.remove("gpu-model-label");
+        assert_eq!(
+            Settings::from_data(&data).map(|r| r.gpu_model_label),
+            Ok(crate::objects::DEFAULT_GPU_MODEL_LABEL.to_string())
+        );
         data.insert("default-estimate-ms".into(), "1h".into());
         assert_eq!(
             Settings::from_data(&data),

@@ -1,6 +1,7 @@
 //! ordo-kube: ordo as a Kubernetes scheduler for GPU batch pods, like Volcano's and KAI's.
 //! Watches pods and nodes, orders and places with ordo-core, binds, explains, audits, imports.
 
+pub mod affinity;
 pub mod audit;
 pub mod client;
 pub mod engine;

@@ -1,8 +1,10 @@
 //! Pods and nodes as the scheduler reads them: what a pod asks (GPUs, CPU, memory, gang,
 //! estimate, user) and what a node offers, from the API objects, never panicking on bad input.
 
+use crate::affinity::{Constraints, Requirement, Term};
+pub use crate::affinity::{Taint, Toleration};
 use crate::quantity::Quantity;
-use k8s_openapi::api::core::v1::{Node, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, Pod, ResourceRequirements};
 use std::collections::BTreeMap;
 
 /// The annotation prefix of everything ordo reads from a pod.
@@ -11,6 +13,10 @@ pub const PREFIX: &str = "ordo.dev/";
 pub const ANN_GANG: &str = "ordo.dev/gang";
 /// Gang size: how many pods the gang has (every member says the same).
 pub const ANN_GANG_SIZE: &str = "ordo.dev/gang-size";
+/// The node label that names its GPU model by default (NVIDIA GPU feature discovery's).
+pub const DEFAULT_GPU_MODEL_LABEL: &str = "nvidia.com/gpu.product";
+/// The node label with the memory of each GPU in MiB (NVIDIA GPU feature discovery's).
+pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 /// Run-time estimate (`2h`, `30m`, `90s`): what `sjf`, backfill and expected starts read.
 pub const ANN_ESTIMATE: &str = "ordo.dev/estimate";
 /// The user a pod runs for (fair-share policies, import); default: its namespace.
@@ -86,30 +92,6 @@ pub struct GangRef {
     pub size: u32,
 }
 
-/// A toleration, as far as ordo checks them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Toleration {
-    /// Key (empty with `Exists`: every taint).
-    pub key: String,
-    /// `Exists` or `Equal`.
-    pub exists: bool,
-    /// Value for `Equal`.
-    pub value: String,
-    /// Effect (empty: every effect).
-    pub effect: String,
-}
-
-/// A taint that keeps pods off a node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Taint {
-    /// Key.
-    pub key: String,
-    /// Value.
-    pub value: String,
-    /// `NoSchedule` or `NoExecute` (`PreferNoSchedule` is not kept).
-    pub effect: String,
-}
-
 /// A pod as the scheduler sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodInfo {
@@ -141,12 +123,8 @@ pub struct PodInfo {
     pub estimate_ms: Option<i64>,
     /// `spec.priority` (from its PriorityClass).
     pub priority: i64,
-    /// `spec.nodeSelector`.
-    pub node_selector: BTreeMap<String, String>,
-    /// Whether it has required node affinity (which ordo does not evaluate).
-    pub affinity: bool,
-    /// Tolerations.
-    pub tolerations: Vec<Toleration>,
+    /// What limits it to some nodes: `spec.nodeSelector`, required node affinity, tolerations.
+    pub constraints: Constraints,
     /// Why ordo cannot schedule it as written (a bad annotation), if so.
     pub invalid: Option<String>,
     /// The message of its `PodScheduled=False` condition, if it has one.
@@ -171,12 +149,9 @@ impl PodInfo {
         matches!(self.phase, Phase::Succeeded | Phase::Failed)
     }
 
-    /// Whether it tolerates a taint.
-    pub fn tolerates(&self, t: &Taint) -> bool {
-        self.tolerations.iter().any(|o| {
-            let key = if o.exists { o.key.is_empty() || o.key == t.key } else { o.key == t.key && o.value == t.value };
-            (o.effect.is_empty() || o.effect == t.effect) && key
-        })
+    /// Whether it may go to node `n` (labels, taints; not its room), or the first check that fails.
+    pub fn qualifies(&self, n: &NodeInfo) -> Result<(), crate::affinity::Unmet> {
+        self.constraints.check(&n.name, &n.labels, &n.taints)
     }
 }
 
@@ -195,8 +170,14 @@ pub struct NodeInfo {
     pub labels: BTreeMap<String, String>,
     /// `NoSchedule`/`NoExecute` taints.
     pub taints: Vec<Taint>,
+    /// Its GPU model, from the label `ReadConfig::gpu_model_label` (`nvidia.com/gpu.product`).
+    pub gpu_model: Option<String>,
+    /// Memory of each GPU in MiB, from the label `nvidia.com/gpu.memory`.
+    pub gpu_mem_mib: Option<u64>,
     /// Why its allocatable could not be read, if so (it then takes no pods).
     pub invalid: Option<String>,
+    /// A label ordo reads that it could not read (the node still takes pods), if so.
+    pub warning: Option<String>,
 }
 
 impl NodeInfo {
@@ -211,6 +192,15 @@ impl NodeInfo {
 pub struct ReadConfig {
     /// The GPU resource name (`nvidia.com/gpu`).
     pub gpu_resource: String,
+    /// The node label that names the GPU model (`nvidia.com/gpu.product`).
+    pub gpu_model_label: String,
+}
+
+impl ReadConfig {
+    /// Reads GPUs as `gpu_resource` and models from the default label.
+    pub fn new(gpu_resource: &str) -> Self {
+        ReadConfig { gpu_resource: gpu_resource.into(), gpu_model_label: DEFAULT_GPU_MODEL_LABEL.into() }
+    }
 }
 
 /// Why an object cannot be identified at all (it is then ignored, and logged).
@@ -329,17 +319,33 @@ pub fn pod_info(p: &Pod, cfg: &ReadConfig) -> Result<PodInfo, ObjectError> {
     let scheduled = conds.and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
     let bound_ms = scheduled.filter(|c| c.status == "True").and_then(|c| c.last_transition_time.as_ref()).map(ms);
     let waiting_message = scheduled.filter(|c| c.status == "False").and_then(|c| c.message.clone());
-    let affinity = spec
+    let required = spec
         .and_then(|s| s.affinity.as_ref())
         .and_then(|a| a.node_affinity.as_ref())
-        .is_some_and(|n| n.required_during_scheduling_ignored_during_execution.is_some());
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|ns| {
+            let reqs = |v: &Option<Vec<NodeSelectorRequirement>>| -> Vec<Requirement> {
+                v.iter()
+                    .flatten()
+                    .map(|r| Requirement {
+                        key: r.key.clone(),
+                        operator: r.operator.clone(),
+                        values: r.values.clone().unwrap_or_default(),
+                    })
+                    .collect()
+            };
+            ns.node_selector_terms
+                .iter()
+                .map(|t| Term { exprs: reqs(&t.match_expressions), fields: reqs(&t.match_fields) })
+                .collect()
+        });
     let tolerations = spec
         .and_then(|s| s.tolerations.as_ref())
         .map(|ts| {
             ts.iter()
                 .map(|t| Toleration {
                     key: t.key.clone().unwrap_or_default(),
-                    exists: t.operator.as_deref() == Some("Exists"),
+                    operator: t.operator.clone().unwrap_or_default(),
                     value: t.value.clone().unwrap_or_default(),
                     effect: t.effect.clone().unwrap_or_default(),
                 })
@@ -363,9 +369,11 @@ pub fn pod_info(p: &Pod, cfg: &ReadConfig) -> Result<PodInfo, ObjectError> {
         gang,
         estimate_ms,
         priority: spec.and_then(|s| s.priority).map(i64::from).unwrap_or(0),
-        node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
-        affinity,
-        tolerations,
+        constraints: Constraints {
+            node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
+            required,
+            tolerations,
+        },
         invalid: (!errs.is_empty()).then(|| errs.join("; ")),
         waiting_message,
         owner,
@@ -407,7 +415,7 @@ pub fn node_info(n: &Node, cfg: &ReadConfig) -> Result<NodeInfo, ObjectError> {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| {
             ts.iter()
-                .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+                .filter(|t| Taint::effect_filters(&t.effect))
                 .map(|t| Taint {
                     key: t.key.clone(),
                     value: t.value.clone().unwrap_or_default(),
@@ -416,14 +424,29 @@ pub fn node_info(n: &Node, cfg: &ReadConfig) -> Result<NodeInfo, ObjectError> {
                 .collect()
         })
         .unwrap_or_default();
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    let gpu_model = labels.get(&cfg.gpu_model_label).map(|m| m.trim().to_string()).filter(|m| !m.is_empty());
+    let mut warning = None;
+    let gpu_mem_mib = labels.get(GPU_MEMORY_LABEL).and_then(|m| match m.trim().parse::<u64>() {
+        Ok(v) if v > 0 => Some(v),
+        _ => {
+            warning = Some(format!(
+                "label {GPU_MEMORY_LABEL} `{m}` is not a positive whole number of MiB; the GPUs' memory is taken as unknown"
+            ));
+            None
+        }
+    });
     Ok(NodeInfo {
         name,
         alloc,
         cordoned: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         ready,
-        labels: n.metadata.labels.clone().unwrap_or_default(),
+        labels,
         taints,
+        gpu_model,
+        gpu_mem_mib,
         invalid: (!errs.is_empty()).then(|| errs.join("; ")),
+        warning,
     })
 }
 
@@ -433,7 +456,7 @@ mod tests {
 
     fn pod(json: serde_json::Value) -> PodInfo {
         let p: Pod = serde_json::from_value(json).expect("a pod");
-        pod_info(&p, &ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).expect("readable")
+        pod_info(&p, &ReadConfig::new("nvidia.com/gpu")).expect("readable")
     }
 
     #[test]
@@ -466,19 +489,67 @@ mod tests {
         assert!(why.contains("estimate `soon`"), "{why}");
         assert!(why.contains("not a whole number"), "{why}");
         let no_uid: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}})).expect("pod");
-        assert!(pod_info(&no_uid, &ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).is_err());
+        assert!(pod_info(&no_uid, &ReadConfig::new("nvidia.com/gpu")).is_err());
+    }
+
+    fn node(json: serde_json::Value) -> NodeInfo {
+        let n: Node = serde_json::from_value(json).expect("a node");
+        node_info(&n, &ReadConfig::new("nvidia.com/gpu")).expect("readable")
     }
 
     #[test]
-    fn tolerations_match_taints() {
+    fn reads_selector_affinity_and_tolerations_and_checks_them_against_nodes() {
         let p = pod(serde_json::json!({
             "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
-            "spec": {"containers": [], "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+            "spec": {"containers": [],
+                "nodeSelector": {"pool": "gpu"},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["40000"]}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-special"]}]}
+                ]}, "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}}
+                ]}},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}
         }));
-        let t = Taint { key: "gpu".into(), value: "x".into(), effect: "NoSchedule".into() };
-        assert!(p.tolerates(&t));
-        assert!(!p.tolerates(&Taint { effect: "NoExecute".into(), ..t.clone() }));
-        assert!(!p.tolerates(&Taint { key: "other".into(), ..t }));
+        let terms = p.constraints.required.as_ref().expect("required affinity read");
+        assert_eq!(terms.len(), 2);
+        assert_eq!(terms[0].exprs[0].to_string(), "nvidia.com/gpu.memory Gt 40000");
+        assert_eq!(terms[1].fields[0].to_string(), "metadata.name In [n-special]");
+        let a100 = node(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"pool": "gpu", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                "nvidia.com/gpu.memory": "81920"}},
+            "spec": {"taints": [{"key": "gpu", "value": "x", "effect": "NoSchedule"},
+                {"key": "soft", "effect": "PreferNoSchedule"}]}
+        }));
+        assert_eq!(a100.gpu_model.as_deref(), Some("NVIDIA-A100-SXM4-80GB"));
+        assert_eq!(a100.gpu_mem_mib, Some(81920));
+        assert_eq!(a100.taints.len(), 1, "PreferNoSchedule is not kept");
+        assert_eq!(p.qualifies(&a100), Ok(()));
+        let t4 = node(serde_json::json!({
+            "metadata": {"name": "n2", "labels": {"pool": "gpu", "nvidia.com/gpu.memory": "15360"}},
+            "spec": {"taints": [{"key": "dedicated", "value": "infer", "effect": "NoExecute"}]}
+        }));
+        assert_eq!(p.qualifies(&t4).unwrap_err().to_string(), "untolerated taint dedicated=infer:NoExecute");
+        let special = node(serde_json::json!({"metadata": {"name": "n-special", "labels": {"pool": "gpu"}}}));
+        assert_eq!(p.qualifies(&special), Ok(()));
+        let other = node(serde_json::json!({"metadata": {"name": "n3", "labels": {"pool": "cpu"}}}));
+        assert_eq!(p.qualifies(&other).unwrap_err().to_string(), "node selector pool=gpu not met");
+    }
+
+    #[test]
+    fn the_gpu_model_label_is_configurable_and_a_bad_memory_label_is_said() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1", "labels": {"gpu-type": "h100", "nvidia.com/gpu.product": "x",
+                "nvidia.com/gpu.memory": "80GB"}}
+        }))
+        .expect("a node");
+        let cfg = ReadConfig { gpu_model_label: "gpu-type".into(), ..ReadConfig::new("nvidia.com/gpu") };
+        let n = node_info(&n, &cfg).expect("readable");
+        assert_eq!(n.gpu_model.as_deref(), Some("h100"));
+        assert_eq!(n.gpu_mem_mib, None);
+        let w = n.warning.expect("a warning");
+        assert!(w.contains("nvidia.com/gpu.memory `80GB`"), "{w}");
+        assert!(n.invalid.is_none(), "a bad label does not close the node");
     }
 
     proptest::proptest! {
@@ -495,7 +566,7 @@ mod tests {
                 "spec": {"containers": [{"name": "c", "resources": {
                     "limits": {"nvidia.com/gpu": gpu}, "requests": {"cpu": cpu, "memory": mem}}}]}
             })).expect("a pod");
-            let info = pod_info(&p, &ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).expect("readable");
+            let info = pod_info(&p, &ReadConfig::new("nvidia.com/gpu")).expect("readable");
             if info.invalid.is_none() {
                 proptest::prop_assert!(info.gang.as_ref().is_some_and(|g| g.size > 0));
             }

@@ -105,6 +105,9 @@ pub struct Context<'a> {
     pub largest: u32,
     /// Idle open nodes (all GPUs free).
     pub idle_nodes: usize,
+    /// Whether the pod may use only some open nodes (its nodeSelector, node affinity or
+    /// taints): the three counts above are over those, and say so.
+    pub qualifying: bool,
     /// Now, ms since the epoch.
     pub now: i64,
 }
@@ -123,6 +126,8 @@ pub fn waiting_text(
     expected: Option<i64>,
 ) -> String {
     let res = cx.gpu_resource;
+    let (any_node, open_node) =
+        if cx.qualifying { ("any qualifying node", "qualifying open node") } else { ("any node", "open node") };
     let tail = |s: String| {
         let mut s = format!("{s}; position {position}");
         if let Some(t) = expected {
@@ -139,16 +144,23 @@ pub fn waiting_text(
         Reason::Resources { .. } if pods > 1 && ask.gpus > cx.largest => {
             tail(format!(
                 "{need}; {} {} idle",
-                ordo_core::words::count(cx.idle_nodes, "open node"),
+                ordo_core::words::count(cx.idle_nodes, open_node),
                 ordo_core::words::agree(cx.idle_nodes, "is", "are")
             ))
         }
-        Reason::Resources { .. } => tail(format!("{need}; the most free on any node is {}", cx.most_free)),
-        // ordo-core's "no node has 4 free GPUs": say how far off the best node is.
-        Reason::NodeFit { why, .. } if why.starts_with("no node has") => {
-            tail(format!("{need}; the most free on any node is {}", cx.most_free))
+        Reason::Resources { .. } => tail(format!("{need}; the most free on {any_node} is {}", cx.most_free)),
+        // ordo-core's "no node has 4 free GPUs" (or, for a pod, which it asks on one node, "needs
+        // 1 nodes with 4 free GPUs each, ..."): say how far off the best node is.
+        Reason::NodeFit { why, .. } if why.starts_with("no node has") || why.starts_with("needs 1 nodes with") => {
+            tail(format!("{need}; the most free on {any_node} is {}", cx.most_free))
         }
         Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
+        // A pod limited by its nodeSelector, affinity or taints: ordo-core's words name its
+        // synthetic features (`kube-req:N`); say how far off its best node is instead (the
+        // engine puts why the nodes with room do not qualify first).
+        Reason::Constraint { .. } if cx.qualifying => {
+            tail(format!("{need}; the most free on {any_node} is {}", cx.most_free))
+        }
         Reason::Constraint { why, .. } => tail(format!("{need}; {why}")),
         Reason::Priority { .. } => tail(format!(
             "waiting behind {} under {} (strict order: nothing starts before it)",
@@ -187,11 +199,21 @@ mod tests {
     #[test]
     fn reads_like_the_issue_says() {
         let now = 1_767_269_400_000; // 2026-01-01 12:10 UTC
-        let cx =
-            Context { policy: "fifo", gpu_resource: "nvidia.com/gpu", most_free: 6, largest: 8, idle_nodes: 0, now };
+        let cx = Context {
+            policy: "fifo",
+            gpu_resource: "nvidia.com/gpu",
+            most_free: 6,
+            largest: 8,
+            idle_nodes: 0,
+            qualifying: false,
+            now,
+        };
         let a = Ask { gpus: 8, ..Ask::default() };
         let t = waiting_text(&cx, &Reason::Resources { need: 8, free: 10 }, a, 1, None, 1, None);
         assert_eq!(t, "needs 8 nvidia.com/gpu on one node; the most free on any node is 6; position 1");
+        let q = Context { qualifying: true, ..cx };
+        let t = waiting_text(&q, &Reason::Resources { need: 8, free: 10 }, a, 1, None, 1, None);
+        assert_eq!(t, "needs 8 nvidia.com/gpu on one node; the most free on any qualifying node is 6; position 1");
         let t = waiting_text(
             &cx,
             &Reason::Priority { behind: ordo_core::JobId(3) },

@@ -1,21 +1,31 @@
 //! The engine alone (no API server): random pods on random nodes, the kubelet played by ending
 //! each bound pod after its estimate. Invariants: no node holds more GPUs than it has, no pod
-//! is bound twice, every pod that fits some node ends exactly once, ordo-core stays consistent,
-//! and the same input gives the same bindings.
+//! is bound twice, every pod that fits some node it qualifies for ends exactly once, each pod is
+//! bound only to a node it qualifies for (nodeSelector, node affinity, taints), ordo-core stays
+//! consistent, and the same input gives the same bindings.
 #![allow(clippy::unwrap_used)]
 
 mod fixtures;
 
+use ordo_kube::affinity::{Requirement, Taint, Term, Toleration};
+use ordo_kube::objects::{NodeInfo, PodInfo};
 use ordo_kube::{Engine, EngineConfig};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Runs the engine to the end; returns every binding as (time, pod, node).
 fn run(policy: &str, nodes: &[u32], pods: &[(u32, i64)]) -> Vec<(i64, String, String)> {
+    let nodes: Vec<NodeInfo> = nodes.iter().enumerate().map(|(i, &g)| fixtures::node(i as u32, g)).collect();
+    let pods = pods.iter().enumerate().map(|(i, &(g, est))| fixtures::pod(i as u32, g, est)).collect();
+    run_on(policy, nodes, pods)
+}
+
+/// Runs the engine over these nodes and pods to the end; returns every binding.
+fn run_on(policy: &str, nodes: Vec<NodeInfo>, all: Vec<PodInfo>) -> Vec<(i64, String, String)> {
     let mut e = Engine::new(EngineConfig::new("ordo", policy.parse().unwrap()));
-    let cap: BTreeMap<String, u32> = nodes.iter().enumerate().map(|(i, &g)| (format!("node-{i:03}"), g)).collect();
-    e.nodes_listed(nodes.iter().enumerate().map(|(i, &g)| fixtures::node(i as u32, g)).collect());
-    let all: Vec<_> = pods.iter().enumerate().map(|(i, &(g, est))| fixtures::pod(i as u32, g, est)).collect();
+    let cap: BTreeMap<String, u32> = nodes.iter().map(|n| (n.name.clone(), n.alloc.gpus)).collect();
+    let node_of: HashMap<String, NodeInfo> = nodes.iter().map(|n| (n.name.clone(), n.clone())).collect();
+    e.nodes_listed(nodes.clone());
     let by_uid: HashMap<String, _> = all.iter().map(|p| (p.uid.clone(), p.clone())).collect();
     let mut now = 1_000_000;
     e.pods_listed(all.clone(), now);
@@ -34,6 +44,9 @@ fn run(policy: &str, nodes: &[u32], pods: &[(u32, i64)]) -> Vec<(i64, String, St
         }
         for b in &out.binds {
             assert!(!running.contains_key(&b.uid) && !ended.contains(&b.uid), "{} bound twice", b.uid);
+            if let Err(why) = by_uid[&b.uid].qualifies(&node_of[&b.node]) {
+                panic!("{} bound to {}, which does not qualify: {why}", b.uid, b.node);
+            }
             let mut p = by_uid[&b.uid].clone();
             p.node = Some(b.node.clone());
             running.insert(b.uid.clone(), (b.node.clone(), now + p.estimate_ms.unwrap()));
@@ -63,13 +76,62 @@ fn run(policy: &str, nodes: &[u32], pods: &[(u32, i64)]) -> Vec<(i64, String, St
             e.pod_gone(&uid, now);
         }
     }
-    let largest = nodes.iter().copied().max().unwrap_or(0);
     for p in &all {
-        if p.ask.gpus <= largest {
+        if nodes.iter().any(|n| n.alloc.gpus >= p.ask.gpus && p.qualifies(n).is_ok()) {
             assert!(ended.contains(&p.uid), "{} ({} GPUs) never ended under {policy}", p.uid, p.ask.gpus);
+        } else {
+            assert!(!ended.contains(&p.uid), "{} ran where it does not fit or qualify", p.uid);
         }
     }
     binds
+}
+
+/// Node `i` of `gpus` GPUs: GPU model `a` (80 GiB) or `b` (16 GiB), maybe tainted
+/// `dedicated=infer:NoSchedule`.
+fn typed_node(i: u32, gpus: u32, model_a: bool, tainted: bool) -> NodeInfo {
+    let mut n = fixtures::node(i, gpus);
+    let (model, mem) = if model_a { ("a", "81920") } else { ("b", "16384") };
+    n.labels.insert("gpu".into(), model.into());
+    n.labels.insert("nvidia.com/gpu.memory".into(), mem.into());
+    n.gpu_model = Some(model.into());
+    if tainted {
+        n.taints.push(Taint { key: "dedicated".into(), value: "infer".into(), effect: "NoSchedule".into() });
+    }
+    n
+}
+
+/// Pod `i` with constraint `k` of a small menu: none, nodeSelector gpu=a, gpu NotIn [a],
+/// gpu=a tolerating the taint, tolerating everything, memory Gt 20000.
+fn typed_pod(i: u32, gpus: u32, est: i64, k: u8) -> PodInfo {
+    let mut p = fixtures::pod(i, gpus, est);
+    let req = |key: &str, op: &str, v: &[&str]| {
+        Some(vec![Term {
+            exprs: vec![Requirement {
+                key: key.into(),
+                operator: op.into(),
+                values: v.iter().map(|s| s.to_string()).collect(),
+            }],
+            fields: vec![],
+        }])
+    };
+    let c = &mut p.constraints;
+    match k {
+        1 => drop(c.node_selector.insert("gpu".into(), "a".into())),
+        2 => c.required = req("gpu", "NotIn", &["a"]),
+        3 => {
+            c.node_selector.insert("gpu".into(), "a".into());
+            c.tolerations.push(Toleration {
+                key: "dedicated".into(),
+                operator: "Equal".into(),
+                value: "infer".into(),
+                effect: "NoSchedule".into(),
+            });
+        }
+        4 => c.tolerations.push(Toleration { operator: "Exists".into(), ..Toleration::default() }),
+        5 => c.required = req("nvidia.com/gpu.memory", "Gt", &["20000"]),
+        _ => {}
+    }
+    p
 }
 
 proptest! {
@@ -85,4 +147,96 @@ proptest! {
         let b = run(policy, &nodes, &pods);
         prop_assert_eq!(a, b);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Nodes of two GPU models, some tainted; pods with nodeSelectors, node affinity and
+    /// tolerations: each is bound only where it qualifies, and every one that fits a node it
+    /// qualifies for ends.
+    #[test]
+    fn pods_are_bound_only_where_they_qualify(
+        policy in prop::sample::select(vec!["fifo", "sjf+easy", "fifo+conservative", "las"]),
+        nodes in prop::collection::vec((prop::sample::select(vec![2u32, 4, 8]), any::<bool>(), prop::bool::weighted(0.3)), 1..5),
+        pods in prop::collection::vec((prop::sample::select(vec![1u32, 1, 2, 4, 8]), 1_000i64..600_000, 0u8..6), 1..24),
+    ) {
+        let n: Vec<NodeInfo> = nodes.iter().enumerate().map(|(i, &(g, a, t))| typed_node(i as u32, g, a, t)).collect();
+        let p: Vec<PodInfo> = pods.iter().enumerate().map(|(i, &(g, est, k))| typed_pod(i as u32, g, est, k)).collect();
+        let a = run_on(policy, n.clone(), p.clone());
+        let b = run_on(policy, n, p);
+        prop_assert_eq!(a, b);
+    }
+}
+
+/// A gang's GPUs come from nodes of one kind: over two 4-GPU nodes of different GPU models a
+/// gang of two 4-GPU pods waits and says why; over two of one model it is bound.
+#[test]
+fn a_gang_is_placed_on_one_gpu_model_and_says_so_when_there_is_none() {
+    for (same, bound) in [(false, false), (true, true)] {
+        let mut e = Engine::new(EngineConfig::new("ordo", "fifo".parse().unwrap()));
+        e.nodes_listed(vec![typed_node(0, 4, true, false), typed_node(1, 4, same, false)]);
+        let gang: Vec<PodInfo> = (0..2)
+            .map(|i| {
+                let mut p = fixtures::pod(i, 4, 60_000);
+                p.namespace = "ns".into();
+                p.gang = Some(ordo_kube::objects::GangRef { name: "g".into(), size: 2 });
+                p
+            })
+            .collect();
+        e.pods_listed(gang, 1_000_000);
+        let out = e.pass(1_000_000);
+        assert_eq!(out.binds.len() == 2, bound, "{:?}", out.binds);
+        if !bound {
+            let q = e.queue(1_000_000);
+            assert_eq!(
+                q.waiting[0].wait.text,
+                "gang of 2 pods needs 8 nvidia.com/gpu in all on nodes of one kind (one GPU model and memory, the same qualifying sets), and the most on one kind is 4; it waits until there are more"
+            );
+        }
+    }
+}
+
+/// The reasons a pod's conditions give when no node qualifies, or only full ones do (nodes
+/// counted under the first check they fail, the most common first).
+#[test]
+fn a_pod_says_which_terms_the_nodes_fail() {
+    let mut e = Engine::new(EngineConfig::new("ordo", "fifo".parse().unwrap()));
+    e.nodes_listed(vec![typed_node(0, 4, true, false), typed_node(1, 4, false, false), typed_node(2, 4, false, true)]);
+    // Model a with more than 80 GiB: no node (node 0 has 80 GiB, node 1 is model b, node 2 is
+    // tainted, which is checked first); gpu=a: node 0, which a 4-GPU pod fills.
+    let mut never = typed_pod(0, 1, 60_000, 1);
+    never.constraints.required = Some(vec![Term {
+        exprs: vec![Requirement {
+            key: "nvidia.com/gpu.memory".into(),
+            operator: "Gt".into(),
+            values: vec!["81920".into()],
+        }],
+        fields: vec![],
+    }]);
+    let big = typed_pod(1, 4, 3_600_000, 1);
+    let small = typed_pod(2, 1, 60_000, 1);
+    e.pods_listed(vec![never, big, small], 1_000_000);
+    let out = e.pass(1_000_000);
+    assert_eq!(
+        out.binds.iter().map(|b| (b.uid.as_str(), b.node.as_str())).collect::<Vec<_>>(),
+        [("uid-000001", "node-000")]
+    );
+    let q = e.queue(1_000_000);
+    let text = |uid: &str| {
+        let name = format!("team-{}/job-{:06}", uid[4..].parse::<u32>().unwrap() % 7, uid[4..].parse::<u32>().unwrap());
+        q.waiting.iter().find(|l| l.pods == [name.clone()]).map(|l| l.wait.text.clone()).unwrap()
+    };
+    assert_eq!(
+        text("uid-000000"),
+        "0/3 nodes qualify: 1 node affinity nvidia.com/gpu.memory Gt 81920 not met, 1 node selector gpu=a not met, 1 untolerated taint dedicated=infer:NoSchedule; it waits until one does"
+    );
+    // Node 1 has room but another model; node 2 is tainted (checked first).
+    assert!(
+        text("uid-000002").starts_with(
+            "0/2 nodes with room qualify: 1 node selector gpu=a not met, 1 untolerated taint dedicated=infer:NoSchedule; needs 1 nvidia.com/gpu, 4 CPU and 32Gi of memory on one node; the most free on any qualifying node is 0; position 1"
+        ),
+        "{}",
+        text("uid-000002")
+    );
 }

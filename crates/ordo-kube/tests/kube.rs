@@ -239,7 +239,7 @@ async fn a_binding_refused_with_409_leaves_the_pod_where_the_other_scheduler_put
     let other = ordo_kube::client::Kube::new(
         ordo_kube::client::config(Some(&c.dir.join("kubeconfig"))).await.unwrap(),
         "other",
-        ordo_kube::objects::ReadConfig { gpu_resource: "nvidia.com/gpu".into() },
+        ordo_kube::objects::ReadConfig::new("nvidia.com/gpu"),
     )
     .unwrap();
     other.bind(&c.name, "p", &p.uid, &elsewhere).await.unwrap();

@@ -38,6 +38,8 @@ fn throughput(dir: &Path) {
             mem_limits: false,
             clock: None,
             addr: None,
+            gpu_mem_mib: None,
+            features: Vec::new(),
         },
     )
     .expect("register");
@@ -71,6 +73,9 @@ fn throughput(dir: &Path) {
                                 array: None,
                                 nodes: None,
                                 output: None,
+                                gpu_models: Vec::new(),
+                                gpu_mem_mib: None,
+                                features: Vec::new(),
                             },
                         )
                         .expect("submit");
@@ -114,6 +119,9 @@ fn latency(dir: &Path, samples: usize) {
         contain: ordo_server::cgroup::Containment::find().is_ok(),
         max_output: 1 << 30,
         min_free_mib: 16,
+        gpu_model: None,
+        gpu_mem_mib: None,
+        features: Vec::new(),
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -144,6 +152,9 @@ fn latency(dir: &Path, samples: usize) {
                     array: None,
                     nodes: None,
                     output: None,
+                    gpu_models: Vec::new(),
+                    gpu_mem_mib: None,
+                    features: Vec::new(),
                 },
             )
             .expect("submit");

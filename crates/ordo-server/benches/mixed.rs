@@ -49,6 +49,8 @@ fn agent(
         mem_limits: false,
         clock: Some(now_ms()),
         addr: None,
+        gpu_mem_mib: None,
+        features: Vec::new(),
     };
     c.post::<_, RegisterResponse>("/v1/agent/register", &reg).expect("register");
     // job -> (started at, attempt)
@@ -139,6 +141,9 @@ fn main() {
         array: None,
         nodes: None,
         output: None,
+        gpu_models: Vec::new(),
+        gpu_mem_mib: None,
+        features: Vec::new(),
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

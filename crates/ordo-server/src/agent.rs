@@ -108,6 +108,12 @@ pub struct AgentConfig {
     /// Where the rendezvous ports (`MASTER_PORT`) of multi-node jobs whose rank 0 runs here
     /// come from (`--master-ports`).
     pub master_ports: PortRange,
+    /// The GPUs' model (`--gpu-model`): of fake GPUs, or over NVML's name.
+    pub gpu_model: Option<String>,
+    /// Memory of each GPU, MiB (`--gpu-mem`): of fake GPUs, or over NVML's.
+    pub gpu_mem_mib: Option<u64>,
+    /// The node's features (`--feature ib,nvme`), for jobs that ask for them.
+    pub features: Vec<String>,
 }
 
 /// A range of TCP ports (`LO-HI`, both included, LO at least 1024) from which the agent
@@ -217,23 +223,34 @@ pub fn total_mem_mib() -> Option<u64> {
     Some(kb / 1024)
 }
 
-/// GPUs found: count, whether fake, model.
+/// GPUs found: count, whether fake, model and memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gpus {
     /// How many.
     pub count: u32,
     /// Fake (no NVML).
     pub fake: bool,
-    /// Model name.
+    /// Model name, as NVML gives it (`NVIDIA H200`) or `--gpu-model` (the server normalises it,
+    /// `crate::kinds::model_name`).
     pub model: Option<String>,
+    /// Memory of each GPU, MiB (the smallest, if they differ).
+    pub mem_mib: Option<u64>,
 }
 
-/// Finds the node's GPUs.
-pub fn detect_gpus(spec: GpuSpec) -> Result<Gpus, AgentError> {
-    match spec {
-        GpuSpec::Fake(n) => Ok(Gpus { count: n, fake: true, model: None }),
-        GpuSpec::Auto => nvml_gpus(),
+/// Finds the node's GPUs: `n` fake ones, or NVML's; `--gpu-model` and `--gpu-mem` (`model`,
+/// `mem_mib`) say what they are, over what NVML says.
+pub fn detect_gpus(spec: GpuSpec, model: Option<&str>, mem_mib: Option<u64>) -> Result<Gpus, AgentError> {
+    let mut g = match spec {
+        GpuSpec::Fake(n) => Gpus { count: n, fake: true, model: None, mem_mib: None },
+        GpuSpec::Auto => nvml_gpus()?,
+    };
+    if let Some(m) = model {
+        g.model = Some(m.to_string());
     }
+    if let Some(m) = mem_mib {
+        g.mem_mib = Some(m);
+    }
+    Ok(g)
 }
 
 #[cfg(feature = "nvml")]
@@ -247,8 +264,41 @@ fn nvml_gpus() -> Result<Gpus, AgentError> {
     if count == 0 {
         return Err(AgentError::Gpus("--gpus auto: the NVIDIA driver reports no GPUs".into()));
     }
-    let model = nvml.device_by_index(0).and_then(|d| d.name()).ok();
-    Ok(Gpus { count, fake: false, model })
+    // One kind per node (ordo-core's model): GPU 0's name, the smallest memory; a machine with
+    // GPUs of several models says so, and `--gpu-model` names what the node is to be taken as.
+    let mut names: Vec<String> = Vec::new();
+    let mut mem_mib: Option<u64> = None;
+    for i in 0..count {
+        let Ok(d) = nvml.device_by_index(i) else { continue };
+        if let Ok(n) = d.name() {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        if let Ok(m) = d.memory_info() {
+            let mib = m.total / (1024 * 1024);
+            mem_mib = Some(mem_mib.map_or(mib, |x| x.min(mib)));
+        }
+    }
+    if names.len() > 1 {
+        eprintln!(
+            "ordo agent: this machine's GPUs are of {} models ({}); the node registers as GPU 0's, {} (give --gpu-model to name it)",
+            names.len(),
+            names.join(", "),
+            names[0]
+        );
+    }
+    // As ordo keeps model names (`NVIDIA H200` is `h200`); a character a name may not hold
+    // becomes `-`.
+    let model = names.into_iter().next().and_then(|n| {
+        let plain: String = n
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || " ._+-".contains(c) { c } else { '-' })
+            .take(crate::api::MAX_GPU_MODEL_BYTES)
+            .collect();
+        crate::kinds::model_name(&plain).ok()
+    });
+    Ok(Gpus { count, fake: false, model, mem_mib })
 }
 
 #[cfg(not(feature = "nvml"))]
@@ -344,7 +394,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Runs the agent until the process ends (or the server refuses it for good).
 pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
-    let gpus = detect_gpus(cfg.gpus)?;
+    let gpus = detect_gpus(cfg.gpus, cfg.gpu_model.as_deref(), cfg.gpu_mem_mib)?;
     // NVML loads here: without a driver the agent stops at once, saying so.
     let sampler = match cfg.activity {
         ActivitySource::Off => None,
@@ -411,6 +461,8 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         gpus: gpus.count,
         fake: gpus.fake,
         gpu_model: gpus.model.clone(),
+        gpu_mem_mib: gpus.mem_mib,
+        features: cfg.features.clone(),
         cpus: Some(lock(&node.cores).ids.len() as u32),
         mem_mib,
         mem_limits: node.contain.as_ref().is_some_and(|c| c.mem.is_some()),
@@ -594,11 +646,17 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
         let reg = RegisterRequest { clock: Some(now_ms()), ..reg.clone() };
         match c.post::<_, RegisterResponse>("/v1/agent/register", &reg) {
             Ok(t) => {
-                let kind = if gpus.fake {
-                    "FAKE GPUs (--gpus N: no NVML; CUDA_VISIBLE_DEVICES is set but there is no GPU behind it)"
-                        .to_string()
-                } else {
-                    format!("GPUs ({})", gpus.model.clone().unwrap_or_else(|| "NVML".into()))
+                let known = gpus.model.is_some() || gpus.mem_mib.is_some() || !reg.features.is_empty();
+                let what = crate::kinds::node_kind_text(false, gpus.model.as_deref(), gpus.mem_mib, &reg.features);
+                let kind = match (gpus.fake, known) {
+                    (true, true) => format!(
+                        "FAKE GPUs ({what}; --gpus N: no NVML; CUDA_VISIBLE_DEVICES is set but there is no GPU behind it)"
+                    ),
+                    (true, false) => {
+                        "FAKE GPUs (--gpus N: no NVML; CUDA_VISIBLE_DEVICES is set but there is no GPU behind it)".into()
+                    }
+                    (false, true) => format!("GPUs ({what})"),
+                    (false, false) => "GPUs (NVML)".into(),
                 };
                 eprintln!(
                     "ordo agent {}: registered {} {kind}, {} CPU cores, {} MiB memory with {}",
@@ -610,7 +668,8 @@ fn register(c: &Client, reg: &RegisterRequest, cfg: &AgentConfig, gpus: &Gpus) -
                 );
                 return Ok(t);
             }
-            Err(e) if matches!(e.status(), Some(400 | 401 | 403)) => return Err(AgentError::Refused(e)),
+            // 422: its GPUs' kind would pass the number of kinds the server models.
+            Err(e) if matches!(e.status(), Some(400 | 401 | 403 | 422)) => return Err(AgentError::Refused(e)),
             Err(e) => {
                 eprintln!("ordo agent {}: {e}; retrying", cfg.name);
                 std::thread::sleep(Duration::from_millis(300));

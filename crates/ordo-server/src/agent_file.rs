@@ -32,6 +32,12 @@ pub struct AgentFile {
     pub activity_every: Option<Spanned<String>>,
     pub addr: Option<String>,
     pub master_ports: Option<Spanned<String>>,
+    /// `--gpu-model`.
+    pub gpu_model: Option<Spanned<String>>,
+    /// `--gpu-mem`.
+    pub gpu_mem: Option<Spanned<String>>,
+    /// `--feature`: a list of names.
+    features: Option<Spanned<Vec<String>>>,
     /// `false`: `--no-cgroup`.
     pub cgroup: Option<bool>,
     pub max_output: Option<Spanned<String>>,
@@ -70,7 +76,9 @@ impl AgentFile {
                 })?;
             }
         }
-        for (field, v) in [("mem", &f.mem), ("max_output", &f.max_output), ("min_free", &f.min_free)] {
+        for (field, v) in
+            [("mem", &f.mem), ("max_output", &f.max_output), ("min_free", &f.min_free), ("gpu_mem", &f.gpu_mem)]
+        {
             if let Some(v) = v {
                 parse_size_mib(v.get_ref()).ok_or_else(|| {
                     bad(field, v.span(), format!("`{}`: expected a size such as 16G, 512M", v.get_ref()))
@@ -80,10 +88,22 @@ impl AgentFile {
         if let Some(v) = &f.gpu_activity {
             v.get_ref().parse::<crate::activity::ActivitySource>().map_err(|e| bad("gpu_activity", v.span(), e))?;
         }
+        // Names are checked as the server checks them.
+        if let Some(m) = &f.gpu_model {
+            crate::kinds::model_name(m.get_ref()).map_err(|e| bad("gpu_model", m.span(), e))?;
+        }
+        if let Some(v) = &f.features {
+            crate::kinds::feature_list(v.get_ref()).map_err(|e| bad("features", v.span(), e))?;
+        }
         if let Some(v) = &f.master_ports {
             v.get_ref().parse::<crate::agent::PortRange>().map_err(|e| bad("master_ports", v.span(), e))?;
         }
         Ok(f)
+    }
+
+    /// `features` as `--feature` takes it.
+    pub fn features(&self) -> Option<Vec<String>> {
+        self.features.as_ref().map(|v| v.get_ref().clone())
     }
 
     /// `gpus` as its flag takes it.
@@ -122,9 +142,12 @@ mod tests {
              user_map = \"/etc/ordo/users.toml\"\npass_env = [\"PATH\"]\ngpus = 4\nname = \"gpu1\"\n\
              work_dir = \"/var/lib/ordo-agent\"\ngrace = \"10s\"\ncpus = 8\nmem = \"64G\"\ngpu_activity = \"off\"\n\
              activity_every = \"5s\"\naddr = \"gpu1.lab\"\nmaster_ports = \"29500-30499\"\ncgroup = true\n\
-             max_output = \"1G\"\nmin_free = \"16M\"\n",
+             max_output = \"1G\"\nmin_free = \"16M\"\ngpu_model = \"a100\"\ngpu_mem = \"80G\"\nfeatures = [\"ib\", \"nvme\"]\n",
         )
         .expect("valid");
+        assert_eq!(text(&f.gpu_model).as_deref(), Some("a100"));
+        assert_eq!(text(&f.gpu_mem).as_deref(), Some("80G"));
+        assert_eq!(f.features(), Some(vec!["ib".to_string(), "nvme".to_string()]));
         assert_eq!(f.gpus().as_deref(), Some("4"));
         assert_eq!(text(&f.grace).as_deref(), Some("10s"));
         assert_eq!(f.cgroup, Some(true));
@@ -141,6 +164,13 @@ mod tests {
         assert!(e.contains("field `master_ports`"), "{e}");
         let e = read("token = \"ordo_1_x\"\n").expect_err("unknown field").to_string();
         assert!(e.contains("unknown field `token`") && e.contains("line 1"), "{e}");
+        let e = read("gpus = 2\n\ngpu_model = \"a100\\n\"\n").expect_err("bad model").to_string();
+        assert!(e.contains("line 3: field `gpu_model`") && e.contains("character"), "{e}");
+        let e = read("gpu_mem = \"lots\"\n").expect_err("bad size").to_string();
+        assert!(e.contains("line 1: field `gpu_mem`: `lots`"), "{e}");
+        let many: Vec<String> = (0..40).map(|i| format!("\"f{i}\"")).collect();
+        let e = read(&format!("features = [{}]\n", many.join(", "))).expect_err("too many").to_string();
+        assert!(e.contains("line 1: field `features`: 40 features, more than the limit of 32"), "{e}");
         let e = read("cpus = \"eight\"\n").expect_err("wrong type").to_string();
         assert!(e.contains("cpus") && e.contains("line 1"), "{e}");
     }

@@ -76,6 +76,17 @@ pub struct SubmitRequest {
     /// element's index, `%%`: `%`); relative to `cwd`. It is still kept for `ordo logs`.
     #[serde(default)]
     pub output: Option<String>,
+    /// GPU models it accepts (`ordo submit --gpu-model a100,h100`): it runs only on nodes whose
+    /// GPUs are of one of them (`a100` also matches `a100-sxm4-80gb`, see docs/SERVER.md, "GPU
+    /// models and constraints"). Empty: any. At most 16.
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
+    /// Least memory of each of its GPUs, MiB (`--gpu-mem 40G`).
+    #[serde(default)]
+    pub gpu_mem_mib: Option<u64>,
+    /// Node features it needs, all of them (`--feature ib,nvme`). At most 32.
+    #[serde(default)]
+    pub features: Vec<String>,
 }
 
 /// A job's place in an array: the array's id (its first element's job id) and its index.
@@ -284,6 +295,15 @@ pub struct JobInfo {
     /// The file on its node its output is also written to (`ordo submit --output`), as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// GPU models it accepts (as [`SubmitRequest::gpu_models`], names lowercased); empty: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_models: Vec<String>,
+    /// Least memory of each of its GPUs, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_mib: Option<u64>,
+    /// Node features it needs (lowercased, sorted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
 
 fn one() -> u32 {
@@ -291,6 +311,18 @@ fn one() -> u32 {
 }
 
 impl JobInfo {
+    /// What it asks of its GPUs beyond their number, as ordo-core takes it; `None` when it
+    /// takes any GPU.
+    pub fn needs(&self) -> Option<ordo_core::GpuNeeds> {
+        let n = ordo_core::GpuNeeds {
+            models: self.gpu_models.clone(),
+            min_mem_mib: self.gpu_mem_mib.unwrap_or(0),
+            features: self.features.clone(),
+            ..ordo_core::GpuNeeds::default()
+        };
+        n.constrains().then_some(n)
+    }
+
     /// Its id as users name it everywhere (CLI, dashboard, API paths): `125`, or `123_2` for
     /// element 2 of array 123.
     pub fn id_text(&self) -> String {
@@ -388,8 +420,14 @@ pub struct NodeInfo {
     pub gpus: u32,
     /// Whether the GPUs are fake (`--gpus N` on a machine without NVML).
     pub fake: bool,
-    /// GPU model, when known.
+    /// GPU model, when known (lowercased: `h200`, `a100-sxm4-80gb`).
     pub gpu_model: Option<String>,
+    /// Memory of each GPU, MiB, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_mib: Option<u64>,
+    /// The node's features (`ordo agent --feature ib,nvme`), lowercased and sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// `up` or `down`.
     pub state: String,
     /// Why it takes no new work, when it does not (drained by its agent: a full or unwritable
@@ -592,9 +630,17 @@ pub struct RegisterRequest {
     pub gpus: u32,
     /// Whether they are fake.
     pub fake: bool,
-    /// GPU model, when known.
+    /// GPU model, when known: NVML's name of its GPUs, or `ordo agent --gpu-model` (the server
+    /// keeps it lowercased, a leading `NVIDIA ` dropped, spaces made `-`). At most 128 bytes.
     #[serde(default)]
     pub gpu_model: Option<String>,
+    /// Memory of each GPU, MiB, when known (NVML's total memory, or `--gpu-mem`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_mib: Option<u64>,
+    /// The node's features (`--feature ib,nvme`): at most 32, each at most 64 bytes of ASCII
+    /// letters, digits and `. _ - : = /`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
     /// CPU cores the node offers to jobs.
     #[serde(default)]
     pub cpus: Option<u32>,

@@ -90,7 +90,7 @@ CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 /// The schema version this binary reads and writes, kept in the database header's
 /// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
 /// including commit aba5234, whose schema is version 1 without the number) or a new file.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// One step of the schema: it takes a database from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -117,7 +117,37 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration { to: 2, what: "admins' cordons and drains of nodes (table node_maint)", apply: to_v2 },
     Migration { to: 3, what: "a job's --output file (column jobs.output)", apply: to_v3 },
+    Migration {
+        to: 4,
+        what: "GPU models and node features: a node's GPU memory and features (nodes.gpu_mem_mib, \
+               nodes.features), a job's constraint (jobs.gpu_models, jobs.gpu_mem_mib, jobs.features)",
+        apply: to_v4,
+    },
 ];
+
+/// Version 4: what a node's GPUs are beyond their model (their memory, the node's features)
+/// and what a job asks of its GPUs (`ordo submit --gpu-model --gpu-mem --feature`). Lists are
+/// comma-separated (their names cannot hold a comma); NULL: none.
+fn to_v4(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch(
+        "ALTER TABLE nodes ADD COLUMN gpu_mem_mib INTEGER;
+         ALTER TABLE nodes ADD COLUMN features TEXT;
+         ALTER TABLE jobs ADD COLUMN gpu_models TEXT;
+         ALTER TABLE jobs ADD COLUMN gpu_mem_mib INTEGER;
+         ALTER TABLE jobs ADD COLUMN features TEXT;",
+    )
+    .ctx("add the columns of GPU models and features")
+}
+
+/// A list of names as a column stores it: comma-separated, NULL when empty.
+pub fn list_text(v: &[String]) -> Option<String> {
+    (!v.is_empty()).then(|| v.join(","))
+}
+
+/// A list of names from its column ([`list_text`]).
+pub fn text_list(s: Option<String>) -> Vec<String> {
+    s.map(|s| s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()).unwrap_or_default()
+}
 
 /// Version 3: the file a job's output is also written to (`ordo submit --output`).
 fn to_v3(conn: &Connection) -> Result<(), DbError> {
@@ -387,7 +417,8 @@ pub struct JobRow {
 pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
-     no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop, output";
+     no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop, output, \
+     gpu_models, gpu_mem_mib, features";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -433,6 +464,9 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         ranks: r.get::<_, Option<String>>(30)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default(),
         gang_stop: r.get::<_, Option<String>>(31)?.and_then(|s| serde_json::from_str(&s).ok()),
         output: r.get(32)?,
+        gpu_models: text_list(r.get(33)?),
+        gpu_mem_mib: r.get::<_, Option<i64>>(34)?.map(|v| v as u64),
+        features: text_list(r.get(35)?),
     })
 }
 

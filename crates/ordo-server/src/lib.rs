@@ -15,6 +15,7 @@ pub mod dashboard;
 pub mod db;
 pub mod gate;
 pub mod http;
+pub mod kinds;
 pub mod listen;
 pub mod live;
 pub mod metrics;

@@ -68,6 +68,23 @@ pub struct Snapshot {
     pub nodes: Vec<(String, bool, i64, u32)>,
     /// Nodes: name, status (`NodeInfo::status`), an admin's cordon or drain: kind, by, reason.
     pub node_status: Vec<(String, &'static str, Option<MaintLabels>)>,
+    /// Every known node's kind: what its GPUs are.
+    pub node_kinds: Vec<NodeKind>,
+}
+
+/// What a node's GPUs are, for `ordo_node_info`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeKind {
+    /// Node name.
+    pub node: String,
+    /// GPU model (`unknown` when its agent gave none).
+    pub gpu_model: String,
+    /// Memory of each GPU, MiB, when known.
+    pub gpu_mem_mib: Option<u64>,
+    /// Features, comma-separated.
+    pub features: String,
+    /// Fake GPUs.
+    pub fake: bool,
 }
 
 /// An admin's cordon or drain as labels: kind, by, reason.
@@ -190,6 +207,22 @@ pub fn render(s: &Snapshot, outcomes: &BTreeMap<String, u64>, t: &Telemetry) -> 
             maint.get_or_create(&l).set(1.0);
         }
     }
+    let info = gauge_family(
+        &mut reg,
+        "ordo_node_info",
+        "1 for every known node, with its GPUs' model (unknown when its agent gave none), memory per GPU in MiB (empty when unknown), its features and whether its GPUs are fake",
+        None,
+    );
+    for k in &s.node_kinds {
+        let l: Labels = vec![
+            ("node", k.node.clone()),
+            ("gpu_model", k.gpu_model.clone()),
+            ("gpu_memory_mib", k.gpu_mem_mib.map(|m| m.to_string()).unwrap_or_default()),
+            ("features", k.features.clone()),
+            ("fake", k.fake.to_string()),
+        ];
+        info.get_or_create(&l).set(1.0);
+    }
     let ended = Family::<Labels, Counter>::default();
     reg.register("ordo_jobs_ended", "Jobs that ended, by final state (all the database holds)", ended.clone());
     for (state, n) in outcomes {
@@ -253,6 +286,13 @@ mod tests {
             idle: false,
         });
         s.nodes.push(("n1".into(), true, 1_500, 8));
+        s.node_kinds.push(NodeKind {
+            node: "n1".into(),
+            gpu_model: "a100".into(),
+            gpu_mem_mib: Some(81_920),
+            features: "ib,nvme".into(),
+            fake: true,
+        });
         let t = Telemetry::default();
         t.pass.observe(0.002);
         t.submit_to_start.observe(3.0);
@@ -266,6 +306,7 @@ mod tests {
             "ordo_gpu_memory_used_bytes{node=\"n1\",gpu=\"0\"} 2097152.0",
             "ordo_gpu_power_watts{node=\"n1\",gpu=\"0\"} 120.5",
             "ordo_node_last_heartbeat_timestamp_seconds{node=\"n1\"} 1.5",
+            "ordo_node_info{node=\"n1\",gpu_model=\"a100\",gpu_memory_mib=\"81920\",features=\"ib,nvme\",fake=\"true\"} 1.0",
             "ordo_jobs_ended_total{state=\"completed\"} 5",
             "ordo_scheduling_pass_duration_seconds_count 1",
             "ordo_job_submit_to_start_seconds_bucket{le=\"6.4\"} 1",

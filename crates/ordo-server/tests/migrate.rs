@@ -153,7 +153,7 @@ fn v3_from_a_v2_server_database() {
         tables.iter().map(|t| count(&raw, t)).collect()
     };
     let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), 3);
+    assert_eq!(version(&conn), SCHEMA_VERSION);
     let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
     assert_eq!(before, after, "rows kept");
     let with_output: i64 =
@@ -161,6 +161,58 @@ fn v3_from_a_v2_server_database() {
     assert_eq!(with_output, 0);
     assert!(db::load_job(&conn, 1).expect("load").is_some_and(|j| j.output.is_none()));
     assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+}
+
+/// Version 4 from the database of a server of version 3 (made by the binary of commit 56f74c7,
+/// see tests/data/README.md): every row kept, the node and job columns of GPU models and
+/// features added (empty), the schema exactly a new database's; a server opens it with its
+/// jobs and nodes as they were and takes a constrained job.
+#[test]
+fn v4_from_a_v3_server_database() {
+    let dir = common::tempdir("migrate-v4-server");
+    let path = fixture("server-v3.db", &dir);
+    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
+    let before: Vec<i64> = {
+        let raw = Connection::open(&path).expect("open fixture");
+        assert_eq!(version(&raw), 3, "the fixture is of version 3");
+        tables.iter().map(|t| count(&raw, t)).collect()
+    };
+    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
+    assert_eq!(before, after, "rows kept");
+    let set: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM jobs WHERE gpu_models IS NOT NULL OR gpu_mem_mib IS NOT NULL OR features IS NOT NULL)
+                  + (SELECT COUNT(*) FROM nodes WHERE gpu_mem_mib IS NOT NULL OR features IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("new columns");
+    assert_eq!(set, 0, "no job or node has a constraint or kind it did not have");
+    let j = db::load_job(&conn, 1).expect("load").expect("job 1");
+    assert!(j.gpu_models.is_empty() && j.gpu_mem_mib.is_none() && j.features.is_empty() && j.needs().is_none());
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+    drop(conn);
+    // A server opens it: the held job is still held, and node gpu1 (fake, no model) takes a job
+    // that asks for no model but not one that asks for a100.
+    let cfg = ordo_server::ServerConfig { db: path.clone(), ..ordo_server::ServerConfig::default() };
+    let t0 = ordo_server::api::now_ms();
+    let mut core = ordo_server::state::Core::open(cfg, t0).expect("a server opens the upgraded database");
+    let held = core.job(8, t0).expect("job 8");
+    assert_eq!(held.held_by.as_deref(), Some("alice"));
+    core.register(&common::agent("gpu1"), &common::reg("gpu1", 2), t0).expect("gpu1 registers again");
+    let refused = core.submit(
+        &common::user("alice"),
+        ordo_server::api::SubmitRequest { gpu_models: vec!["a100".into()], ..common::job(1) },
+        t0,
+    );
+    assert!(
+        matches!(&refused, Err(ordo_server::state::ApiError::Unprocessable(m)) if m.contains("no node has a GPU of model a100")),
+        "{refused:?}"
+    );
+    core.submit(&common::user("alice"), common::job(1), t0).expect("a plain job");
 }
 
 /// Every version this binary knows has its step, numbered in order.

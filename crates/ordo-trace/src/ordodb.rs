@@ -76,6 +76,48 @@ struct JobRow {
     executed_ms: i64,
     /// Its dependencies as the server stores them (JSON `[{"kind": "after_ok", "job": 3}]`).
     after: Option<String>,
+    /// GPU models it accepts, comma-separated (schema version 4).
+    gpu_models: Option<String>,
+    /// Least memory of each of its GPUs, MiB.
+    gpu_mem_mib: Option<i64>,
+    /// Node features it needs, comma-separated.
+    features: Option<String>,
+}
+
+/// A comma-separated list of names as the server stores it.
+fn names(s: Option<String>) -> Vec<String> {
+    s.map(|s| s.split(',').filter(|x| !x.is_empty()).map(str::to_string).collect()).unwrap_or_default()
+}
+
+/// Whether the table has the column (databases of older servers lack the newer ones).
+fn has_column(conn: &Connection, table: &str, col: &str) -> Result<bool, rusqlite::Error> {
+    conn.query_row(&format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = ?1"), [col], |r| {
+        r.get::<_, i64>(0)
+    })
+    .map(|n| n > 0)
+}
+
+/// The GPU models of `nodes` that a job asking for `asked` takes, as the server matches them:
+/// the same name, or a longer one that begins with it and a `-` (`a100` takes
+/// `a100-sxm4-80gb`). A name no node matches stays (the simulator then reports the job as never
+/// satisfiable, naming it).
+fn node_models(asked: &[String], nodes: &[NodeSpec]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in asked {
+        let mut hit = false;
+        for m in nodes.iter().filter_map(|n| n.gpu_model.as_deref()) {
+            if m == a || m.strip_prefix(a.as_str()).is_some_and(|r| r.starts_with('-')) {
+                hit = true;
+                if !out.iter().any(|x| x == m) {
+                    out.push(m.to_string());
+                }
+            }
+        }
+        if !hit && !out.contains(a) {
+            out.push(a.clone());
+        }
+    }
+    out
 }
 
 /// Loads an `ordo server` database (read-only; a running server's is fine) as a trace.
@@ -101,8 +143,15 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
             return Err(db(format!("an SQLite database without the `{t}` table: not an ordo server database")));
         }
     }
-    // The cluster: every node that registered.
-    let mut st = conn.prepare("SELECT name, gpus, cpus, mem_mib, gpu_model FROM nodes ORDER BY seq").map_err(sql)?;
+    // The cluster: every node that registered, with what its GPUs are where the server kept it
+    // (schema version 4: GPU memory and features).
+    let typed = has_column(&conn, "nodes", "features").map_err(sql)?;
+    let mut st = conn
+        .prepare(&format!(
+            "SELECT name, gpus, cpus, mem_mib, gpu_model, {} FROM nodes ORDER BY seq",
+            if typed { "gpu_mem_mib, features" } else { "NULL, NULL" }
+        ))
+        .map_err(sql)?;
     let nodes: Vec<NodeSpec> = st
         .query_map([], |r| {
             Ok(NodeSpec {
@@ -111,8 +160,8 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 cpus: r.get::<_, Option<i64>>(2)?.map(|c| c.clamp(0, u32::MAX as i64) as u32),
                 mem_mib: r.get::<_, Option<i64>>(3)?.map(|m| m.max(0) as u64),
                 gpu_model: r.get(4)?,
-                gpu_mem_mib: None,
-                features: Vec::new(),
+                gpu_mem_mib: r.get::<_, Option<i64>>(5)?.and_then(|m| u64::try_from(m).ok()).filter(|&m| m > 0),
+                features: names(r.get(6)?),
             })
         })
         .and_then(|rows| rows.collect())
@@ -162,11 +211,13 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
         .query_row("SELECT COUNT(*) FROM pragma_table_info('jobs') WHERE name = 'after'", [], |r| r.get::<_, i64>(0))
         .map_err(sql)?
         > 0;
+    let job_typed = has_column(&conn, "jobs", "gpu_models").map_err(sql)?;
     let mut st = conn
         .prepare(&format!(
-            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms, {}
+            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms, {}, {}
              FROM jobs ORDER BY submit, id",
-            if has_after { "after" } else { "NULL" }
+            if has_after { "after" } else { "NULL" },
+            if job_typed { "gpu_models, gpu_mem_mib, features" } else { "NULL, NULL, NULL" }
         ))
         .map_err(sql)?;
     let rows = st
@@ -186,6 +237,9 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 node: r.get(11)?,
                 executed_ms: r.get(12)?,
                 after: r.get(13)?,
+                gpu_models: r.get(14)?,
+                gpu_mem_mib: r.get(15)?,
+                features: r.get(16)?,
             })
         })
         .map_err(sql)?;
@@ -289,6 +343,19 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 deps.into_iter().map(|d| (d.kind, d.job.to_string())).collect()
             }
         };
+        // What it asked of its GPUs (models widened to the nodes' names they match).
+        let min_mem_mib = j
+            .gpu_mem_mib
+            .map(|m| u64::try_from(m).map_err(|_| bad("gpu_mem_mib", "a whole number of MiB", m.to_string())))
+            .transpose()?
+            .unwrap_or(0);
+        let needs = ordo_core::GpuNeeds {
+            models: node_models(&names(j.gpu_models.clone()), &nodes),
+            min_mem_mib,
+            features: names(j.features.clone()),
+            ..ordo_core::GpuNeeds::default()
+        };
+        let needs = needs.constrains().then(|| Box::new(needs));
         let failed = matches!(j.state.as_str(), "failed" | "cancelled" | "timeout");
         let name = j.id.to_string();
         if runtime.is_some() && !censored {
@@ -315,7 +382,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 failed,
                 // The schedule as run is in `ServerRecord::runs` (with its preemptions).
                 start: None,
-                needs: None,
+                needs,
             }),
         )?;
     }

@@ -115,6 +115,50 @@ fn runs_jobs_and_drops_by_hand() {
     let _ = std::fs::remove_file(&p);
 }
 
+/// A database of schema version 4 (the columns of GPU models and features): the nodes' GPU
+/// memory and features are the cluster's, each job's models (a family name widened to the
+/// nodes' names it matches, as the server matches them), memory and features its `needs`; a
+/// database without those columns reads as before (every test above).
+#[test]
+fn gpu_models_memory_and_features_are_read_where_the_server_kept_them() {
+    let (p, c) = db("typed");
+    c.execute_batch(
+        "ALTER TABLE nodes ADD COLUMN gpu_mem_mib INTEGER; ALTER TABLE nodes ADD COLUMN features TEXT;
+         ALTER TABLE jobs ADD COLUMN gpu_models TEXT; ALTER TABLE jobs ADD COLUMN gpu_mem_mib INTEGER;
+         ALTER TABLE jobs ADD COLUMN features TEXT;
+         UPDATE nodes SET gpu_model = 'a100-sxm4-80gb', gpu_mem_mib = 81920, features = 'ib,nvme' WHERE name = 'a';
+         UPDATE nodes SET gpu_model = 'h100' WHERE name = 'b';",
+    )
+    .unwrap();
+    job(&c, 1, "alice", 1, "completed", T0, Some(T0 + S), Some(T0 + 2 * S), Some("a"), 0);
+    job(&c, 2, "alice", 1, "completed", T0, Some(T0 + S), Some(T0 + 3 * S), Some("b"), 0);
+    job(&c, 3, "bob", 1, "completed", T0, Some(T0 + S), Some(T0 + 4 * S), Some("a"), 0);
+    c.execute_batch(
+        "UPDATE jobs SET gpu_models = 'a100,t4', gpu_mem_mib = 40960, features = 'ib' WHERE id = 1;
+         UPDATE jobs SET gpu_models = 'h100' WHERE id = 2;",
+    )
+    .unwrap();
+    drop(c);
+    let t = load_path(&p, &LoadOptions::default()).unwrap();
+    let s = t.server.as_ref().unwrap();
+    assert_eq!(s.cluster.nodes[0].gpu_mem_mib, Some(81_920));
+    assert_eq!(s.cluster.nodes[0].features, vec!["ib".to_string(), "nvme".to_string()]);
+    assert_eq!((s.cluster.nodes[1].gpu_mem_mib, s.cluster.nodes[1].features.len()), (None, 0));
+    let needs: Vec<Option<ordo_core::GpuNeeds>> = t.workload.jobs.iter().map(|j| j.needs.as_deref().cloned()).collect();
+    let n0 = needs[0].clone().unwrap();
+    assert_eq!(n0.models, vec!["a100-sxm4-80gb".to_string(), "t4".to_string()], "a100 widened, t4 kept");
+    assert_eq!((n0.min_mem_mib, n0.features), (40_960, vec!["ib".to_string()]));
+    assert_eq!(needs[1].clone().unwrap().models, vec!["h100".to_string()]);
+    assert_eq!(needs[2], None, "a job without a constraint has none");
+    // A negative memory is no server's: an error naming the job and the field.
+    let c = Connection::open(&p).unwrap();
+    c.execute("UPDATE jobs SET gpu_mem_mib = -1 WHERE id = 3", []).unwrap();
+    drop(c);
+    let e = load_path(&p, &LoadOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("gpu_mem_mib") && e.contains("-1"), "{e}");
+    let _ = std::fs::remove_file(&p);
+}
+
 fn value() -> impl Strategy<Value = Option<i64>> {
     prop_oneof![Just(None), (-3i64..40).prop_map(|x| Some(T0 + x * S)), Just(Some(i64::MIN)), Just(Some(i64::MAX))]
 }

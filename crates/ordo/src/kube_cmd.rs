@@ -52,6 +52,10 @@ struct Common {
     /// the scheduler's, from its ConfigMap).
     #[arg(long)]
     gpu_resource: Option<String>,
+    /// The node label that names a node's GPU model (default: nvidia.com/gpu.product, as NVIDIA
+    /// GPU feature discovery sets it; `queue` and `explain`: the scheduler's).
+    #[arg(long)]
+    gpu_model_label: Option<String>,
     /// Only nodes with these labels form ordo's pool (k=v,k2=v2; default: every node; `queue`
     /// and `explain`: the scheduler's).
     #[arg(long)]
@@ -158,6 +162,11 @@ fn settings(c: &Common, policy: String, recorded: Option<&Settings>) -> Settings
             .clone()
             .or_else(|| recorded.map(|r| r.gpu_resource.clone()))
             .unwrap_or_else(|| DEFAULT_GPU_RESOURCE.into()),
+        gpu_model_label: c
+            .gpu_model_label
+            .clone()
+            .or_else(|| recorded.map(|r| r.gpu_model_label.clone()))
+            .unwrap_or_else(|| ordo_kube::objects::DEFAULT_GPU_MODEL_LABEL.into()),
         node_selector: c
             .node_selector
             .clone()
@@ -181,9 +190,14 @@ fn engine_config(scheduler_name: &str, s: &Settings) -> Result<EngineConfig> {
     Ok(e)
 }
 
-async fn connect(c: &Common, gpu_resource: &str) -> Result<Kube> {
+async fn connect(c: &Common, read: ReadConfig) -> Result<Kube> {
     let cfg = config(c.kubeconfig.as_deref()).await?;
-    Ok(Kube::new(cfg, &c.scheduler_name, ReadConfig { gpu_resource: gpu_resource.to_string() })?)
+    Ok(Kube::new(cfg, &c.scheduler_name, read)?)
+}
+
+/// How the pods and nodes are read under settings `s`.
+fn read_config(s: &Settings) -> ReadConfig {
+    ReadConfig { gpu_resource: s.gpu_resource.clone(), gpu_model_label: s.gpu_model_label.clone() }
 }
 
 /// The audit log's default path: `$XDG_STATE_HOME/ordo/kube-audit.jsonl`, else
@@ -235,7 +249,7 @@ async fn schedule(s: ScheduleArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let kube = connect(&s.common, &settings.gpu_resource).await?;
+    let kube = connect(&s.common, read_config(&settings)).await?;
     let ns = &s.common.config_namespace;
     if let Err(e) = kube.record_settings(ns, &settings).await {
         eprintln!(
@@ -332,9 +346,12 @@ async fn stop_signal() {
 /// its ConfigMap; and a client that reads pods with its GPU resource.
 async fn view_engine(v: &ViewArgs) -> Result<(Kube, EngineConfig)> {
     let c = &v.common;
-    let kube = connect(c, c.gpu_resource.as_deref().unwrap_or(DEFAULT_GPU_RESOURCE)).await?;
-    let all_given =
-        v.policy.is_some() && c.gpu_resource.is_some() && c.node_selector.is_some() && c.default_estimate.is_some();
+    let kube = connect(c, ReadConfig::new(c.gpu_resource.as_deref().unwrap_or(DEFAULT_GPU_RESOURCE))).await?;
+    let all_given = v.policy.is_some()
+        && c.gpu_resource.is_some()
+        && c.gpu_model_label.is_some()
+        && c.node_selector.is_some()
+        && c.default_estimate.is_some();
     let recorded = if all_given {
         None
     } else {
@@ -358,7 +375,9 @@ async fn view_engine(v: &ViewArgs) -> Result<(Kube, EngineConfig)> {
         ),
     };
     let s = settings(c, policy, recorded.as_ref());
-    let kube = if s.gpu_resource == kube.read.gpu_resource { kube } else { connect(c, &s.gpu_resource).await? };
+    let read = read_config(&s);
+    let same = read.gpu_resource == kube.read.gpu_resource && read.gpu_model_label == kube.read.gpu_model_label;
+    let kube = if same { kube } else { connect(c, read).await? };
     Ok((kube, engine_config(&c.scheduler_name, &s)?))
 }
 

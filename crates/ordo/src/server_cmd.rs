@@ -11,6 +11,7 @@ use ordo_server::api::*;
 use ordo_server::array::JobRef;
 use ordo_server::auth::Role;
 use ordo_server::client::Client;
+use ordo_server::kinds;
 use ordo_server::state::fmt_mib;
 use ordo_server::supervise::{supervise, SuperviseArgs};
 use ordo_server::ServerConfig;
@@ -220,6 +221,18 @@ pub struct AgentArgs {
     /// `auto` (NVML; the default) or a number of fake GPUs.
     #[arg(long)]
     gpus: Option<GpuSpec>,
+    /// The GPUs' model, e.g. `a100` (default: NVML's name with --gpus auto, `NVIDIA H200` kept
+    /// as `h200`; none for fake GPUs). Jobs that ask `ordo submit --gpu-model` run only on
+    /// nodes of a model they accept.
+    #[arg(long, value_name = "MODEL")]
+    gpu_model: Option<String>,
+    /// Memory of each GPU, e.g. 80G (default: NVML's with --gpus auto; none for fake GPUs).
+    #[arg(long, value_name = "SIZE")]
+    gpu_mem: Option<String>,
+    /// The node's features, comma-separated (e.g. `ib,nvme`; at most 32): jobs that ask
+    /// `ordo submit --feature` run only on nodes that have all of theirs.
+    #[arg(long = "feature", value_delimiter = ',', value_name = "NAME,...")]
+    features: Option<Vec<String>>,
     /// Node name (default: the host name).
     #[arg(long)]
     name: Option<String>,
@@ -377,6 +390,17 @@ pub struct SubmitArgs {
     /// element's index); relative to the current directory. `ordo logs` still shows it.
     #[arg(long)]
     output: Option<String>,
+    /// GPU models the job accepts, comma-separated (e.g. `a100,h100`; a family name also
+    /// matches the longer names of its models: `a100` runs on `a100-sxm4-80gb`); `ordo nodes`
+    /// shows each node's. Refused when no node has one of them.
+    #[arg(long, value_delimiter = ',', value_name = "MODEL,...")]
+    gpu_model: Vec<String>,
+    /// Least memory of each GPU, e.g. 40G.
+    #[arg(long, value_name = "SIZE")]
+    gpu_mem: Option<String>,
+    /// Node features the job needs, all of them, comma-separated (e.g. `ib`).
+    #[arg(long = "feature", value_delimiter = ',', value_name = "NAME,...")]
+    features: Vec<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
     /// ends any other way this job is cancelled (DependencyNeverSatisfied). An array's id
     /// stands for every element of the array (as in Slurm), `ID_INDEX` for one element.
@@ -681,6 +705,13 @@ pub fn fmt_time(ms: i64) -> String {
     ordo_trace::format_datetime(ms)
 }
 
+/// `--gpu-mem SIZE` in MiB, bounded as the server bounds it.
+fn gpu_mem_arg(s: &str) -> Result<u64> {
+    let m = ordo_server::config::parse_size_mib(s)
+        .ok_or_else(|| anyhow!("--gpu-mem `{s}`: expected a size such as 40G, 80G"))?;
+    kinds::gpu_mem(m).map_err(|e| anyhow!("--gpu-mem `{s}`: {e}"))
+}
+
 fn parse_mem(s: &str) -> Result<u64> {
     ordo_server::config::parse_size_mib(s).ok_or_else(|| anyhow!("--mem `{s}`: expected a size such as 16G, 512M"))
 }
@@ -935,6 +966,16 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     .with_context(|| format!("--max-output `{max_output}`"))?
                     .saturating_mul(1024 * 1024),
                 min_free_mib: parse_mem(&min_free).with_context(|| format!("--min-free `{min_free}`"))?,
+                gpu_model: match a.gpu_model.or(text(&file.gpu_model)) {
+                    Some(m) => Some(kinds::model_name(&m).map_err(|e| anyhow!("--gpu-model: {e}"))?),
+                    None => None,
+                },
+                gpu_mem_mib: match a.gpu_mem.or(text(&file.gpu_mem)) {
+                    Some(m) => Some(gpu_mem_arg(&m)?),
+                    None => None,
+                },
+                features: kinds::feature_list(&a.features.or(file.features()).unwrap_or_default())
+                    .map_err(|e| anyhow!("--feature: {e}"))?,
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -1008,6 +1049,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                     ],
                 )?,
                 array: a.array,
+                gpu_models: kinds::model_list(&a.gpu_model).map_err(|e| anyhow!("--gpu-model: {e}"))?,
+                gpu_mem_mib: a.gpu_mem.as_deref().map(gpu_mem_arg).transpose()?,
+                features: kinds::feature_list(&a.features).map_err(|e| anyhow!("--feature: {e}"))?,
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {
@@ -1141,15 +1185,13 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 return print_json(&n).map(|_| ExitCode::SUCCESS);
             }
             println!(
-                "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  jobs",
+                "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<24} {:>9} {:>15}  jobs",
                 "node", "state", "gpus", "free", "busy", "kind", "cpus used", "memory used"
             );
             for x in &n {
-                let kind = if x.fake {
-                    "fake".to_string()
-                } else {
-                    clean(x.gpu_model.as_deref().unwrap_or("gpu")).into_owned()
-                };
+                // Model (fake or real), memory of each GPU, features: `fake a100, 80G, ib`.
+                let kind = clean(&kinds::node_kind_text(x.fake, x.gpu_model.as_deref(), x.gpu_mem_mib, &x.features))
+                    .into_owned();
                 let jobs = &x.job_ids;
                 let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
                 let mem = x
@@ -1159,7 +1201,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 let busy = x.busy_pct.map(|b| format!("{b:.0}%")).unwrap_or_else(|| "-".into());
                 let state = if x.status.is_empty() { x.state.as_str() } else { x.status.as_str() };
                 println!(
-                    "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<20} {:>9} {:>15}  {}",
+                    "{:<16} {:<8} {:>4} {:>4} {:>5}  {:<24} {:>9} {:>15}  {}",
                     clean(&x.name),
                     state,
                     x.gpus,
@@ -1256,6 +1298,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 j.priority,
                 j.state.as_str()
             );
+            if let Some(n) = j.needs() {
+                println!("runs only on GPUs of: {}", clean(&n.describe()));
+            }
             match (&j.wait, j.state) {
                 (Some(w), _) => {
                     println!("why it waits: {}", clean(&w.text));

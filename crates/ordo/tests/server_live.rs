@@ -107,7 +107,24 @@ fn lab(tag: &str, extra: &[&str]) -> Lab {
     let act = dir.join("activity.txt");
     std::fs::write(&act, "").unwrap();
     let file = format!("file:{}", act.display());
-    let agent = agent_with(&dir, &url, "gpu1", 4, &["--gpu-activity", &file, "--activity-every", "1s"]);
+    let agent = agent_with(
+        &dir,
+        &url,
+        "gpu1",
+        4,
+        &[
+            "--gpu-activity",
+            &file,
+            "--activity-every",
+            "1s",
+            "--gpu-model",
+            "a100",
+            "--gpu-mem",
+            "80G",
+            "--feature",
+            "ib",
+        ],
+    );
     wait_for("node gpu1", Duration::from_secs(20), || {
         cli_json(&url, &admin, &["nodes"]).as_array().is_some_and(|n| !n.is_empty())
     });
@@ -172,6 +189,8 @@ fn activity_idle_flag_webhook_and_metrics() {
         "ordo_running_gpus{user=\"bob\",group=\"bob\"} 1.0".into(),
         format!("ordo_gpu_busy_ratio{{node=\"gpu1\",gpu=\"{busy_gpu}\"}} 0.9"),
         "ordo_node_up{node=\"gpu1\"} 1.0".into(),
+        "ordo_node_info{node=\"gpu1\",gpu_model=\"a100\",gpu_memory_mib=\"81920\",features=\"ib\",fake=\"true\"} 1.0"
+            .into(),
         "ordo_jobs_ended_total{state=\"completed\"} 0".into(),
         "ordo_job_submit_to_start_seconds_count 2".into(),
     ] {
@@ -319,6 +338,11 @@ fn dashboard_in_headless_chromium() {
         assert_eq!(cls(&mut b, g), json!("cell busy"));
     }
     assert_eq!(b.eval(&format!("!!document.querySelector('#idle tr[data-job=\"{}\"]')", l.notebook)), json!(true));
+    // The node's GPUs: model, memory, features.
+    assert_eq!(
+        b.eval("document.querySelector('.node[data-node=\"gpu1\"] .kind').textContent"),
+        json!("fake a100 · 80.0 GiB · ib")
+    );
     // Markup in a name is shown as text, never run.
     let shown =
         b.eval(&format!("document.querySelector('#queue tr[data-job=\"{evil_id}\"] td:nth-child(4)').textContent"));

@@ -8,10 +8,12 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod pass;
+mod qualify;
 mod rebuild;
 mod views;
 
 pub use pass::{Bind, Evict, Note, PassOut};
+pub use qualify::FEATURE_PREFIX;
 pub use views::{Explained, QueueLine, QueueView};
 
 /// What the scheduler is told at start.
@@ -77,6 +79,8 @@ pub(crate) struct Unit {
     /// Running: since when, and where (ordo-core's allocation).
     pub(crate) since: i64,
     pub(crate) alloc: Option<Allocation>,
+    /// Waiting and limited to some open nodes: its requirement set (`kube-req:N`).
+    pub(crate) req: Option<u32>,
 }
 
 /// A waiting unit that ordo-core does not hold, and why.
@@ -129,6 +133,10 @@ pub struct Engine {
     /// ordo-core node index -> node name, and back.
     pub(crate) node_names: Vec<String>,
     pub(crate) node_idx: HashMap<String, u32>,
+    /// The sets of open nodes that waiting units are limited to, and ordo-core's eligibility
+    /// for each (`JobReq::elig`; `None`: not given to ordo-core, its units are held).
+    pub(crate) req_sets: qualify::ReqSets,
+    pub(crate) req_elig: Vec<Option<ordo_core::Elig>>,
     pub(crate) units: HashMap<JobId, Unit>,
     pub(crate) job_of: HashMap<UnitKey, JobId>,
     pub(crate) next_job: u32,
@@ -160,9 +168,7 @@ fn same_for_scheduling(a: &PodInfo, b: &PodInfo) -> bool {
         && a.gang == b.gang
         && a.estimate_ms == b.estimate_ms
         && a.priority == b.priority
-        && a.node_selector == b.node_selector
-        && a.affinity == b.affinity
-        && a.tolerations == b.tolerations
+        && a.constraints == b.constraints
         && a.invalid == b.invalid
         && a.user == b.user
         && a.scheduler == b.scheduler
@@ -189,6 +195,8 @@ impl Engine {
             nodes_synced: false,
             node_names: vec![],
             node_idx: HashMap::new(),
+            req_sets: qualify::ReqSets::default(),
+            req_elig: vec![],
             units: HashMap::new(),
             job_of: HashMap::new(),
             next_job: 0,
@@ -416,7 +424,8 @@ impl Engine {
             unit: None,
             detail: json!({
                 "node": n.name, "state": state, "gpus": n.alloc.gpus, "cpu_milli": n.alloc.cpu_milli,
-                "mem_bytes": n.alloc.mem_bytes, "why": n.invalid,
+                "mem_bytes": n.alloc.mem_bytes, "why": n.invalid, "gpu_model": n.gpu_model,
+                "gpu_mem_mib": n.gpu_mem_mib, "warning": n.warning,
             }),
         });
     }
@@ -443,7 +452,11 @@ impl Engine {
         if old == Some(&n) {
             return;
         }
-        if old.is_none_or(|o| Self::node_state(o) != Self::node_state(&n) || o.alloc != n.alloc) {
+        if old.is_none_or(|o| {
+            Self::node_state(o) != Self::node_state(&n)
+                || o.alloc != n.alloc
+                || (&o.gpu_model, o.gpu_mem_mib, &o.warning) != (&n.gpu_model, n.gpu_mem_mib, &n.warning)
+        }) {
             self.record_node(&n, Self::node_state(&n));
         }
         self.nodes.insert(n.name.clone(), n);
@@ -507,11 +520,24 @@ impl Engine {
     /// Submits one new waiting pod without a gang to ordo-core (the common case, no rebuild).
     /// False when it must wait for a rebuild (it cannot be placed as written).
     fn submit_one(&mut self, p: &PodInfo, now: i64) -> bool {
-        if self.unsupported(p).is_some() || p.invalid.is_some() {
+        if p.invalid.is_some() {
             return false;
         }
-        // Larger than every open node: the rebuild holds it with its reason.
-        if !self.nodes.values().any(|n| n.open() && n.alloc.gpus >= p.ask.gpus) {
+        let open = self.open_nodes();
+        // Limited to a set of nodes not seen at the last rebuild (ordo-core's nodes lack its
+        // feature), or to none: the rebuild places or holds it.
+        let (req, nodes) = match qualify::Qualifier::new(open.clone()).qual(&[p]) {
+            qualify::Qual::Any => (None, open),
+            qualify::Qual::Nodes(set) => match self.req_sets.known(&set) {
+                Some(id) if self.req_elig.get(id as usize).is_some_and(Option::is_some) => {
+                    (Some(id), set.iter().filter_map(|&i| open.get(i as usize).copied()).collect())
+                }
+                _ => return false,
+            },
+            qualify::Qual::NoNode => return false,
+        };
+        // Larger than every node it may use: the rebuild holds it with its reason.
+        if !nodes.iter().any(|n| n.alloc.gpus >= p.ask.gpus) {
             return false;
         }
         let key = UnitKey::Pod(p.uid.clone());
@@ -524,9 +550,13 @@ impl Engine {
             created: p.created_ms,
             since: 0,
             alloc: None,
+            req,
         };
         let job = JobId(self.next_job);
-        let req = self.req(job, &unit, &[p]);
+        let mut req = self.req(job, &unit, &[p]);
+        if let Some(e) = unit.req.and_then(|id| self.req_elig.get(id as usize).copied().flatten()) {
+            req.elig = e;
+        }
         if self.core.submit(req, now).is_err() {
             return false;
         }
@@ -546,30 +576,12 @@ impl Engine {
         let group = pods.first().map(|p| p.namespace.as_str()).unwrap_or("");
         r.user = name_index(user);
         r.group = name_index(group);
+        // A pod runs on one node: without the shape, a typed cluster's pool of small nodes
+        // would take it over several.
+        if pods.len() == 1 && u.ask.gpus > 0 {
+            r.nodes = 1;
+        }
         r
-    }
-
-    /// Why ordo cannot place a pod on the pool as written (ordo places on any open node of its
-    /// pool, so what limits a pod to some nodes must hold on all of them), if so.
-    pub(crate) fn unsupported(&self, p: &PodInfo) -> Option<String> {
-        if p.affinity {
-            return Some("it has required node affinity, which ordo does not evaluate: ordo places pods on any open node of its pool (choose the pool with --node-selector)".into());
-        }
-        for n in self.nodes.values().filter(|n| n.open()) {
-            if let Some((k, v)) = p.node_selector.iter().find(|(k, v)| n.labels.get(*k) != Some(*v)) {
-                return Some(format!(
-                    "its nodeSelector {k}={v} does not hold on node {} of ordo's pool: ordo places pods on any open node of its pool (choose the pool with --node-selector)",
-                    n.name
-                ));
-            }
-            if let Some(t) = n.taints.iter().find(|t| !p.tolerates(t)) {
-                return Some(format!(
-                    "it does not tolerate the taint {}={}:{} of node {} in ordo's pool",
-                    t.key, t.value, t.effect, n.name
-                ));
-            }
-        }
-        None
     }
 }
 

@@ -319,13 +319,22 @@ impl Engine {
         any
     }
 
-    /// The words context now.
-    pub(crate) fn context(&self, now: i64) -> (u32, u32, usize) {
+    /// The words context for a unit limited to requirement set `req` (`None`: every open
+    /// node): the most GPUs free on one of its nodes, its largest node's GPUs, its idle nodes.
+    pub(crate) fn context(&self, req: Option<u32>) -> (u32, u32, usize) {
         let cap = self.core.capacity();
-        let most_free = cap.free().iter().copied().max().unwrap_or(0);
-        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        let idle = cap.free().iter().zip(cap.cap_per_node().iter()).filter(|(f, c)| f == c && **c > 0).count();
-        let _ = now;
+        let set = req.and_then(|id| self.req_sets.sets.get(id as usize));
+        let mine = |i: usize| set.is_none_or(|s| s.binary_search(&(i as u32)).is_ok());
+        let (free_now, per_node) = (cap.free(), cap.cap_per_node());
+        let free = free_now.iter().enumerate().filter(|(i, _)| mine(*i));
+        let most_free = free.clone().map(|(_, f)| *f).max().unwrap_or(0);
+        let largest = (0..self.node_names.len())
+            .filter(|&i| mine(i))
+            .filter_map(|i| self.nodes.get(&self.node_names[i]))
+            .map(|n| n.alloc.gpus)
+            .max()
+            .unwrap_or(0);
+        let idle = free.filter(|(i, f)| per_node.get(*i).is_some_and(|c| c == *f && *c > 0)).count();
         (most_free, largest, idle)
     }
 
@@ -355,21 +364,20 @@ impl Engine {
         None
     }
 
-    pub(crate) fn demand(u: &Unit, mem_mib: u64) -> Demand {
-        Demand::new(u.ask.gpus, None, u.ask.cpu_milli.min(u32::MAX as u64) as u32, mem_mib)
+    /// What a unit asks of ordo-core's capacity: its GPUs, CPU and memory, on the nodes it may use.
+    pub(crate) fn demand(&self, u: &Unit, mem_mib: u64) -> Demand {
+        let mut d = Demand::new(u.ask.gpus, None, u.ask.cpu_milli.min(u32::MAX as u64) as u32, mem_mib);
+        if u.pods.len() == 1 && u.ask.gpus > 0 {
+            d = d.on_nodes(1);
+        }
+        match u.req.and_then(|id| self.req_elig.get(id as usize).copied().flatten()) {
+            Some(e) => d.within(e),
+            None => d,
+        }
     }
 
     /// The wait of one unit ordo-core holds, in words, with its expected start.
     pub(crate) fn wait_info(&self, job: JobId, r: &Reason, position: usize, now: i64) -> words::WaitInfo {
-        let (most_free, largest, idle_nodes) = self.context(now);
-        let cx = Context {
-            policy: &self.policy_text,
-            gpu_resource: &self.cfg.gpu_resource,
-            most_free,
-            largest,
-            idle_nodes,
-            now,
-        };
         let Some(u) = self.units.get(&job) else {
             return words::WaitInfo {
                 text: "unknown".into(),
@@ -378,22 +386,37 @@ impl Engine {
                 expected_start: None,
             };
         };
+        let (most_free, largest, idle_nodes) = self.context(u.req);
+        let cx = Context {
+            policy: &self.policy_text,
+            gpu_resource: &self.cfg.gpu_resource,
+            most_free,
+            largest,
+            idle_nodes,
+            qualifying: u.req.is_some(),
+            now,
+        };
         let mem: u64 = u.pods.iter().filter_map(|p| self.pods.get(p)).map(|p| p.ask.mem_mib_up()).sum();
         let (blocker, expected) = match r {
             Reason::Priority { behind } => {
                 let head = self.units.get(behind);
                 let e = head.and_then(|h| {
                     let hm = h.pods.iter().filter_map(|p| self.pods.get(p)).map(|p| p.ask.mem_mib_up()).sum();
-                    self.earliest_fit(Self::demand(h, hm), now)
+                    self.earliest_fit(self.demand(h, hm), now)
                 });
                 (head.map(|h| self.label(&h.key)), e)
             }
             Reason::Reserved { for_job, .. } => (self.units.get(for_job).map(|h| self.label(&h.key)), None),
             Reason::Reservation { start } => (None, Some(*start)),
             Reason::Outranked { .. } => (None, None),
-            _ => (None, self.earliest_fit(Self::demand(u, mem), now)),
+            _ => (None, self.earliest_fit(self.demand(u, mem), now)),
         };
         let mut text = words::waiting_text(&cx, r, u.ask, u.pods.len(), blocker.as_deref(), position, expected);
+        // Limited to some nodes and short of room there while others have it: say why those
+        // do not qualify, first.
+        if let Some(why) = u.req.filter(|_| words::is_shortage(Some(r))).and_then(|id| self.room_words(u, id)) {
+            text = format!("{why}; {text}");
+        }
         if let Some(b) = self.blocked.get(&u.key) {
             text = format!("chosen to start under {}, but {b}", self.policy_text);
         }

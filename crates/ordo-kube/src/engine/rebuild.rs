@@ -1,17 +1,20 @@
 //! Rebuilding ordo-core's state from the pods and nodes: the open nodes of the pool less what
 //! other pods hold, our bound pods as running jobs, our waiting pods and complete gangs queued.
 
+use super::qualify::{feature, kind_of, none_qualify, unmet_on, Kind, Qual, Qualifier, ReqSets};
 use super::*;
-use ordo_core::{ClusterSpec, Demand, NodeSpec, Placement};
+use ordo_core::{ClusterSpec, Demand, Elig, GpuNeeds, ModelPick, NodeSpec, Placement, Speeds};
 
 impl Engine {
     /// Rebuilds ordo-core's state: nodes in name order; running units in the order they were
     /// bound; waiting units in creation order (then namespace and name). A running unit that
     /// ordo-core cannot hold where it is (it overcommits a node, or sits on a node that is
     /// closed) is counted as another scheduler's pods are: its node is shrunk by what it holds.
+    /// A waiting unit limited to some open nodes (nodeSelector, required node affinity, taints)
+    /// asks ordo-core for the synthetic feature of that set of nodes, which those nodes have.
     pub(crate) fn rebuild(&mut self, now: i64) {
         self.stats.rebuilds += 1;
-        let open: Vec<&NodeInfo> = self.nodes.values().filter(|n| n.open()).collect();
+        let open: Vec<&NodeInfo> = self.open_nodes();
         let names: Vec<String> = open.iter().map(|n| n.name.clone()).collect();
         let idx: HashMap<String, u32> = names.iter().enumerate().map(|(i, n)| (n.clone(), i as u32)).collect();
 
@@ -38,11 +41,91 @@ impl Engine {
             running.iter().map(|(k, v)| (k, v.iter().filter_map(|p| p.bound_ms).min().unwrap_or(now))).collect();
         order.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
 
+        // Waiting units: pods without a gang, complete gangs; the rest is held with why.
+        let mut held = BTreeMap::new();
+        let mut partial = BTreeMap::new();
+        let mut queue: Vec<(i64, String, &UnitKey, &Vec<&PodInfo>)> = Vec::new();
+        for (key, pods) in &waiting {
+            let uids: Vec<String> = pods.iter().map(|p| p.uid.clone()).collect();
+            let why =
+                pods.iter().find_map(|p| p.invalid.as_ref().map(|w| format!("cannot be scheduled as written: {w}")));
+            if let Some(why) = why {
+                held.insert(key.clone(), Held { pods: uids, why });
+                continue;
+            }
+            if let UnitKey::Gang(ns, name) = key {
+                let bound = running.get(key).map_or(0, |v| v.len());
+                if bound > 0 {
+                    partial.insert(key.clone(), uids);
+                    continue;
+                }
+                let size = pods.iter().filter_map(|p| p.gang.as_ref().map(|g| g.size)).max().unwrap_or(1) as usize;
+                if pods.len() < size {
+                    held.insert(
+                        key.clone(),
+                        Held {
+                            pods: uids,
+                            why: format!(
+                                "gang {ns}/{name} has {} of its {}; it is bound all or none once all exist",
+                                pods.len(),
+                                ordo_core::words::count(size, "pod")
+                            ),
+                        },
+                    );
+                    continue;
+                }
+            }
+            let first = pods[0];
+            queue.push((first.created_ms, first.key(), key, pods));
+        }
+        queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        // Which open nodes each may use. A pod runs on one node, so one larger than every node
+        // it may use waits (ordo-core would place it over several, which a pod cannot use).
+        let mut qualifier = Qualifier::new(open.clone());
+        let mut req_sets = ReqSets::default();
+        let mut queued: Vec<(i64, &UnitKey, &Vec<&PodInfo>, Option<u32>)> = Vec::new();
+        for (created, _, key, pods) in queue {
+            let uids = || pods.iter().map(|p| p.uid.clone()).collect::<Vec<_>>();
+            let set = match qualifier.qual(pods) {
+                Qual::NoNode => {
+                    let unmet = unmet_on(pods, open.iter().copied());
+                    let why = format!("{}; it waits until one does", none_qualify(open.len(), &unmet, "qualify"));
+                    let why = if pods.len() > 1 { format!("gang of {} pods: {why}", pods.len()) } else { why };
+                    held.insert(key.clone(), Held { pods: uids(), why });
+                    continue;
+                }
+                Qual::Any => None,
+                Qual::Nodes(set) => Some(set),
+            };
+            let largest = match &set {
+                None => open.iter().map(|n| n.alloc.gpus).max().unwrap_or(0),
+                Some(s) => s.iter().filter_map(|&i| open.get(i as usize)).map(|n| n.alloc.gpus).max().unwrap_or(0),
+            };
+            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
+                let res = &self.cfg.gpu_resource;
+                let which =
+                    if set.is_some() { "open node of the pool that qualifies" } else { "open node of the pool" };
+                let why = format!(
+                    "needs {} on one node, but no {which} is that large (the largest has {largest} {res}); it waits until one is",
+                    crate::words::ask_text(big.ask, res)
+                );
+                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
+                held.insert(key.clone(), Held { pods: uids(), why });
+                continue;
+            }
+            queued.push((created, key, pods, set.map(|s| req_sets.id(s))));
+        }
+        // ordo-core tells at most 128 kinds of node apart: the sets seen last beyond that are
+        // not given to it, and their units wait, held.
+        let keep = req_sets.fit_kinds(&open);
+        let features = req_sets.node_features(names.len(), keep);
+
         let preemptive = self.cfg.policy.order.preemptive();
         let mut core;
         let mut units: HashMap<JobId, Unit>;
         let mut job_of: HashMap<UnitKey, JobId>;
         let mut next: u32;
+        let mut typed_err = None;
         // At most a few rounds: each one moves the units ordo-core refused off the core.
         loop {
             // What others hold on each open node: pods of other schedulers, ours that are off
@@ -58,21 +141,37 @@ impl Engine {
                 nodes: open
                     .iter()
                     .zip(&other)
-                    .map(|(n, o)| {
+                    .zip(&features)
+                    .map(|((n, o), f)| {
                         let free = n.alloc.minus(*o);
                         NodeSpec {
                             name: n.name.clone(),
                             gpus: free.gpus,
                             cpus: Some(free.cpu_milli.min(u32::MAX as u64) as u32),
                             mem_mib: Some(free.mem_mib_down()),
-                            gpu_model: None,
-                            gpu_mem_mib: None,
-                            features: Vec::new(),
+                            gpu_model: n.gpu_model.clone(),
+                            gpu_mem_mib: n.gpu_mem_mib,
+                            features: f.clone(),
                         }
                     })
                     .collect(),
             };
-            core = Scheduler::new(&spec, Placement::Consolidated, self.cfg.policy.clone());
+            // Typed: pools by GPU model, GPU memory and features (one pool when the nodes are all
+            // alike, which places exactly as an untyped scheduler).
+            let policy = self.cfg.policy.clone();
+            core = match Scheduler::typed(
+                &spec,
+                Placement::Consolidated,
+                policy,
+                &Speeds::default(),
+                ModelPick::default(),
+            ) {
+                Ok(c) => c,
+                Err(e) => {
+                    typed_err = Some(e);
+                    Scheduler::new(&spec, Placement::Consolidated, self.cfg.policy.clone())
+                }
+            };
             core.set_min_run(self.cfg.min_run_ms);
             units = HashMap::new();
             job_of = HashMap::new();
@@ -92,6 +191,7 @@ impl Engine {
                     created: pods.iter().map(|p| p.created_ms).min().unwrap_or(now),
                     since,
                     alloc: None,
+                    req: None,
                 };
                 let job = JobId(next);
                 let mut req = self.req(job, &unit, pods);
@@ -130,62 +230,31 @@ impl Engine {
             off_core.extend(refused);
         }
 
-        // Waiting units: pods without a gang, complete gangs; the rest is held with why.
-        let mut held = BTreeMap::new();
-        let mut partial = BTreeMap::new();
-        let mut queue: Vec<(i64, String, &UnitKey, &Vec<&PodInfo>)> = Vec::new();
-        for (key, pods) in &waiting {
-            let uids: Vec<String> = pods.iter().map(|p| p.uid.clone()).collect();
-            let why = pods.iter().find_map(|p| {
-                p.invalid
-                    .as_ref()
-                    .map(|w| format!("cannot be scheduled as written: {w}"))
-                    .or_else(|| self.unsupported(p).map(|w| format!("cannot be scheduled by ordo: {w}")))
+        // ordo-core's eligibility of each requirement set it was given (every node of the set
+        // has the set's feature, so it cannot fail but for a bug: the units are then held).
+        let mut req_elig = Vec::with_capacity(req_sets.sets.len());
+        for id in 0..req_sets.sets.len() as u32 {
+            let needs = GpuNeeds { features: vec![feature(id)], ..GpuNeeds::default() };
+            req_elig.push(match &typed_err {
+                Some(e) => Err(format!("ordo-core cannot tell its nodes apart ({e})")),
+                None if id as usize >= keep => Err(format!(
+                    "ordo-core tells at most {} kinds of node apart (GPU model, GPU memory and the sets of nodes pods are limited to), and the nodes it may use would be one more; it waits until fewer are needed",
+                    ordo_core::pools::MAX_POOLS
+                )),
+                None => core.eligibility(&needs),
             });
-            if let Some(why) = why {
-                held.insert(key.clone(), Held { pods: uids, why });
-                continue;
-            }
-            if let UnitKey::Gang(ns, name) = key {
-                let bound = running.get(key).map_or(0, |v| v.len());
-                if bound > 0 {
-                    partial.insert(key.clone(), uids);
-                    continue;
-                }
-                let size = pods.iter().filter_map(|p| p.gang.as_ref().map(|g| g.size)).max().unwrap_or(1) as usize;
-                if pods.len() < size {
-                    held.insert(
-                        key.clone(),
-                        Held {
-                            pods: uids,
-                            why: format!(
-                                "gang {ns}/{name} has {} of its {}; it is bound all or none once all exist",
-                                pods.len(),
-                                ordo_core::words::count(size, "pod")
-                            ),
-                        },
-                    );
-                    continue;
-                }
-            }
-            let first = pods[0];
-            queue.push((first.created_ms, first.key(), key, pods));
         }
-        queue.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        // A pod runs on one node: ordo-core would place a job larger than every node over
-        // several, which a pod cannot use.
-        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        for (created, _, key, pods) in queue {
-            if let Some(big) = pods.iter().find(|p| p.ask.gpus > largest) {
-                let res = &self.cfg.gpu_resource;
-                let why = format!(
-                    "needs {} on one node, but no open node of the pool is that large (the largest has {largest} {res}); it waits until one is",
-                    crate::words::ask_text(big.ask, res)
-                );
-                let why = if pods.len() > 1 { format!("its pod {}: {why}", big.key()) } else { why };
-                held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
-                continue;
-            }
+        let no_features = Vec::new();
+        for (created, key, pods, req) in queued {
+            let elig = match req.map(|id| &req_elig[id as usize]) {
+                None => Elig::ANY,
+                Some(Ok(e)) => *e,
+                Some(Err(e)) => {
+                    let why = format!("cannot be limited to the nodes that qualify: {e}");
+                    held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
+                    continue;
+                }
+            };
             let unit = Unit {
                 key: key.clone(),
                 pods: pods.iter().map(|p| p.uid.clone()).collect(),
@@ -195,17 +264,32 @@ impl Engine {
                 created,
                 since: 0,
                 alloc: None,
+                req,
             };
             let job = JobId(next);
-            let req = self.req(job, &unit, pods);
-            match core.submit(req, now) {
+            let mut r = self.req(job, &unit, pods);
+            r.elig = elig;
+            match core.submit(r, now) {
                 Ok(()) => {
                     next += 1;
                     job_of.insert(key.clone(), job);
                     units.insert(job, unit);
                 }
                 Err(e) => {
-                    let why = self.never_fits(&unit, pods.len(), &e);
+                    let nodes: Vec<&NodeInfo> = match req {
+                        None => open.clone(),
+                        Some(id) => {
+                            req_sets.sets[id as usize].iter().filter_map(|&i| open.get(i as usize).copied()).collect()
+                        }
+                    };
+                    // A gang's GPUs come from one pool: nodes of one kind (GPU model, memory, features).
+                    let mut kinds: HashMap<Kind<'_>, u64> = HashMap::new();
+                    for n in &nodes {
+                        let f = idx.get(&n.name).and_then(|&i| features.get(i as usize)).unwrap_or(&no_features);
+                        *kinds.entry(kind_of(n, f)).or_default() += n.alloc.gpus as u64;
+                    }
+                    let one_kind = kinds.values().copied().max().unwrap_or(0);
+                    let why = self.never_fits(&unit, pods.len(), &e, &nodes, one_kind);
                     held.insert(key.clone(), Held { pods: unit.pods, why });
                 }
             }
@@ -216,6 +300,8 @@ impl Engine {
         self.next_job = next;
         self.held = held;
         self.partial = partial;
+        self.req_elig = req_elig.into_iter().map(|e| e.ok()).collect();
+        self.req_sets = req_sets;
         self.node_names = names;
         self.node_idx = idx;
         self.blocked.retain(|k, _| self.job_of.contains_key(k));
@@ -230,13 +316,28 @@ impl Engine {
             .unwrap_or(self.cfg.default_estimate_ms)
     }
 
-    /// Why a unit can never be placed on the open nodes of the pool, in words.
-    fn never_fits(&self, u: &Unit, pods: usize, e: &ordo_core::scheduler::SubmitError) -> String {
+    /// Why a unit can never be placed on the open nodes of the pool it may use, in words.
+    /// `one_kind`: the most GPUs on the nodes of one kind (GPU model, memory and features), where
+    /// a gang's GPUs must all come from.
+    fn never_fits(
+        &self,
+        u: &Unit,
+        pods: usize,
+        e: &ordo_core::scheduler::SubmitError,
+        nodes: &[&NodeInfo],
+        one_kind: u64,
+    ) -> String {
         let res = &self.cfg.gpu_resource;
-        let largest = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus).max().unwrap_or(0);
-        let total: u64 = self.nodes.values().filter(|n| n.open()).map(|n| n.alloc.gpus as u64).sum();
+        let largest = nodes.iter().map(|n| n.alloc.gpus).max().unwrap_or(0);
+        let total: u64 = nodes.iter().map(|n| n.alloc.gpus as u64).sum();
         let what = crate::words::ask_text(u.ask, res);
         match e {
+            _ if pods > 1 && total >= u.ask.gpus as u64 && one_kind < u.ask.gpus as u64 => {
+                format!(
+                    "gang of {pods} pods needs {} {res} in all on nodes of one kind (one GPU model and memory, the same qualifying sets), and the most on one kind is {one_kind}; it waits until there are more",
+                    u.ask.gpus
+                )
+            }
             ordo_core::scheduler::SubmitError::NeverFits { .. } if pods == 1 && largest >= u.ask.gpus => format!(
                 "needs {what} on one node; pods of other schedulers (or pods ending) hold part of every open node large enough; it waits until they end"
             ),

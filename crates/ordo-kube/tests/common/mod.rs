@@ -101,7 +101,7 @@ impl Cluster {
     /// The scheduler's connection, as the user `ordo`.
     pub async fn kube(&self) -> Kube {
         let cfg = ordo_kube::client::config(Some(&self.scheduler_kubeconfig())).await.unwrap();
-        Kube::new(cfg, &self.name, ReadConfig { gpu_resource: "nvidia.com/gpu".into() }).unwrap()
+        Kube::new(cfg, &self.name, ReadConfig::new("nvidia.com/gpu")).unwrap()
     }
 
     /// The engine configuration for this test's scheduler and pool.
@@ -159,6 +159,14 @@ impl Cluster {
         nodes.patch(&self.node_name(name), &PatchParams::default(), &Patch::Merge(&p)).await.unwrap();
     }
 
+    /// A node as [`Cluster::node`] with more labels and with `taints` (a JSON list of taints).
+    pub async fn node_with(&self, name: &str, gpus: u32, labels: serde_json::Value, taints: serde_json::Value) {
+        self.node(name, gpus).await;
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let p = json!({"metadata": {"labels": labels}, "spec": {"taints": taints}});
+        nodes.patch(&self.node_name(name), &PatchParams::default(), &Patch::Merge(&p)).await.unwrap();
+    }
+
     pub fn node_name(&self, name: &str) -> String {
         format!("{}-{name}", self.name)
     }
@@ -186,6 +194,23 @@ impl Cluster {
         }))
         .unwrap();
         self.pods().create(&PostParams::default(), &p).await.unwrap();
+    }
+
+    /// A pod as [`Cluster::pod`] (no annotations) with more fields in its spec (`nodeSelector`,
+    /// `affinity`, `tolerations`).
+    pub async fn pod_with(&self, name: &str, gpus: u32, spec: serde_json::Value) {
+        let mut p = json!({
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": self.name,
+                "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": "1", "memory": "1Gi"}}}]
+            }
+        });
+        if let (Some(to), Some(from)) = (p["spec"].as_object_mut(), spec.as_object()) {
+            to.extend(from.clone());
+        }
+        self.pods().create(&PostParams::default(), &serde_json::from_value(p).unwrap()).await.unwrap();
     }
 
     /// Plays the kubelet: sets a pod's phase.
@@ -259,7 +284,7 @@ impl Cluster {
     /// Checks that no node of the pool holds more GPUs, CPU or memory than it has, counting
     /// every pod bound there that has not ended.
     pub async fn assert_no_overcommit(&self) {
-        let read = ReadConfig { gpu_resource: "nvidia.com/gpu".into() };
+        let read = ReadConfig::new("nvidia.com/gpu");
         let nodes: Api<Node> = Api::all(self.admin.clone());
         let lp = ListParams::default().labels(&format!("ordo.dev/test-pool={}", self.name));
         let all: Api<Pod> = Api::all(self.admin.clone());

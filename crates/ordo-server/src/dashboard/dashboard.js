@@ -116,7 +116,10 @@ function renderNodes(nodes, g) {
         (x.idle ? ', ALLOCATED-BUT-IDLE' : '');
       return el('span', { class: 'cell ' + cls, title, 'data-node': x.node, 'data-gpu': x.gpu, 'data-job': x.job }, label);
     });
-    const kind = n.fake ? 'fake GPUs' : (n.gpu_model || 'GPU');
+    // What its GPUs are: model (fake or real), memory each, the node's features.
+    const model = n.fake ? 'fake ' + (n.gpu_model || 'GPUs') : (n.gpu_model || 'GPU');
+    const kind = [model, n.gpu_mem_mib ? gib(n.gpu_mem_mib) : null, (n.features || []).join(',') || null]
+      .filter((x) => x).join(' · ');
     const state = n.status || (n.state === 'up' && n.drain ? 'drain' : n.state);
     // An admin's cordon or drain: by whom, why, until when.
     const maint = n.maint ? (n.maint.kind === 'cordon' ? 'cordoned' : 'drained') + ' by ' + n.maint.by + ': ' +
@@ -125,7 +128,7 @@ function renderNodes(nodes, g) {
     // A node that is down shows no busy figure: its last samples are not what it does now.
     const busy = n.state === 'up' && n.busy_pct !== null && n.busy_pct !== undefined ? pct(n.busy_pct) + ' busy' : '';
     return el('div', { class: 'node', 'data-node': n.name, 'data-state': state },
-      el('span', { class: 'name', title: why }, el('b', {}, n.name), ' ', state, ' · ', kind),
+      el('span', { class: 'name', title: why }, el('b', {}, n.name), ' ', state, ' · ', el('span', { class: 'kind' }, kind)),
       el('span', { class: 'gpus' }, ...cells),
       el('span', { class: 'busy' }, busy),
       why ? el('span', { class: 'drain' }, 'takes no new work: ' + why) : null);

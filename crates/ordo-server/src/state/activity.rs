@@ -696,6 +696,16 @@ impl Core {
         let mut nodes: Vec<(&String, &Node)> = self.nodes.iter().collect();
         nodes.sort_by_key(|(_, n)| n.seq);
         s.nodes = nodes.iter().map(|(name, n)| ((*name).clone(), n.up, n.last_seen, n.gpus)).collect();
+        s.node_kinds = nodes
+            .iter()
+            .map(|(name, n)| crate::metrics::NodeKind {
+                node: (*name).clone(),
+                gpu_model: n.gpu_model.clone().unwrap_or_else(|| "unknown".into()),
+                gpu_mem_mib: n.gpu_mem_mib,
+                features: n.features.join(","),
+                fake: n.fake,
+            })
+            .collect();
         let busy: std::collections::HashSet<String> = self.active.values().flat_map(|j| j.run_nodes()).collect();
         s.node_status = nodes
             .into_iter()

@@ -88,8 +88,13 @@ impl Core {
     /// A node (re)registers: it is up from now with the GPUs it reports.
     pub fn register(&mut self, who: &Principal, req: &RegisterRequest, now: i64) -> Result<RegisterResponse, ApiError> {
         speaks_for(who, &req.node, "register")?;
-        if let Some(m) = &req.gpu_model {
-            bounded("gpu_model", m, MAX_GPU_MODEL_BYTES)?;
+        // What its GPUs are, kept as the scheduler compares them (lowercased model, sorted
+        // features); every name bounded, so that no agent can bloat the state.
+        let gpu_model = req.gpu_model.as_deref().map(kinds::model_name).transpose();
+        let gpu_model = gpu_model.map_err(kinds::bad_field("gpu_model"))?;
+        let features = kinds::feature_list(&req.features).map_err(kinds::bad_field("features"))?;
+        if let Some(m) = req.gpu_mem_mib {
+            kinds::gpu_mem(m).map_err(kinds::bad_field("gpu_mem_mib"))?;
         }
         if let Some(t) = req.clock {
             let skew = t - now;
@@ -121,13 +126,31 @@ impl Core {
             Some(n) => n.seq,
             None => self.nodes.values().map(|n| n.seq).max().unwrap_or(0) + 1,
         };
+        let node = Node {
+            seq,
+            gpus: req.gpus,
+            fake: req.fake,
+            gpu_model,
+            gpu_mem_mib: req.gpu_mem_mib,
+            features,
+            up: true,
+            last_seen: now,
+            cpus: req.cpus,
+            mem_mib: req.mem_mib,
+            mem_limits: req.mem_limits,
+            addr: req.addr.clone(),
+            drain: self.nodes.get(&req.node).and_then(|n| n.drain.clone()),
+            maint: self.nodes.get(&req.node).and_then(|n| n.maint.clone()),
+        };
         let changed = self
             .nodes
             .get(&req.node)
             .filter(|n| {
                 n.up && n.gpus == req.gpus
                     && n.fake == req.fake
-                    && n.gpu_model == req.gpu_model
+                    && n.gpu_model == node.gpu_model
+                    && n.gpu_mem_mib == node.gpu_mem_mib
+                    && n.features == node.features
                     && n.cpus == req.cpus
                     && n.mem_mib == req.mem_mib
                     && n.mem_limits == req.mem_limits
@@ -135,22 +158,38 @@ impl Core {
             })
             .is_none();
         if changed {
+            // A new kind of node (GPU model, memory, features) must keep the cluster within the
+            // kinds ordo-core models: counted over every registered node, up or not, so that no
+            // set of nodes coming up later can pass the limit either.
+            let others = self.nodes.iter().filter(|(name, _)| **name != req.node).map(|(k, n)| (k.as_str(), n));
+            if let Err(e) = kinds_of(others.chain([(req.node.as_str(), &node)])) {
+                return Err(ApiError::Unprocessable(format!(
+                    "node {} cannot register as GPU model {}, GPU memory {} and features [{}]: {e}. Give such nodes the \
+                     same --gpu-model, --gpu-mem and --feature",
+                    req.node,
+                    node.gpu_model.as_deref().unwrap_or("unknown"),
+                    node.gpu_mem_mib.map_or("unknown".to_string(), fmt_mib),
+                    node.features.join(",")
+                )));
+            }
             let policy = self.policy.to_string();
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             tx.execute(
-                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits, addr)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9, ?10)",
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 params![
                     req.node,
                     seq,
                     req.gpus,
                     req.fake as i64,
-                    req.gpu_model,
+                    node.gpu_model,
                     now,
                     req.cpus,
                     req.mem_mib.map(|m| m as i64),
                     req.mem_limits as i64,
-                    req.addr
+                    req.addr,
+                    node.gpu_mem_mib.map(|m| m as i64),
+                    db::list_text(&node.features)
                 ],
             )
             .ctx("register node")?;
@@ -161,28 +200,13 @@ impl Core {
                 "node",
                 None,
                 &policy,
-                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": req.gpu_model,
+                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": node.gpu_model,
+                        "gpu_mem_mib": node.gpu_mem_mib, "features": node.features,
                         "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits, "addr": req.addr}),
             )?;
             tx.commit().ctx("commit registration")?;
         }
-        self.nodes.insert(
-            req.node.clone(),
-            Node {
-                seq,
-                gpus: req.gpus,
-                fake: req.fake,
-                gpu_model: req.gpu_model.clone(),
-                up: true,
-                last_seen: now,
-                cpus: req.cpus,
-                mem_mib: req.mem_mib,
-                mem_limits: req.mem_limits,
-                addr: req.addr.clone(),
-                drain: self.nodes.get(&req.node).and_then(|n| n.drain.clone()),
-                maint: self.nodes.get(&req.node).and_then(|n| n.maint.clone()),
-            },
-        );
+        self.nodes.insert(req.node.clone(), node);
         if changed {
             self.rebuild(now)?;
         }

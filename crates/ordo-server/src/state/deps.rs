@@ -190,13 +190,14 @@ impl Core {
                     if j.held_by.is_some() {
                         continue; // joins at `ordo release`
                     }
-                    let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
                     let queued = j.gpus <= max_up
-                        && match self.sched.submit(req, now) {
+                        && job_req(&self.cfg.quotas, &self.sched, j, id, j.submit, j.time_limit_ms).is_ok_and(|req| {
                             // A rebuild since the release has queued it already.
-                            Ok(()) | Err(ordo_core::scheduler::SubmitError::Duplicate(_)) => true,
-                            Err(_) => false,
-                        };
+                            matches!(
+                                self.sched.submit(req, now),
+                                Ok(()) | Err(ordo_core::scheduler::SubmitError::Duplicate(_))
+                            )
+                        });
                     if !queued {
                         self.held.insert(id);
                     }

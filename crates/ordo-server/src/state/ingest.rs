@@ -142,10 +142,7 @@ impl Core {
             let waits = matches!(self.add_expanded_deps(eid, &ing.after), Ok(ordo_core::DepState::Waiting { .. }));
             if !waits
                 && (outgrows(&info, max_up)
-                    || self
-                        .sched
-                        .submit(job_req(&self.cfg.quotas, &info, eid, info.submit, info.time_limit_ms), now)
-                        .is_err())
+                    || !queue_in(&mut self.sched, &self.cfg.quotas, &info, eid, info.submit, info.time_limit_ms, now))
             {
                 self.held.insert(eid);
             }
@@ -267,8 +264,8 @@ pub(super) fn insert_elements(
     let indices = serde_json::to_string(&spec.indices[from..to]).map_err(|e| internal("encode array", e))?;
     let base = first as i64 + from as i64;
     tx.prepare_cached(
-        "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes, output)
-         SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?18, value, ?16, ?19 FROM json_each(?17)",
+        "INSERT INTO jobs(id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, array_id, array_index, nodes, output, gpu_models, gpu_mem_mib, features)
+         SELECT ?1 + key, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', ?12, ?13, ?14, ?15, ?18, value, ?16, ?19, ?20, ?21, ?22 FROM json_each(?17)",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -290,7 +287,10 @@ pub(super) fn insert_elements(
             j.nodes,
             indices,
             first as i64,
-            j.output
+            j.output,
+            db::list_text(&j.gpu_models),
+            j.gpu_mem_mib.map(|m| m as i64),
+            db::list_text(&j.features)
         ])
     })
     .ctx("insert array elements")?;

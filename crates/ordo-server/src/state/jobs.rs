@@ -326,8 +326,7 @@ impl Core {
             return false;
         }
         let max_up = self.nodes.values().filter(|n| n.takes_work()).map(|n| n.gpus).max().unwrap_or(0);
-        let req = job_req(&self.cfg.quotas, j, id, j.submit, j.time_limit_ms);
-        if outgrows(j, max_up) || self.sched.submit(req, now).is_err() {
+        if outgrows(j, max_up) || !queue_in(&mut self.sched, &self.cfg.quotas, j, id, j.submit, j.time_limit_ms, now) {
             self.held.insert(id);
         }
         true

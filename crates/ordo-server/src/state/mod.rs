@@ -5,9 +5,11 @@ use crate::api::*;
 use crate::auth::{Principal, Role};
 use crate::config::{check_policy, ServerConfig};
 use crate::db::{self, audit, ids_text, Ctx, DbError};
+use crate::kinds;
 use ordo_core::scheduler::{CommitError, JobReq};
 use ordo_core::{
-    Allocation, ClusterSpec, Demand, JobId, NodeSpec, Placement, PolicySpec, QuotaConfig, Reason, Scheduler,
+    Allocation, ClusterSpec, Demand, Elig, JobId, ModelPick, NodeSpec, Placement, PolicySpec, Pools, QuotaConfig,
+    Reason, Scheduler, Speeds,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
@@ -51,6 +53,10 @@ struct Node {
     gpus: u32,
     fake: bool,
     gpu_model: Option<String>,
+    /// Memory of each GPU, MiB, when its agent said.
+    gpu_mem_mib: Option<u64>,
+    /// Its features (lowercased, sorted).
+    features: Vec<String>,
     up: bool,
     last_seen: i64,
     cpus: Option<u32>,
@@ -70,6 +76,40 @@ impl Node {
     /// Whether the scheduler may start new work on it.
     fn takes_work(&self) -> bool {
         self.up && !self.paused()
+    }
+
+    /// As ordo-core sees it, named `name`, with `gpus` GPUs, `cpus` cores and `mem_mib` memory
+    /// (what it offers less what hidden jobs hold), its GPU model, memory and features.
+    fn spec(&self, name: &str, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> NodeSpec {
+        NodeSpec {
+            name: name.to_string(),
+            gpus,
+            cpus,
+            mem_mib,
+            gpu_model: self.gpu_model.clone(),
+            gpu_mem_mib: self.gpu_mem_mib,
+            features: self.features.clone(),
+        }
+    }
+}
+
+/// The node pools of a typed cluster (nodes grouped by GPU model, memory and features, as the
+/// scheduler groups them), for checks over nodes that are not all up: a submission against
+/// every registered node, a registration against the kinds already known. An error when there
+/// are more than `ordo_core::pools::MAX_POOLS` kinds.
+fn kinds_of<'a>(nodes: impl Iterator<Item = (&'a str, &'a Node)>) -> Result<Pools, String> {
+    let spec = ClusterSpec { nodes: nodes.map(|(name, n)| n.spec(name, n.gpus, None, None)).collect() };
+    Pools::build(&spec, Placement::Consolidated, false, &Speeds::default(), ModelPick::default(), true)
+}
+
+/// Where `j` may run among `sched`'s node pools ([`JobReq::elig`]): any for a job that takes
+/// any GPU; an error in words when no node of `sched` has what it asks (ordo-core's: it names
+/// the model, memory or feature). The job's models are widened to the node models they match
+/// (`a100` to `a100-sxm4-80gb`, see [`kinds::widen`]).
+fn elig_of(sched: &Scheduler, j: &JobInfo) -> Result<Elig, String> {
+    match j.needs() {
+        None => Ok(Elig::ANY),
+        Some(n) => sched.eligibility(&kinds::widen(&n, sched.capacity().keys())),
     }
 }
 
@@ -159,11 +199,27 @@ fn jid(id: JobNo) -> JobId {
     JobId(id as u32)
 }
 
-/// The scheduler's request for a job: its GPUs, CPUs and memory, the given estimate and its
-/// stored priority. This is the one place that turns a job into what `ordo-core` sees; with the
-/// nodes' CPUs and memory in the core's cluster (see `Core::cluster_spec`), the core places a
-/// job only on a node that has the GPUs, CPUs and memory it asks for.
-fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
+/// The scheduler's request for a job: its GPUs, CPUs and memory, the GPUs it accepts, the given
+/// estimate and its stored priority. This is the one place that turns a job into what
+/// `ordo-core` sees; with the nodes' CPUs, memory, GPU models and features in the core's
+/// cluster (see `Core::cluster_spec`), the core places a job only on a node that has the GPUs
+/// (of a kind it accepts), CPUs and memory it asks for. An error when no node of `sched` has
+/// GPUs it accepts ([`elig_of`]): the job is then kept out of the scheduler.
+fn job_req(
+    q: &QuotaConfig,
+    sched: &Scheduler,
+    j: &JobInfo,
+    id: JobNo,
+    submit: i64,
+    estimate: i64,
+) -> Result<JobReq, String> {
+    let mut r = any_kind_req(q, j, id, submit, estimate);
+    r.elig = elig_of(sched, j)?;
+    Ok(r)
+}
+
+/// [`job_req`] on any kind of node (`Elig::ANY`).
+fn any_kind_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) -> JobReq {
     let mut r = JobReq::new(jid(id), submit, j.gpus, estimate);
     r.priority = j.priority;
     r.cpus = j.cpus.unwrap_or(0);
@@ -179,6 +235,20 @@ fn job_req(q: &QuotaConfig, j: &JobInfo, id: JobNo, submit: i64, estimate: i64) 
     // else (0) the placement decides, over several nodes when it is larger than any.
     r.nodes = gang_nodes(j);
     r
+}
+
+/// Gives a waiting job to `sched` as [`job_req`] makes it; `false` when `sched` cannot take it
+/// (no node of a kind it accepts, or none that can ever hold it): the caller keeps it out.
+fn queue_in(
+    sched: &mut Scheduler,
+    q: &QuotaConfig,
+    j: &JobInfo,
+    id: JobNo,
+    submit: i64,
+    estimate: i64,
+    now: i64,
+) -> bool {
+    job_req(q, sched, j, id, submit, estimate).is_ok_and(|r| sched.submit(r, now).is_ok())
 }
 
 /// The core's gang shape of a job: its node count for a multi-node job, 0 (any) otherwise.
@@ -251,9 +321,14 @@ fn ask_text(gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> String {
 }
 
 /// Whether an empty `n` holds all that `j` asks for (a node that does not report CPUs or
-/// memory does not limit them).
+/// memory does not limit them), with GPUs of a kind it accepts.
 fn node_holds(n: &Node, j: &JobInfo) -> bool {
-    node_holds_ask(n, j.gpus, j.cpus, j.mem_mib)
+    node_holds_ask(n, j.gpus, j.cpus, j.mem_mib) && node_accepts(n, j)
+}
+
+/// Whether `n`'s GPUs are of a kind `j` accepts (GPU model, memory, features).
+fn node_accepts(n: &Node, j: &JobInfo) -> bool {
+    j.needs().is_none_or(|needs| kinds::accepts(&needs, n.gpu_model.as_deref(), n.gpu_mem_mib, &n.features))
 }
 
 /// Whether an empty `n` holds `gpus` GPUs with the CPUs and memory asked.
@@ -263,7 +338,8 @@ fn node_holds_ask(n: &Node, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) 
         && !matches!((mem_mib, n.mem_mib), (Some(w), Some(h)) if w > h)
 }
 
-/// What placement must find for a job (the demand of its `job_req`).
+/// What placement must find for a job (the demand of its `job_req`), on any kind of node (see
+/// `Core::demand_of` for the kinds it accepts).
 fn demand(j: &JobInfo) -> Demand {
     Demand::new(j.gpus, None, j.cpus.unwrap_or(0), j.mem_mib.unwrap_or(0)).on_nodes(gang_nodes(j))
 }
@@ -412,7 +488,8 @@ impl Core {
         let mut st = self
             .conn
             .prepare(
-                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits, addr FROM nodes ORDER BY seq",
+                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features
+                 FROM nodes ORDER BY seq",
             )
             .ctx("load nodes")?;
         let rows = st
@@ -424,6 +501,8 @@ impl Core {
                         gpus: r.get(2)?,
                         fake: r.get::<_, i64>(3)? != 0,
                         gpu_model: r.get(4)?,
+                        gpu_mem_mib: r.get::<_, Option<i64>>(10)?.map(|m| m as u64),
+                        features: db::text_list(r.get(11)?),
                         up: r.get::<_, String>(5)? == "up",
                         last_seen: now,
                         cpus: r.get(6)?,
@@ -482,7 +561,8 @@ impl Core {
     }
 
     /// The cluster the scheduler sees: the nodes that are up, in registration order, with their
-    /// CPUs and memory, each less the GPUs, CPUs and memory of its hidden (`--no-preempt`) jobs.
+    /// CPUs and memory, each less the GPUs, CPUs and memory of its hidden (`--no-preempt`) jobs,
+    /// and their GPU model, GPU memory and features (the scheduler groups them into pools).
     /// The one place that builds the core's `ClusterSpec` from registered nodes. A node that
     /// reports CPUs or memory makes the core's capacity detailed: it then places every job by
     /// GPUs, CPUs and memory together (see `job_req`).
@@ -502,15 +582,12 @@ impl Core {
                             mem += j.mem_mib.unwrap_or(0);
                         }
                     }
-                    NodeSpec {
-                        name: (*name).clone(),
-                        gpus: n.gpus.saturating_sub(gpus),
-                        cpus: n.cpus.map(|c| c.saturating_sub(cpus)),
-                        mem_mib: n.mem_mib.map(|m| m.saturating_sub(mem)),
-                        gpu_model: n.gpu_model.clone(),
-                        gpu_mem_mib: None,
-                        features: Vec::new(),
-                    }
+                    n.spec(
+                        name,
+                        n.gpus.saturating_sub(gpus),
+                        n.cpus.map(|c| c.saturating_sub(cpus)),
+                        n.mem_mib.map(|m| m.saturating_sub(mem)),
+                    )
                 })
                 .collect(),
         }
@@ -532,7 +609,17 @@ impl Core {
         let node_gpus: Vec<u32> = spec.nodes.iter().map(|n| n.gpus).collect();
         let phys_gpus: Vec<u32> = up.iter().map(|(_, n)| n.gpus).collect();
         self.sched_nodes = up.iter().map(|(n, _)| (*n).clone()).collect();
-        let mut sched = Scheduler::new(&spec, Placement::Consolidated, self.policy.clone());
+        // Typed: nodes of one GPU model, GPU memory and feature set are a pool, and a job's
+        // constraint limits it to the pools that satisfy it (a cluster of one kind is one pool,
+        // as before). Registration keeps the kinds under ordo-core's limit.
+        let mut sched = Scheduler::typed(
+            &spec,
+            Placement::Consolidated,
+            self.policy.clone(),
+            &Speeds::default(),
+            ModelPick::default(),
+        )
+        .map_err(|e| internal("build the scheduler", e))?;
         sched.set_min_run(self.cfg.min_run_ms);
         self.set_array_limits(&mut sched);
         if !self.cfg.quotas.is_empty() {
@@ -553,13 +640,13 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
-                if outgrows(j, max_up)
-                    || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_err()
-                {
+                let Ok(req) = job_req(&self.cfg.quotas, &sched, j, j.id, j.submit, j.time_limit_ms) else { continue };
+                if outgrows(j, max_up) || sched.submit(req, t0).is_err() {
                     continue;
                 }
-                // Placed by all it asks (GPUs, CPUs, memory), as the core would place it.
-                let alloc = sched.capacity().place_for(demand(j));
+                // Placed by all it asks (GPUs of a kind it accepts, CPUs, memory), as the core
+                // would place it.
+                let alloc = sched.capacity().place_for(req.demand());
                 let ok = alloc.is_some_and(|a| sched.start(jid(j.id), &a, t0).is_ok())
                     && sched.preempt(jid(j.id), now).is_ok();
                 if !ok {
@@ -611,12 +698,20 @@ impl Core {
             }
             // Its GPUs on its nodes, with its CPUs and memory there where the capacity is detailed.
             let alloc = alloc_on(sched.capacity(), on.iter().map(|(n, ids)| (*n, ids.len() as u32)).collect(), j);
+            // A running job keeps its GPUs whatever its node is now: when its node no longer
+            // satisfies its constraint (it registered again as another kind) it is taken as it
+            // runs, any kind.
+            let req = |sched: &Scheduler, estimate: i64| {
+                let mut r = any_kind_req(&self.cfg.quotas, j, j.id, j.submit, estimate);
+                r.elig = elig_of(sched, j).unwrap_or(Elig::ANY);
+                r
+            };
             let committed = if preemptive {
                 // At its real start (and, when it ran before, after its earlier service), so
                 // attained service and the `min_run` protection count from the right time.
                 let s = j.start.unwrap_or(now).min(now);
                 let t0 = s - j.executed_ms;
-                let before = sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), t0).is_ok()
+                let before = sched.submit(req(&sched, j.time_limit_ms), t0).is_ok()
                     && (j.executed_ms == 0
                         || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
                 if before {
@@ -626,7 +721,7 @@ impl Core {
                 }
             } else {
                 let left = (j.start.unwrap_or(now) + j.time_limit_ms - now).max(1);
-                match sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, left), now) {
+                match sched.submit(req(&sched, left), now) {
                     Ok(()) => sched.start(jid(j.id), &alloc, now),
                     Err(_) => Err(CommitError::NotWaiting(jid(j.id))),
                 }
@@ -665,9 +760,7 @@ impl Core {
             .into_iter()
             .filter(|j| j.held_by.is_none() && !self.deps.is_waiting(jid(j.id)) && !self.doomed.contains(&j.id))
         {
-            if outgrows(j, max_up)
-                || sched.submit(job_req(&self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms), now).is_err()
-            {
+            if outgrows(j, max_up) || !queue_in(&mut sched, &self.cfg.quotas, j, j.id, j.submit, j.time_limit_ms, now) {
                 self.held.insert(j.id);
             }
         }
@@ -749,7 +842,7 @@ impl Core {
                 let _ = self.sched.finish(jid(id), now);
                 if preempted {
                     // The policy changed to a non-preemptive one meanwhile: resubmit.
-                    let _ = self.sched.submit(job_req(&self.cfg.quotas, &j, id, j.submit, j.time_limit_ms), now);
+                    let _ = queue_in(&mut self.sched, &self.cfg.quotas, &j, id, j.submit, j.time_limit_ms, now);
                 }
             }
             j.state = state;

@@ -41,15 +41,25 @@ impl Core {
                     true => None,
                     false => Some(serde_json::to_string(&j.after).map_err(|e| internal("encode after", e))?),
                 };
-                let detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
+                let mut detail = json!({"gpus": j.gpus, "nodes": j.nodes, "cpus": j.cpus, "mem_mib": j.mem_mib, "time_limit_ms": j.time_limit_ms, "no_preempt": j.no_preempt, "after": j.after});
+                // A constraint on its GPUs, when it has one (audit records of others unchanged).
+                if !j.gpu_models.is_empty() {
+                    detail["gpu_models"] = json!(j.gpu_models);
+                }
+                if let Some(m) = j.gpu_mem_mib {
+                    detail["gpu_mem_mib"] = json!(m);
+                }
+                if !j.features.is_empty() {
+                    detail["features"] = json!(j.features);
+                }
                 if let Some(a) = array {
                     ids.push(insert_array(&tx, who, j, a, &detail, &policy, now)?);
                     continue;
                 }
                 // A plain job: one row, its id the next one.
                 tx.prepare_cached(
-                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, nodes, output)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16)",
+                    "INSERT INTO jobs(user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, state, submit, no_preempt, umask, after, nodes, output, gpu_models, gpu_mem_mib, features)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'pending', ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
                 )
                 .and_then(|mut st| {
                     st.execute(params![
@@ -68,7 +78,10 @@ impl Core {
                         j.umask,
                         after,
                         j.nodes,
-                        j.output
+                        j.output,
+                        db::list_text(&j.gpu_models),
+                        j.gpu_mem_mib.map(|m| m as i64),
+                        db::list_text(&j.features)
                     ])
                 })
                 .ctx("insert job")?;
@@ -114,10 +127,7 @@ impl Core {
                     let waits = matches!(self.add_expanded_deps(eid, &after), Ok(ordo_core::DepState::Waiting { .. }));
                     if !waits
                         && (outgrows(&info, max_up)
-                            || self
-                                .sched
-                                .submit(job_req(&self.cfg.quotas, &info, eid, now, info.time_limit_ms), now)
-                                .is_err())
+                            || !queue_in(&mut self.sched, &self.cfg.quotas, &info, eid, now, info.time_limit_ms, now))
                     {
                         self.held.insert(eid);
                     }
@@ -132,37 +142,74 @@ impl Core {
     /// For a job that gives no node count (nor CPUs or memory) and asks more GPUs than any
     /// node has: `Ok(0)`, its GPUs split over nodes as the core's consolidated placement
     /// chooses (whole idle nodes, largest first, the remainder on one more node: `--gpus 12` on
-    /// 8-GPU nodes is 8 + 4), when the registered nodes could hold it on at most
-    /// [`MAX_GANG_NODES`] nodes; else why it never could. `Ok(1)`: it fits one node.
-    fn split_shape(&self, gpus: u32) -> Result<u32, ApiError> {
-        let mut sizes: Vec<u32> = self.nodes.values().map(|n| n.gpus).collect();
-        sizes.sort_unstable_by(|a, b| b.cmp(a));
-        if sizes.first().is_none_or(|&m| gpus <= m) {
+    /// 8-GPU nodes is 8 + 4), when the registered nodes of one kind it accepts (`fit`) could
+    /// hold it on at most [`MAX_GANG_NODES`] nodes (a job's GPUs are all of one kind); else why
+    /// it never could. `Ok(1)`: it fits one node.
+    fn split_shape(fit: &Fit<'_>, gpus: u32) -> Result<u32, ApiError> {
+        if fit.largest() >= gpus {
             return Ok(1);
         }
-        let total: u64 = sizes.iter().map(|&g| g as u64).sum();
-        // The fewest nodes that hold it: the largest ones.
-        let mut fewest = 0;
-        let mut held = 0u64;
-        for &g in &sizes {
-            if held >= gpus as u64 {
-                break;
-            }
-            held += g as u64;
-            fewest += 1;
-        }
-        if held < gpus as u64 || fewest > MAX_GANG_NODES {
-            return Err(ApiError::Unprocessable(format!(
-                "the job needs {gpus} GPUs but the largest node has {}; split over nodes it {}",
-                sizes[0],
-                if held < gpus as u64 {
-                    format!("needs more than the {} registered nodes have in all ({total})", sizes.len())
-                } else {
-                    format!("needs {fewest} nodes, more than a job may have ({MAX_GANG_NODES})")
+        // Per kind: the fewest nodes that hold it (the largest ones), and how many GPUs those
+        // and all the kind's nodes have.
+        let mut best: Option<(u64, u32, usize, u64)> = None;
+        for group in &fit.groups {
+            let mut sizes: Vec<u32> = group.iter().map(|n| n.gpus).collect();
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            let total: u64 = sizes.iter().map(|&g| g as u64).sum();
+            let (mut fewest, mut held) = (0, 0u64);
+            for &g in &sizes {
+                if held >= gpus as u64 {
+                    break;
                 }
-            )));
+                held += g as u64;
+                fewest += 1;
+            }
+            if held >= gpus as u64 && fewest <= MAX_GANG_NODES {
+                return Ok(0);
+            }
+            if best.is_none_or(|b| (held, std::cmp::Reverse(fewest)) > (b.0, std::cmp::Reverse(b.1))) {
+                best = Some((held, fewest, sizes.len(), total));
+            }
         }
-        Ok(0)
+        let (held, fewest, n, total) = best.unwrap_or_default();
+        Err(ApiError::Unprocessable(format!(
+            "the job needs {gpus} GPUs but the largest node{} has {}; split over nodes it {}",
+            fit.scope(),
+            fit.largest(),
+            if held < gpus as u64 {
+                format!("needs more than the {n} registered nodes{} have in all ({total})", fit.kind_scope())
+            } else {
+                format!("needs {fewest} nodes, more than a job may have ({MAX_GANG_NODES})")
+            }
+        )))
+    }
+
+    /// The registered nodes a job may run on: those with GPUs it accepts (`needs`), grouped by
+    /// kind (GPU model, memory and features: a job's GPUs are all of one kind). An error
+    /// (422) naming the constraint when no registered node satisfies it: the job could never
+    /// run.
+    fn fit(&self, needs: Option<&ordo_core::GpuNeeds>) -> Result<Fit<'_>, ApiError> {
+        let mut list: Vec<(&str, &Node)> = self.nodes.iter().map(|(k, n)| (k.as_str(), n)).collect();
+        list.sort_by_key(|(_, n)| n.seq);
+        let pools = kinds_of(list.iter().copied()).map_err(|e| internal("group the nodes by kind", e))?;
+        let elig = match needs {
+            None => Elig::ANY,
+            Some(n) => pools.eligible(&kinds::widen(n, pools.keys()), 0).map_err(|why| {
+                ApiError::Unprocessable(format!(
+                    "the job can never run: it asks for {} and {why}; `ordo nodes` lists each node's GPU model, memory and features",
+                    n.describe()
+                ))
+            })?,
+        };
+        let mut groups: Vec<Vec<&Node>> = vec![Vec::new(); pools.keys().len()];
+        for (i, (_, n)) in list.iter().enumerate() {
+            let p = pools.pool_of(i as u32) as usize;
+            if elig.pools == 0 || elig.pools & (1u128 << p) != 0 {
+                groups[p].push(n);
+            }
+        }
+        groups.retain(|g| !g.is_empty());
+        Ok(Fit { groups, constrained: needs.is_some() })
     }
 
     pub(super) fn check_submission(
@@ -226,8 +273,25 @@ impl Core {
         if nodes == 0 || nodes > MAX_GANG_NODES {
             return Err(ApiError::BadRequest(format!("field `nodes`: {nodes} is outside 1..={MAX_GANG_NODES}")));
         }
-        if req.nodes.is_none() && req.cpus.is_none() && req.mem_mib.is_none() && !self.nodes.is_empty() {
-            nodes = self.split_shape(req.gpus)?;
+        // What it asks of its GPUs beyond their number (bounded, names as the nodes' are kept).
+        let gpu_models = kinds::model_list(&req.gpu_models).map_err(kinds::bad_field("gpu_models"))?;
+        let features = kinds::feature_list(&req.features).map_err(kinds::bad_field("features"))?;
+        let gpu_mem_mib = req.gpu_mem_mib.map(kinds::gpu_mem).transpose().map_err(kinds::bad_field("gpu_mem_mib"))?;
+        let needs = ordo_core::GpuNeeds {
+            models: gpu_models.clone(),
+            min_mem_mib: gpu_mem_mib.unwrap_or(0),
+            features: features.clone(),
+            ..ordo_core::GpuNeeds::default()
+        };
+        if self.nodes.is_empty() {
+            return Err(ApiError::Unprocessable(
+                "no node has registered yet, so no job can be placed; start `ordo agent` on a GPU machine first".into(),
+            ));
+        }
+        // The registered nodes it may run on, by kind; none: it can never run (422).
+        let fit = self.fit(needs.constrains().then_some(&needs))?;
+        if req.nodes.is_none() && req.cpus.is_none() && req.mem_mib.is_none() {
+            nodes = Self::split_shape(&fit, req.gpus)?;
         }
         if nodes > 1 {
             if !req.gpus.is_multiple_of(nodes) {
@@ -244,33 +308,33 @@ impl Core {
             }
         }
         let per_node = req.gpus / nodes.max(1);
-        let max_node = self.nodes.values().map(|n| n.gpus).max();
-        match max_node {
-            None => {
-                return Err(ApiError::Unprocessable(
-                    "no node has registered yet, so no job can be placed; start `ordo agent` on a GPU machine first"
-                        .into(),
-                ))
-            }
-            Some(m) if per_node > m && nodes == 1 => {
-                return Err(ApiError::Unprocessable(format!(
-                "the job needs {} GPUs but the largest node has {m} ({}, {} in all); a job that asks CPUs or memory runs on one node; without them, more GPUs than a node has are split over nodes by the placement, or give `--nodes`",
-                req.gpus,
-                ordo_core::words::count(self.nodes.len(), "node"),
-                ordo_core::words::count(self.nodes.values().map(|n| n.gpus as usize).sum::<usize>(), "GPU")
-            )))
-            }
-            _ => {}
-        }
-        let fit = self.nodes.values().filter(|n| n.gpus >= per_node).count();
-        if nodes > 1 && fit < nodes as usize {
+        let m = fit.largest();
+        if per_node > m && nodes == 1 {
+            let all: Vec<&Node> = fit.groups.iter().flatten().copied().collect();
             return Err(ApiError::Unprocessable(format!(
-                "the job needs {nodes} nodes with {} each, but {fit} of the {} registered nodes have that many",
-                ordo_core::words::count(per_node as usize, "GPU"),
-                self.nodes.len()
+                "the job needs {} GPUs but the largest node{} has {m} ({}, {} in all); a job that asks CPUs or memory runs on one node; without them, more GPUs than a node has are split over nodes by the placement, or give `--nodes`",
+                req.gpus,
+                fit.scope(),
+                ordo_core::words::count(all.len(), "node"),
+                ordo_core::words::count(all.iter().map(|n| n.gpus as usize).sum::<usize>(), "GPU")
             )));
         }
-        self.check_cpus_mem(req.gpus, req.cpus, req.mem_mib)?;
+        // A multi-node job's nodes are all of one kind.
+        let (holding, of) = fit
+            .groups
+            .iter()
+            .map(|g| (g.iter().filter(|n| n.gpus >= per_node).count(), g.len()))
+            .max()
+            .unwrap_or((0, 0));
+        if nodes > 1 && holding < nodes as usize {
+            let of = if fit.groups.len() > 1 || fit.constrained { of } else { self.nodes.len() };
+            return Err(ApiError::Unprocessable(format!(
+                "the job needs {nodes} nodes with {} each, but {holding} of the {of} registered nodes{} have that many",
+                ordo_core::words::count(per_node as usize, "GPU"),
+                fit.kind_scope()
+            )));
+        }
+        Self::check_cpus_mem(&fit, &self.cfg, req.gpus, req.cpus, req.mem_mib)?;
         let array = match &req.array {
             None => None,
             Some(spec) => {
@@ -335,28 +399,37 @@ impl Core {
             ranks: vec![],
             gang_stop: None,
             output,
+            gpu_models,
+            gpu_mem_mib,
+            features,
         };
         Ok((job, array, expanded))
     }
 
-    /// Refuses CPUs or memory that no registered node offers (or more than the configured
-    /// per-job limits), alone or together with the GPUs asked. Nodes that did not report CPUs
-    /// or memory do not limit them.
-    pub(super) fn check_cpus_mem(&self, gpus: u32, cpus: Option<u32>, mem_mib: Option<u64>) -> Result<(), ApiError> {
+    /// Refuses CPUs or memory that no registered node it may run on (`fit`) offers (or more
+    /// than the configured per-job limits), alone or together with the GPUs asked. Nodes that
+    /// did not report CPUs or memory do not limit them.
+    fn check_cpus_mem(
+        fit: &Fit<'_>,
+        cfg: &ServerConfig,
+        gpus: u32,
+        cpus: Option<u32>,
+        mem_mib: Option<u64>,
+    ) -> Result<(), ApiError> {
         if cpus == Some(0) {
             return Err(ApiError::BadRequest("field `cpus`: at least 1 when given".into()));
         }
         if mem_mib == Some(0) {
             return Err(ApiError::BadRequest("field `mem_mib`: at least 1 when given".into()));
         }
-        if let (Some(c), Some(limit)) = (cpus, self.cfg.max_job_cpus) {
+        if let (Some(c), Some(limit)) = (cpus, cfg.max_job_cpus) {
             if c > limit {
                 return Err(ApiError::Unprocessable(format!(
                     "the job asks for {c} CPU cores but the server's limit (max_job_cpus) is {limit}"
                 )));
             }
         }
-        if let (Some(m), Some(limit)) = (mem_mib, self.cfg.max_job_mem_mib) {
+        if let (Some(m), Some(limit)) = (mem_mib, cfg.max_job_mem_mib) {
             if m > limit {
                 return Err(ApiError::Unprocessable(format!(
                     "the job asks for {} of memory but the server's limit (max_job_mem) is {}",
@@ -365,11 +438,12 @@ impl Core {
                 )));
             }
         }
+        let nodes = || fit.groups.iter().flatten().copied();
         let known = |f: fn(&Node) -> Option<u64>| -> Option<u64> {
-            if self.nodes.values().any(|n| f(n).is_none()) {
+            if nodes().any(|n| f(n).is_none()) {
                 None
             } else {
-                self.nodes.values().filter_map(f).max()
+                nodes().filter_map(f).max()
             }
         };
         if let (Some(c), Some(most)) = (cpus, known(|n| n.cpus.map(u64::from))) {
@@ -388,14 +462,48 @@ impl Core {
                 )));
             }
         }
-        if (cpus.is_some() || mem_mib.is_some()) && !self.nodes.values().any(|n| node_holds_ask(n, gpus, cpus, mem_mib))
-        {
+        if (cpus.is_some() || mem_mib.is_some()) && !nodes().any(|n| node_holds_ask(n, gpus, cpus, mem_mib)) {
             let ask = ask_text(gpus, cpus, mem_mib);
             return Err(ApiError::Unprocessable(format!(
                 "no registered node offers {ask} together; a job runs on one node"
             )));
         }
         Ok(())
+    }
+}
+
+/// The registered nodes a submission may run on, grouped by kind ([`Core::fit`]).
+struct Fit<'a> {
+    /// One group per kind of node it accepts (all kinds for a job without a constraint).
+    groups: Vec<Vec<&'a Node>>,
+    /// Whether the job limits the kinds it accepts.
+    constrained: bool,
+}
+
+impl Fit<'_> {
+    /// GPUs of the largest node it may run on.
+    fn largest(&self) -> u32 {
+        self.groups.iter().flatten().map(|n| n.gpus).max().unwrap_or(0)
+    }
+
+    /// Which nodes a figure is about, for people: ` with GPUs it accepts` for a constrained
+    /// job, nothing otherwise.
+    fn scope(&self) -> &'static str {
+        if self.constrained {
+            " with GPUs it accepts"
+        } else {
+            ""
+        }
+    }
+
+    /// [`Fit::scope`] for the nodes of one kind: ` of one kind it accepts` when there is more
+    /// than one kind or a constraint, nothing otherwise.
+    fn kind_scope(&self) -> &'static str {
+        match (self.constrained, self.groups.len() > 1) {
+            (true, _) => " of one kind it accepts",
+            (false, true) => " of one kind",
+            (false, false) => "",
+        }
     }
 }
 

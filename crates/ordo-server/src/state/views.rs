@@ -4,6 +4,12 @@
 use super::*;
 
 impl Core {
+    /// What placement must find for a pending job on the scheduler's nodes: [`demand`] within
+    /// the pools of the kinds it accepts.
+    pub(super) fn demand_of(&self, j: &JobInfo) -> Demand {
+        demand(j).within(elig_of(&self.sched, j).unwrap_or(Elig::ANY))
+    }
+
     /// A waiting job's reason as the API and the audit log show it. On a detailed capacity
     /// (nodes that report CPUs or memory) the core gives `node_fit` for every job that does not
     /// fit; where no node has the GPUs free at all, whatever the CPUs and memory, that is a
@@ -79,6 +85,14 @@ impl Core {
                 "its dependencies were just met; it joins the queue within a moment".to_string()
             } else if let Some(d) = self.drained_holder(j) {
                 d
+            } else if let Some(n) =
+                j.needs().filter(|_| !self.nodes.values().any(|n| n.takes_work() && node_accepts(n, j)))
+            {
+                let why = elig_of(&self.sched, j).err().map(|w| format!(": {w}")).unwrap_or_default();
+                format!(
+                    "no node that is up and takes work has GPUs it accepts ({}){why}; it waits until one registers",
+                    n.describe()
+                )
             } else if self.held.contains(&id) && self.nodes.values().any(|n| n.takes_work() && node_holds(n, j)) {
                 let np: Vec<String> = self.hidden.iter().map(|h| h.to_string()).collect();
                 format!(
@@ -100,7 +114,7 @@ impl Core {
         let on = gang_where(&self.pending[&id]);
         let (text, expected) = match r {
             Reason::Resources { need, free } => {
-                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                let e = self.earliest_fit(self.demand_of(&self.pending[&id]), now);
                 (
                     format!(
                         "not enough free GPUs: needs {need} {on}, {free} free in the cluster{}",
@@ -110,7 +124,7 @@ impl Core {
                 )
             }
             Reason::NodeFit { why, .. } => {
-                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                let e = self.earliest_fit(self.demand_of(&self.pending[&id]), now);
                 (
                     format!(
                         "no node can hold it now: {why}{}",
@@ -120,7 +134,7 @@ impl Core {
                 )
             }
             Reason::Constraint { why, .. } => {
-                let e = self.earliest_fit(demand(&self.pending[&id]), now);
+                let e = self.earliest_fit(self.demand_of(&self.pending[&id]), now);
                 (
                     format!(
                         "its GPU constraint holds it: {why}{}",
@@ -346,6 +360,8 @@ impl Core {
                     gpus: n.gpus,
                     fake: n.fake,
                     gpu_model: n.gpu_model.clone(),
+                    gpu_mem_mib: n.gpu_mem_mib,
+                    features: n.features.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
                     drain: n.drain.clone(),
                     maint: n.maint.clone(),

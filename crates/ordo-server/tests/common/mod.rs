@@ -46,6 +46,9 @@ pub fn job(gpus: u32) -> SubmitRequest {
         array: None,
         nodes: None,
         output: None,
+        gpu_models: vec![],
+        gpu_mem_mib: None,
+        features: vec![],
     }
 }
 
@@ -55,6 +58,8 @@ pub fn reg(node: &str, gpus: u32) -> RegisterRequest {
         gpus,
         fake: true,
         gpu_model: None,
+        gpu_mem_mib: None,
+        features: vec![],
         cpus: None,
         mem_mib: None,
         mem_limits: false,

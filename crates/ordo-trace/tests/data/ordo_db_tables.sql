@@ -1,4 +1,6 @@
 -- The columns of an `ordo server` database that the `ordo-db` reader reads (the server has more).
+-- Schema version 4 adds nodes.gpu_mem_mib, nodes.features, jobs.gpu_models, jobs.gpu_mem_mib and
+-- jobs.features, which the reader takes where they are (tests/ordodb.rs adds them to these tables).
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE nodes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, gpus INTEGER NOT NULL, fake INTEGER NOT NULL,
   gpu_model TEXT, state TEXT NOT NULL, last_seen INTEGER NOT NULL, cpus INTEGER, mem_mib INTEGER);
