@@ -532,14 +532,14 @@ fn every_page_carries_the_date_and_the_ordo_version() {
 fn typed_cluster_report_shows_models_and_constrained_idle() {
     // One a100 node and one v100 node of 8 GPUs. Four a100-only jobs of 8 GPUs, an hour each,
     // all at 0: they run one after another on the a100 node while the v100 node idles with
-    // jobs waiting (3 hours of 8 GPUs: 24 constrained-idle GPU-hours under any order). Two
-    // flexible jobs run on the v100 node at once.
+    // only them waiting (3 hours of 8 GPUs: 24 constrained-idle GPU-hours under any order).
+    // Two flexible jobs come after the last has started, when nothing waits.
     let trace = tmp("typed.csv");
     let mut csv = String::from("job_id,submit_time,num_gpu,duration,gpu_model\n");
     for i in 0..4 {
         csv.push_str(&format!("a{i},0,8,3600,a100\n"));
     }
-    csv.push_str("f0,0,4,1800,\nf1,0,4,1800,\n");
+    csv.push_str("f0,12000,4,1800,\nf1,12000,4,1800,\n");
     std::fs::write(&trace, csv).unwrap();
     let out = |name: &str, fmt: &str| {
         let o = tmp(name);
