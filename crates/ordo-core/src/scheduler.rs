@@ -1370,11 +1370,7 @@ impl Scheduler {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
         let limit = shadow - now; // a job this short ends before the reservation
-                                  // The index groups jobs by their estimates at speed 1; a job is planned at its slowest
-                                  // accepted model's speed, never shorter than its estimate over the fastest speed of the
-                                  // matrix: skips read that lower bound (1: the estimate itself).
-        let fast = self.cap.max_speed();
-        let lower = |t: Time| if fast == 1.0 { t } else { (t as f64 / fast).floor() as Time };
+                                  // The index groups jobs by their estimates at speed 1 (and by pools and speed row).
         let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
@@ -1383,49 +1379,62 @@ impl Scheduler {
         let fits = |g: u32, nodes: u32, pools: u128, cap: &Pools| {
             cap.fits_for(Demand { pools, ..Demand::gpus(g).on_nodes(nodes) })
         };
-        let may = |g: u32, nodes: u32, c: u32, pools: u128, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || lower(class_min(c)) <= limit)
+        // A group's jobs are planned at one speed, the slowest of the pools they accept for
+        // their speed row (`planned`): `at(t, speed)` is a job's planned run time, exactly.
+        let at = |t: Time, speed: f64| if speed == 1.0 { t } else { scaled(t, speed) };
+        let may = |g: u32, nodes: u32, c: u32, pools: u128, speed: f64, cap: &Pools, sc: &Pools| {
+            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || at(class_min(c), speed) <= limit)
         };
-        // A group whose every job runs past the reservation (`lower(class_min(c)) > limit`) and
+        // A group whose every job runs past the reservation (`at(class_min(c), speed) > limit`) and
         // whose job was just refused is *parked*: its later jobs would be refused alike, since
         // the refusal depends only on what the group's jobs share (GPUs, nodes, pools, speed
-        // row: where the job would go) and on `cap` and `shadow_cap`, until a start changes
-        // those. A start resumes the parked groups after the started job's place in the queue
-        // (their jobs before it were refused at the old state, as the plain scan refuses them).
-        // Heap entries carry their group's epoch; a parked or resumed group's old entry is stale.
+        // row: where the job would go) and on `cap` and `shadow_cap`. Only a start in the pool
+        // the refused job would have gone to (`on`) can change that: a job goes to the first
+        // pool of its order with room, and a start elsewhere takes room from a pool that had
+        // none for the job or comes after its pool, and can only take from the head's share at
+        // the shadow time. Such a start resumes the groups parked on its pool after the started
+        // job's place in the queue (their jobs before it were refused at the old state, as the
+        // plain scan refuses them). Heap entries carry their group's epoch; a parked or resumed
+        // group's old entry is stale.
         struct Group<'s> {
             key: BucketKey,
+            speed: f64,
             it: std::collections::btree_set::Range<'s, (QueueKey, Time)>,
             epoch: u32,
             parked: bool,
+            refused: bool,
+            on: u32,
         }
         let mut groups: Vec<Group<'_>> = Vec::new();
         let mut heap = BinaryHeap::new();
         let free = cap.total_free();
         for (&key, set) in &self.buckets {
-            let (g, nodes, c, pools, _) = key;
+            let (g, nodes, c, pools, row) = key;
             // Groups come in GPU order (a count-only cluster here): none from here on fits.
             if g as u64 > free {
                 break;
             }
-            if !may(g, nodes, c, pools, cap, shadow_cap) {
+            let speed = cap.slowest(Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) });
+            if !may(g, nodes, c, pools, speed, cap, shadow_cap) {
                 continue;
             }
             let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
                 heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
-                groups.push(Group { key, it, epoch: 0, parked: false });
+                groups.push(Group { key, speed, it, epoch: 0, parked: false, refused: false, on: 0 });
             }
         }
         let pooled = cap.placement() == Placement::Pooled;
         let limited = self.limits.active();
-        let mut parked: Vec<usize> = Vec::new();
+        // Groups with a job past the reservation refused at the present state (`refused`; the
+        // parked ones among them): a later job of theirs past it is refused alike, unread.
+        let mut watched: Vec<usize> = Vec::new();
         while let Some(std::cmp::Reverse(((key, est), b, epoch))) = heap.pop() {
             if groups[b].parked || groups[b].epoch != epoch {
                 continue;
             }
-            let (g, nodes, c, pools, _) = groups[b].key;
-            if !may(g, nodes, c, pools, cap, shadow_cap) {
+            let ((g, nodes, c, pools, _), speed) = (groups[b].key, groups[b].speed);
+            if !may(g, nodes, c, pools, speed, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
             if let Some(&k) = groups[b].it.next() {
@@ -1434,9 +1443,10 @@ impl Scheduler {
             if !fits(g, nodes, pools, cap) {
                 continue;
             }
+            let past = now + at(est, speed) > shadow;
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
-            if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
+            if past && ((pooled && (g as u64) > extra(shadow_cap)) || groups[b].refused) {
                 continue;
             }
             let req = &self.queue[&key];
@@ -1445,21 +1455,37 @@ impl Scheduler {
             }
             match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap) {
                 Some(a) => {
+                    let pool = a.parts.first().map_or(0, |part| cap.pool_of(part.0));
                     self.limits.take(req, used);
                     plan.starts.push(Start { job: req.id, alloc: a });
-                    for p in parked.drain(..) {
+                    watched.retain(|&p| {
                         let gr = &mut groups[p];
-                        gr.parked = false;
-                        gr.epoch += 1;
-                        gr.it = self.buckets[&gr.key].range((Excluded((key, Time::MAX)), Unbounded));
-                        if let Some(&k) = gr.it.next() {
-                            heap.push(std::cmp::Reverse((k, p, gr.epoch)));
+                        if gr.on != pool {
+                            return true;
                         }
-                    }
+                        gr.refused = false;
+                        if gr.parked {
+                            gr.parked = false;
+                            gr.epoch += 1;
+                            gr.it = self.buckets[&gr.key].range((Excluded((key, Time::MAX)), Unbounded));
+                            if let Some(&k) = gr.it.next() {
+                                heap.push(std::cmp::Reverse((k, p, gr.epoch)));
+                            }
+                        }
+                        false
+                    });
                 }
-                None if lower(class_min(c)) > limit => {
-                    groups[b].parked = true;
-                    parked.push(b);
+                None if past => {
+                    // Where it would have gone (it fits: `fits` said so); nowhere: it never
+                    // will in this pass.
+                    let gr = &mut groups[b];
+                    gr.on = match cap.place_for(req.demand()) {
+                        Some(a) => a.parts.first().map_or(0, |part| cap.pool_of(part.0)),
+                        None => u32::MAX,
+                    };
+                    gr.refused = true;
+                    gr.parked = at(class_min(c), speed) > limit;
+                    watched.push(b);
                 }
                 None => {}
             }
