@@ -1109,7 +1109,9 @@ impl Scheduler {
                 virt.take_what_if(a)
             }
         };
-        let mut chosen: Vec<(&JobReq, Option<Allocation>)> = Vec::new();
+        // Copies: limits by model may have narrowed a chosen job's pools.
+        let mut chosen: Vec<(JobReq, Option<Allocation>)> = Vec::new();
+        let mut narrowed;
         // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
         // on an empty ranking state could land on GPUs a lower-ranked running job holds and
         // preempt it for nothing. `beside` is the real state (every running job in place) with
@@ -1133,7 +1135,7 @@ impl Scheduler {
         let limited = self.limits.active();
         let mut used = crate::quota::PassUse::empty();
         for r in self.running.values().filter(|r| pinned(r.req.id)) {
-            self.limits.take(&r.req, &mut used);
+            self.limits.take(&r.req, &r.alloc, &mut used);
         }
         let mut running_left = self.running.len();
         let gpu_less_waiting = self.buckets.range((0, 0, 0, 0)..(1, 0, 0, 0)).next().is_some();
@@ -1158,36 +1160,49 @@ impl Scheduler {
                     continue;
                 }
                 let r = &self.running[&id];
-                let within = !limited || self.limits.check(&r.req, &used).is_none();
+                let within = !limited || self.limits.keeps(&r.req, &r.alloc, &used);
                 if within && keep(&mut virt, &r.alloc) {
-                    self.limits.take(&r.req, &mut used);
+                    self.limits.take(&r.req, &r.alloc, &mut used);
                     continue;
                 }
                 plan.preempt.push(id);
             } else {
-                let req = &self.queue[&(self.waiting[&id], id)];
+                let mut req = &self.queue[&(self.waiting[&id], id)];
                 if limited {
-                    if let Some(why) = self.limits.check(req, &used) {
-                        if explain {
-                            plan.waiting.push((id, why));
+                    match self.limits.admit(req, &used, &virt) {
+                        Err(why) => {
+                            if explain {
+                                plan.waiting.push((id, why));
+                            }
+                            continue;
                         }
-                        continue;
+                        Ok(Some(n)) => {
+                            narrowed = n;
+                            req = &narrowed;
+                        }
+                        Ok(None) => {}
                     }
                 }
                 if let Some(b) = beside.as_mut() {
                     if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
                         b.take(&a);
                         virt.take(&a);
-                        self.limits.take(req, &mut used);
-                        chosen.push((req, Some(a)));
+                        self.limits.take(req, &a, &mut used);
+                        chosen.push((*req, Some(a)));
                         continue;
                     }
                 }
                 match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
-                        self.limits.take(req, &mut used);
-                        chosen.push((req, None));
+                        self.limits.take(req, &a, &mut used);
+                        // Limits by model counted it on the pools the ranking gave it: the real
+                        // placement keeps to them.
+                        let mut c = *req;
+                        if self.limits.q.limits_models() {
+                            c.elig.pools = self.cap.pools_in(&a);
+                        }
+                        chosen.push((c, None));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
                     None => {}
@@ -1205,7 +1220,7 @@ impl Scheduler {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
-                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, req))),
+                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, &req))),
                 None => {}
             }
         }

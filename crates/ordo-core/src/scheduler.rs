@@ -199,6 +199,10 @@ pub enum Reason {
         limit: u64,
         /// What this job would add.
         need: u64,
+        /// A limit on the GPUs of one model (`max_running_gpus_by_model`): that model; the job
+        /// accepts no other model whose limit has room. `None`: the limit on all GPUs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
 }
 
@@ -497,10 +501,12 @@ impl Scheduler {
     /// Sets the quotas and shares (replacing any earlier ones); call it before submitting jobs.
     /// Jobs running now count against the new limits at once; none is stopped for it. Under
     /// conservative backfill, standing reservations do not know quotas: with a GPU limit (or
-    /// an array limit) set, every pass plans afresh.
+    /// an array limit) set, every pass plans afresh. Limits by GPU model
+    /// ([`crate::Quotas::user_model_gpus`]) count the GPUs of each pool a running job holds, and
+    /// narrow the pools a waiting job may use in a pass to those whose model has room for it.
     pub fn set_quotas(&mut self, q: crate::Quotas) {
         let gpu_limits = q.limits_gpus();
-        self.limits.q = q;
+        self.limits.set_quotas(q, &self.cap, self.running.values().map(|r| (&r.req, &r.alloc)));
         if gpu_limits {
             self.cons = None;
         }
@@ -518,6 +524,13 @@ impl Scheduler {
             self.cons = None;
         }
         self.limits.set_array(array, max_running);
+    }
+
+    /// When `req` could never start under the limits by GPU model (each pool it accepts is of a
+    /// model whose limit for its user or group is below its GPUs): whose limit, and which.
+    pub fn model_quota_never(&self, req: &JobReq) -> Option<(crate::QuotaScope, &crate::quota::ModelLimit)> {
+        let pools = if req.elig.pools == 0 { self.cap.all_pools() } else { req.elig.pools };
+        self.limits.q.model_never(req.user, req.group, req.gpus as u64, pools)
     }
 
     /// GPUs a user's running jobs hold (counted where quotas or array limits are tracked: always).
@@ -643,7 +656,7 @@ impl Scheduler {
         self.las_commit(job, now, true);
         self.tiresias_start(job, now);
         self.account_start(&req, now);
-        self.limits.on_start(&req);
+        self.limits.on_start(&req, alloc);
         self.unindex_waiting(job, key, &req);
         self.cap.take(alloc);
         self.scratch.apply(|c| c.take(alloc));
@@ -779,7 +792,7 @@ impl Scheduler {
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         self.account_stop(&r.req, now, None);
-        self.limits.on_stop(&r.req);
+        self.limits.on_stop(&r.req, &r.alloc);
         let p = self.progress.entry(job).or_default();
         p.executed += now - r.start;
         p.attained += r.req.gpus as i64 * (now - r.start);
@@ -1008,7 +1021,7 @@ impl Scheduler {
             self.history.record(served, now);
         }
         self.account_stop(&r.req, now, Some(served));
-        self.limits.on_stop(&r.req);
+        self.limits.on_stop(&r.req, &r.alloc);
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         if off_estimate && self.cons.is_some() {
@@ -1129,7 +1142,7 @@ impl Scheduler {
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
-        self.limits.check_counts(self.running.values().map(|r| &r.req))?;
+        self.limits.check_counts(self.running.values().map(|r| (&r.req, &r.alloc)))?;
         // Waiting jobs kept sorted by key (`dyn_wait`, and `promoted` under promotion).
         let sorted = self.dyn_wait.values().map(|s| s.len()).sum::<usize>() + self.promoted.len();
         if self.guard_indexed()
@@ -1217,20 +1230,28 @@ impl Scheduler {
         // Quotas: a job whose owner (or array) is at a limit is skipped and blocks no one.
         let limited = self.limits.active();
         let mut used = PassUse::new();
+        let mut narrowed;
         let head = loop {
-            let Some(req) = order.next() else { return plan };
+            let Some(mut req) = order.next() else { return plan };
             if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
+                match self.limits.admit(req, &used, &cap) {
+                    Err(r) => {
+                        if explain {
+                            plan.waiting.push((req.id, r));
+                        }
+                        continue;
                     }
-                    continue;
+                    Ok(Some(n)) => {
+                        narrowed = n;
+                        req = &narrowed;
+                    }
+                    Ok(None) => {}
                 }
             }
             match cap.place_for(req.demand()) {
                 Some(a) => {
                     cap.take(&a);
-                    self.limits.take(req, &mut used);
+                    self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
                 None => break *req,
@@ -1242,7 +1263,7 @@ impl Scheduler {
         if self.policy.backfill == Backfill::None {
             if explain {
                 for r in order {
-                    let why = if limited { self.limits.check(r, &used) } else { None };
+                    let why = if limited { self.limits.admit(r, &used, &cap).err() } else { None };
                     plan.waiting.push((r.id, why.unwrap_or(Reason::Priority { behind: head.id })));
                 }
             }
@@ -1321,16 +1342,23 @@ impl Scheduler {
         // waits). Counts only: not on a cluster that tracks shares, CPUs or memory.
         let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _, _)| u64::from(g));
         let stop_early = !explain && !cap.is_detailed();
-        for req in order {
+        for mut req in order {
             if stop_early && cap.total_free() < smallest {
                 break;
             }
             if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
+                match self.limits.admit(req, &used, &cap) {
+                    Err(r) => {
+                        if explain {
+                            plan.waiting.push((req.id, r));
+                        }
+                        continue;
                     }
-                    continue;
+                    Ok(Some(n)) => {
+                        narrowed = n;
+                        req = &narrowed;
+                    }
+                    Ok(None) => {}
                 }
             }
             if !cap.fits_for(req.demand()) {
@@ -1342,7 +1370,7 @@ impl Scheduler {
             match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, &mut cap, &mut shadow_cap)
             {
                 Some(a) => {
-                    self.limits.take(req, &mut used);
+                    self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a })
                 }
                 None if explain => plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow })),
@@ -1421,14 +1449,22 @@ impl Scheduler {
             if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
                 continue;
             }
-            let req = &self.queue[&key];
-            if limited && self.limits.check(req, used).is_some() {
-                continue;
+            let mut req = &self.queue[&key];
+            let narrowed;
+            if limited {
+                match self.limits.admit(req, used, cap) {
+                    Err(_) => continue,
+                    Ok(Some(n)) => {
+                        narrowed = n;
+                        req = &narrowed;
+                    }
+                    Ok(None) => {}
+                }
             }
             if let Some(a) =
                 easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
             {
-                self.limits.take(req, used);
+                self.limits.take(req, &a, used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             }
         }
@@ -1489,16 +1525,25 @@ impl Scheduler {
         let mut now_cap = self.what_if();
         let limited = self.limits.active();
         let mut used = PassUse::new();
-        for req in order {
+        let mut narrowed;
+        for mut req in order {
             let key = (self.waiting[&req.id], req.id);
             // A job whose owner is at a limit gets no reservation: it is planned again once
-            // the limit lets it (each pass plans afresh while quotas are in force).
+            // the limit lets it (each pass plans afresh while quotas are in force). Limits by
+            // model narrow its pools: it reserves on the models with room now.
             if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
+                match self.limits.admit(req, &used, &now_cap) {
+                    Err(r) => {
+                        if explain {
+                            plan.waiting.push((req.id, r));
+                        }
+                        continue;
                     }
-                    continue;
+                    Ok(Some(n)) => {
+                        narrowed = n;
+                        req = &narrowed;
+                    }
+                    Ok(None) => {}
                 }
             }
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
@@ -1512,7 +1557,7 @@ impl Scheduler {
             if t == now {
                 let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
-                self.limits.take(req, &mut used);
+                self.limits.take(req, &a, &mut used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
                 plan.waiting.push((req.id, Reason::Reservation { start: t }));
