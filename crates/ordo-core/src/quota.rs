@@ -98,7 +98,7 @@ impl Quotas {
                 first = first.or(Some((scope, l)));
             }
         }
-        if pools & !closed == 0 {
+        if pools != 0 && pools & !closed == 0 {
             first
         } else {
             None
@@ -374,8 +374,9 @@ impl Limits {
     /// [`Limits::check`] and the limits by model: `Err` why `r` may not start now; `Ok(None)`
     /// it may as it is; `Ok(Some(n))` only as `n`, its pools narrowed to those whose models'
     /// limits have room for it (a job that accepts several models still starts on one with
-    /// room). A job that fits in `cap` (what the pass has left) only on pools its limits close
-    /// is at its limit as well: it is skipped and blocks no one, as at any other limit.
+    /// room). A job that fits in `cap` (what the pass has left) only on pools its limits close,
+    /// or that no pool left open could ever hold, is at its limit as well: it is skipped and
+    /// blocks no one, as at any other limit.
     pub(crate) fn admit(&self, r: &JobReq, pass: &PassUse, cap: &Pools) -> Result<Option<JobReq>, Reason> {
         if let Some(why) = self.check(r, pass) {
             return Err(why);
@@ -405,7 +406,7 @@ impl Limits {
             Some(why) if elig & !closed == 0 => Err(why),
             Some(why) => {
                 let n = JobReq { elig: Elig { pools: elig & !closed, ..r.elig }, ..*r };
-                if !cap.fits_for(n.demand()) && cap.fits_for(r.demand()) {
+                if !cap.can_ever_fit_for(n.demand()) || (!cap.fits_for(n.demand()) && cap.fits_for(r.demand())) {
                     return Err(why);
                 }
                 Ok(Some(n))

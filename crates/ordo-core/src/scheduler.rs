@@ -526,10 +526,22 @@ impl Scheduler {
         self.limits.set_array(array, max_running);
     }
 
-    /// When `req` could never start under the limits by GPU model (each pool it accepts is of a
-    /// model whose limit for its user or group is below its GPUs): whose limit, and which.
+    /// When `req` could never start under the limits by GPU model (each pool it accepts that
+    /// could ever hold it is of a model whose limit for its user or group is below its GPUs):
+    /// whose limit, and which.
     pub fn model_quota_never(&self, req: &JobReq) -> Option<(crate::QuotaScope, &crate::quota::ModelLimit)> {
-        let pools = if req.elig.pools == 0 { self.cap.all_pools() } else { req.elig.pools };
+        if !self.limits.q.limits_models() {
+            return None;
+        }
+        let mut m = if req.elig.pools == 0 { self.cap.all_pools() } else { req.elig.pools };
+        let mut pools = 0u128;
+        while m != 0 {
+            let p = 1u128 << m.trailing_zeros();
+            if self.cap.can_ever_fit_for(Demand { pools: p, ..req.demand() }) {
+                pools |= p;
+            }
+            m &= m - 1;
+        }
         self.limits.q.model_never(req.user, req.group, req.gpus as u64, pools)
     }
 
