@@ -54,11 +54,10 @@ impl PoolKey {
         self.model.as_deref().unwrap_or("unknown model")
     }
 
-    /// Whether its GPUs are of `model` (lowercased): the one rule by which a name a job or a
-    /// quota gives matches nodes' models.
+    /// Whether its GPUs are of `model` (lowercased), by [`same_model`].
     #[inline]
     pub fn is_model(&self, model: &str) -> bool {
-        self.model.as_deref() == Some(model)
+        self.model.as_deref().is_some_and(|m| same_model(model, m))
     }
 }
 
@@ -97,6 +96,14 @@ impl PartialEq for Pools {
 }
 
 impl Eq for Pools {}
+
+/// Whether a model name asked for (by a job or a quota, lowercased) names a node's model
+/// (lowercased): ordo-core's rule, the same name. (The server first widens a family name such
+/// as `a100` to the registered `a100-sxm4-80gb`; see ordo-server's `kinds.rs`.)
+#[inline]
+pub fn same_model(asked: &str, node: &str) -> bool {
+    asked == node
+}
 
 /// The pool key of a node.
 fn key_of(n: &crate::model::NodeSpec) -> PoolKey {
@@ -268,11 +275,12 @@ impl Pools {
         self.parts.get(p).map_or(0, Capacity::total)
     }
 
-    /// The pools whose GPUs are of `model` (any case; bit `p` for pool `p`); 0 when no node has
-    /// that model.
-    pub fn pools_of_model(&self, model: &str) -> u128 {
+    /// The pools whose GPUs are of `model` (any case) by the rule `matches` (asked, node's
+    /// model; [`same_model`] in ordo-core), bit `p` for pool `p`; 0 when no node has it.
+    pub fn pools_of_model(&self, model: &str, matches: impl Fn(&str, &str) -> bool) -> u128 {
         let m = model.to_ascii_lowercase();
-        self.map.keys.iter().enumerate().filter(|(_, k)| k.is_model(&m)).fold(0, |acc, (p, _)| acc | 1u128 << p)
+        let hit = |k: &PoolKey| k.model.as_deref().is_some_and(|n| matches(&m, n));
+        self.map.keys.iter().enumerate().filter(|(_, k)| hit(k)).fold(0, |acc, (p, _)| acc | 1u128 << p)
     }
 
     /// Every pool's bit.

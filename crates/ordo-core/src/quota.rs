@@ -47,7 +47,8 @@ pub struct Quotas {
 pub struct ModelLimit {
     /// The GPU model (lowercased), for reasons.
     pub model: String,
-    /// The pools whose GPUs are of that model (bit `p` for pool `p`, see [`Pools::pools_of_model`]).
+    /// The pools whose GPUs are of that model (bit `p` for pool `p`, see
+    /// [`Pools::pools_of_model`]).
     pub pools: u128,
     /// The most GPUs.
     pub limit: u64,
@@ -706,14 +707,45 @@ impl QuotaConfig {
     /// The limits by index for a cluster of `total_gpus` GPUs in the pools `pools` (the
     /// scheduler's [`crate::Scheduler::capacity`]): `user` and `group` give the index of a
     /// name (`None`: no job of that name, its entry is not needed). Limits by model are
-    /// resolved against the pools' models (a share is of that model's GPUs); the error names
-    /// the field of a model no node has (`quotas.users.alice.max_running_gpus_by_model.h100`).
+    /// resolved against the pools' models by `matches` (a name given, a node's model: the rule
+    /// that matches jobs' models to nodes, [`crate::pools::same_model`] in ordo-core), a share
+    /// being of that model's GPUs; the error names the field of a model no node has
+    /// (`quotas.users.alice.max_running_gpus_by_model.h100`).
     pub fn resolve(
         &self,
         total_gpus: u64,
         pools: &Pools,
+        matches: impl Fn(&str, &str) -> bool,
         user: impl Fn(&str) -> Option<u32>,
         group: impl Fn(&str) -> Option<u32>,
+    ) -> Result<Quotas, String> {
+        self.resolve_on(total_gpus, pools, &matches, &user, &group, true)
+    }
+
+    /// [`QuotaConfig::resolve`] for a cluster whose nodes come and go (the server's nodes that
+    /// are up): a limit on a model no node has limits nothing until one has it.
+    pub fn resolve_present(
+        &self,
+        total_gpus: u64,
+        pools: &Pools,
+        matches: impl Fn(&str, &str) -> bool,
+        user: impl Fn(&str) -> Option<u32>,
+        group: impl Fn(&str) -> Option<u32>,
+    ) -> Quotas {
+        match self.resolve_on(total_gpus, pools, &matches, &user, &group, false) {
+            Ok(q) => q,
+            Err(e) => unreachable!("lenient resolution has no error: {e}"),
+        }
+    }
+
+    fn resolve_on(
+        &self,
+        total_gpus: u64,
+        pools: &Pools,
+        matches: &dyn Fn(&str, &str) -> bool,
+        user: &dyn Fn(&str) -> Option<u32>,
+        group: &dyn Fn(&str) -> Option<u32>,
+        strict: bool,
     ) -> Result<Quotas, String> {
         // Every table is resolved (named owners with no job too), so that a wrong model is
         // always an error.
@@ -721,7 +753,10 @@ impl QuotaConfig {
             let mut out = BTreeMap::new();
             for (name, l) in m {
                 let lower = name.to_ascii_lowercase();
-                let mask = pools.pools_of_model(&lower);
+                let mask = pools.pools_of_model(&lower, matches);
+                if mask == 0 && !strict {
+                    continue;
+                }
                 if mask == 0 {
                     let mut have: Vec<&str> = pools.keys().iter().map(|k| k.model_name()).collect();
                     have.sort();
@@ -816,7 +851,7 @@ mod tests {
         assert_eq!(c.check(), Ok(()));
         assert_eq!(c.group_of("alice"), Some("vision"));
         let pools = Pools::from_capacity(crate::Capacity::new(&[8, 8], crate::Placement::Pooled));
-        let q = c.resolve(16, &pools, |n| (n == "alice").then_some(4), |g| (g == "vision").then_some(1)).unwrap();
+        let q = c.resolve(16, &pools, crate::pools::same_model, |n| (n == "alice").then_some(4), |g| (g == "vision").then_some(1)).unwrap();
         assert_eq!(q.default_user_gpus, Some(8));
         assert_eq!(q.user_gpus, [(4, 3)].into());
         assert_eq!(q.group_gpus, [(1, 6)].into());
@@ -861,7 +896,7 @@ mod tests {
         );
         assert_eq!(c.check(), Ok(()));
         assert!(c.has_model_limits());
-        let q = c.resolve(8, s.capacity(), |n| ["alice", "bob"].iter().position(|x| *x == n).map(|i| i as u32), |_| None).unwrap();
+        let q = c.resolve(8, s.capacity(), crate::pools::same_model, |n| ["alice", "bob"].iter().position(|x| *x == n).map(|i| i as u32), |_| None).unwrap();
         let lim = |m: &str, pools: u128, limit: u64| ModelLimit { model: m.into(), pools, limit };
         // Alice's own limits; 50% of the 4 V100s is 2.
         assert_eq!(q.user_model_limits(0), &[lim("a100", 1, 2), lim("v100", 2, 2)]);
@@ -872,7 +907,7 @@ mod tests {
         assert!(q.limits_gpus() && q.limits_models());
         // A model no node has: the error names the field.
         c.users.get_mut("alice").unwrap().max_running_gpus_by_model.insert("h100".into(), GpuLimit::Count(1));
-        let e = c.resolve(8, s.capacity(), |_| Some(0), |_| None).unwrap_err();
+        let e = c.resolve(8, s.capacity(), crate::pools::same_model, |_| Some(0), |_| None).unwrap_err();
         assert!(e.starts_with("quotas.users.alice.max_running_gpus_by_model.h100: no node has GPUs of model"), "{e}");
         assert!(e.contains("a100, v100"), "{e}");
         // The same model twice in different case.
@@ -882,7 +917,7 @@ mod tests {
         let plain = Scheduler::new(&ClusterSpec::uniform(2, 4), crate::Placement::Consolidated, "fifo".parse().unwrap());
         let mut c = QuotaConfig::default();
         c.default_group.max_running_gpus_by_model = by_model(&[("a100", GpuLimit::Count(1))]);
-        let e = c.resolve(8, plain.capacity(), |_| Some(0), |_| Some(0)).unwrap_err();
+        let e = c.resolve(8, plain.capacity(), crate::pools::same_model, |_| Some(0), |_| Some(0)).unwrap_err();
         assert!(e.starts_with("quotas.default_group.max_running_gpus_by_model.a100"), "{e}");
     }
 

@@ -1,6 +1,7 @@
 //! Quotas in the server's state machine: running-GPU limits per user and group skip a job
 //! (`Reason::Quota`, said in `explain` and the audit log) without blocking others, pending-job
-//! limits refuse submissions, and bad `[quotas]` tables are reported with file and field.
+//! limits refuse submissions, limits by GPU model send a flexible job to another model and hold
+//! one that accepts only that model, and bad `[quotas]` tables are reported with file and field.
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
@@ -110,5 +111,67 @@ fn bad_quota_tables_name_the_file_and_field() {
         let e = ServerConfig::from_file(&p).unwrap_err().to_string();
         assert!(e.contains("ordo.toml") && e.contains(want), "{toml}: {e}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_limit_by_gpu_model_sends_a_flexible_job_to_another_model_and_holds_a_pinned_one() {
+    let dir = tempdir("quota-model");
+    let t0 = 1_000_000;
+    // Two nodes of 4 GPUs: A100s registered first (a flexible job's first choice), then V100s.
+    // Alice may hold 2 A100s (matched as jobs' models are: `a100` covers `a100-sxm4-80gb`).
+    let toml = "policy = \"fifo\"\n[quotas.users.alice.max_running_gpus_by_model]\na100 = 2\n";
+    let p = dir.join("ordo.toml");
+    std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
+    let mut c = Core::open(ServerConfig::from_file(&p).unwrap(), t0).unwrap();
+    let node = |name: &str, model: &str| RegisterRequest { gpu_model: Some(model.into()), ..reg(name, 4) };
+    c.register(&agent("na"), &node("na", "a100-sxm4-80gb"), t0).unwrap();
+    c.register(&agent("nv"), &node("nv", "v100"), t0).unwrap();
+    let asks = |gpus: u32, models: &[&str]| SubmitRequest {
+        gpu_models: models.iter().map(|m| m.to_string()).collect(),
+        ..job(gpus)
+    };
+    // Alice's first job (2, any model) takes her 2 A100s; her second (2, any) would pass the
+    // A100 limit: it runs on the V100s instead; her third (1, A100 only) waits at the limit,
+    // and does not block bob's A100 job behind it (strict fifo).
+    let a1 = c.submit(&user("alice"), asks(2, &[]), t0).unwrap();
+    let a2 = c.submit(&user("alice"), asks(2, &[]), t0).unwrap();
+    let a3 = c.submit(&user("alice"), asks(1, &["a100"]), t0).unwrap();
+    let b = c.submit(&user("bob"), asks(2, &["a100"]), t0).unwrap();
+    c.pass(t0).unwrap();
+    let on = |c: &Core, id| state(c, id, t0).node;
+    assert_eq!(on(&c, a1).as_deref(), Some("na"), "{:?}", c.queue(t0));
+    assert_eq!(on(&c, a2).as_deref(), Some("nv"), "{:?}", c.queue(t0));
+    assert_eq!(on(&c, b).as_deref(), Some("na"), "{:?}", c.queue(t0));
+    let third = state(&c, a3, t0);
+    assert_eq!(third.state, JobState::Pending);
+    let w = third.wait.unwrap();
+    assert!(w.text.contains("user alice holds 2 of their 2 a100 GPUs (max_running_gpus_by_model)"), "{}", w.text);
+    assert!(
+        matches!(&w.detail, Some(ordo_core::Reason::Quota { holds: 2, limit: 2, need: 1, model: Some(m), .. }) if m == "a100"),
+        "{w:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_zero_limit_by_model_keeps_a_user_off_that_model() {
+    let dir = tempdir("quota-model-zero");
+    let t0 = 1_000_000;
+    let toml = "policy = \"fifo\"\n[quotas.default_user.max_running_gpus_by_model]\nA100 = 0\n";
+    let p = dir.join("ordo.toml");
+    std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
+    let mut c = Core::open(ServerConfig::from_file(&p).unwrap(), t0).unwrap();
+    let node = |name: &str, model: &str| RegisterRequest { gpu_model: Some(model.into()), ..reg(name, 4) };
+    c.register(&agent("na"), &node("na", "a100"), t0).unwrap();
+    c.register(&agent("nv"), &node("nv", "v100"), t0).unwrap();
+    // Everyone may hold no A100: the first job goes to the V100s, the second (any model) finds
+    // the V100s full and the A100s closed to it: it waits at the limit, not for resources.
+    let j1 = c.submit(&user("carl"), job(4), t0).unwrap();
+    let j2 = c.submit(&user("carl"), job(1), t0).unwrap();
+    c.pass(t0).unwrap();
+    assert_eq!(state(&c, j1, t0).node.as_deref(), Some("nv"));
+    let w = state(&c, j2, t0).wait.unwrap();
+    assert!(w.text.contains("user carl holds 0 of their 0 a100 GPUs"), "{}", w.text);
     let _ = std::fs::remove_dir_all(&dir);
 }

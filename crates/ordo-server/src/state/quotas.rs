@@ -74,20 +74,35 @@ impl Core {
         Ok(())
     }
 
-    /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it.
-    pub(super) fn quota_text(&self, j: &JobInfo, scope: QuotaScope, holds: u64, limit: u64, need: u64) -> String {
+    /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it (of
+    /// one GPU model for `max_running_gpus_by_model`).
+    pub(super) fn quota_text(
+        &self,
+        j: &JobInfo,
+        scope: QuotaScope,
+        holds: u64,
+        limit: u64,
+        need: u64,
+        model: Option<&str>,
+    ) -> String {
         let q = &self.cfg.quotas;
+        let (gpus, field) = match model {
+            Some(m) => (format!("{m} GPUs"), "max_running_gpus_by_model"),
+            None => (ordo_core::words::count(limit as usize, "GPU"), "max_running_gpus"),
+        };
+        let of = |limit: u64| if model.is_some() { format!("{limit} {gpus}") } else { gpus.clone() };
+        let other = if model.is_some() { " and no other model it accepts has room" } else { "" };
         match scope {
             QuotaScope::User => format!(
-                "quota: user {} holds {holds} of their {} (max_running_gpus); this job needs {need} more, it starts when their running jobs free them",
+                "quota: user {} holds {holds} of their {} ({field}); this job needs {need} more{other}, it starts when their running jobs free them",
                 j.user,
-                ordo_core::words::count(limit as usize, "GPU")
+                of(limit)
             ),
             QuotaScope::Group => format!(
-                "quota: group {} (of user {}) holds {holds} of its {} (max_running_gpus); this job needs {need} more, it starts when the group's running jobs free them",
+                "quota: group {} (of user {}) holds {holds} of its {} ({field}); this job needs {need} more{other}, it starts when the group's running jobs free them",
                 q.group_of(&j.user).unwrap_or("?"),
                 j.user,
-                ordo_core::words::count(limit as usize, "GPU")
+                of(limit)
             ),
             QuotaScope::Array => format!(
                 "array limit: {holds} of at most {limit} elements of its array run; it starts when one of them ends"
