@@ -151,6 +151,9 @@ fn a_limit_by_gpu_model_sends_a_flexible_job_to_another_model_and_holds_a_pinned
         matches!(&w.detail, Some(ordo_core::Reason::Quota { holds: 2, limit: 2, need: 1, model: Some(m), .. }) if m == "a100"),
         "{w:?}"
     );
+    let skips: Vec<AuditRecord> =
+        c.audit(Some(a3), None, 100).unwrap().into_iter().filter(|r| r.kind == "skip").collect();
+    assert!(skips.iter().any(|r| r.detail["reason"] == "quota" && r.detail["model"] == "a100"), "{skips:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
