@@ -176,5 +176,13 @@ fn a_zero_limit_by_model_keeps_a_user_off_that_model() {
     assert_eq!(state(&c, j1, t0).node.as_deref(), Some("nv"));
     let w = state(&c, j2, t0).wait.unwrap();
     assert!(w.text.contains("user carl holds 0 of their 0 a100 GPUs"), "{}", w.text);
+    // A job that accepts only A100s could never start: refused at once, naming the limit.
+    let e = c.submit(&user("carl"), SubmitRequest { gpu_models: vec!["a100".into()], ..job(1) }, t0).unwrap_err();
+    assert!(
+        matches!(&e, ApiError::Unprocessable(m) if m.contains("more than user carl's quota of 0 a100 GPUs (max_running_gpus_by_model)")),
+        "{e:?}"
+    );
+    // One that also accepts V100s is not.
+    c.submit(&user("carl"), SubmitRequest { gpu_models: vec!["a100".into(), "v100".into()], ..job(1) }, t0).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -50,9 +50,16 @@ impl Core {
         Ok(())
     }
 
-    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus` (as
-    /// resolved on the nodes that are up): it could never start.
-    pub(super) fn check_gpu_quota(&self, user: &str, gpus: u32) -> Result<(), ApiError> {
+    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus`, or
+    /// than their `max_running_gpus_by_model` on every model it accepts that could hold it (as
+    /// resolved on the nodes that are up): it could never start. `nodes`: its gang shape.
+    pub(super) fn check_gpu_quota(
+        &self,
+        user: &str,
+        gpus: u32,
+        nodes: u32,
+        needs: &ordo_core::GpuNeeds,
+    ) -> Result<(), ApiError> {
         if !self.nodes.values().any(|n| n.up) {
             return Ok(()); // shares of no GPUs say nothing yet
         }
@@ -70,6 +77,29 @@ impl Core {
                 "the job needs {}, more than group {group}'s quota of {l} (max_running_gpus): it could never start",
                 ordo_core::words::count(g as usize, "GPU")
             )));
+        }
+        if q.limits_models() {
+            let mut r = JobReq::new(jid(0), 0, gpus, 0);
+            r.user = user_index(user);
+            r.group = group_index(&self.cfg.quotas, user);
+            r.nodes = if nodes > 1 { nodes } else { 0 };
+            // No node up serves it: nothing to say yet (its kind may be down).
+            let Ok(elig) = self.sched.eligibility(&kinds::widen(needs, self.sched.capacity().keys())) else {
+                return Ok(());
+            };
+            r.elig = elig;
+            if let Some((scope, l)) = self.sched.model_quota_never(&r) {
+                let whose = match scope {
+                    QuotaScope::Group => format!("group {}", self.cfg.quotas.group_of(user).unwrap_or(user)),
+                    _ => format!("user {user}"),
+                };
+                return Err(ApiError::Unprocessable(format!(
+                    "the job needs {}, more than {whose}'s quota of {} {} GPUs (max_running_gpus_by_model), and no other model it accepts could hold it: it could never start",
+                    ordo_core::words::count(g as usize, "GPU"),
+                    l.limit,
+                    l.model
+                )));
+            }
         }
         Ok(())
     }
