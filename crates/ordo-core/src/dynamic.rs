@@ -1111,7 +1111,6 @@ impl Scheduler {
         };
         // Copies: limits by model may have narrowed a chosen job's pools.
         let mut chosen: Vec<(JobReq, Option<Allocation>)> = Vec::new();
-        let mut narrowed;
         // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
         // on an empty ranking state could land on GPUs a lower-ranked running job holds and
         // preempt it for nothing. `beside` is the real state (every running job in place) with
@@ -1167,22 +1166,14 @@ impl Scheduler {
                 }
                 plan.preempt.push(id);
             } else {
-                let mut req = &self.queue[&(self.waiting[&id], id)];
-                if limited {
-                    match self.limits.admit(req, &used, &virt) {
-                        Err(why) => {
-                            if explain {
-                                plan.waiting.push((id, why));
-                            }
-                            continue;
-                        }
-                        Ok(Some(n)) => {
-                            narrowed = n;
-                            req = &narrowed;
-                        }
-                        Ok(None) => {}
-                    }
-                }
+                let req = &self.queue[&(self.waiting[&id], id)];
+                let admitted = if limited {
+                    let Some(r) = self.admitted(req, &used, &virt, explain, &mut plan) else { continue };
+                    r
+                } else {
+                    std::borrow::Cow::Borrowed(req)
+                };
+                let req: &JobReq = &admitted;
                 if let Some(b) = beside.as_mut() {
                     if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
                         b.take(&a);

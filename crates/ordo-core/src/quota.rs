@@ -851,7 +851,15 @@ mod tests {
         assert_eq!(c.check(), Ok(()));
         assert_eq!(c.group_of("alice"), Some("vision"));
         let pools = Pools::from_capacity(crate::Capacity::new(&[8, 8], crate::Placement::Pooled));
-        let q = c.resolve(16, &pools, crate::pools::same_model, |n| (n == "alice").then_some(4), |g| (g == "vision").then_some(1)).unwrap();
+        let q = c
+            .resolve(
+                16,
+                &pools,
+                crate::pools::same_model,
+                |n| (n == "alice").then_some(4),
+                |g| (g == "vision").then_some(1),
+            )
+            .unwrap();
         assert_eq!(q.default_user_gpus, Some(8));
         assert_eq!(q.user_gpus, [(4, 3)].into());
         assert_eq!(q.group_gpus, [(1, 6)].into());
@@ -870,8 +878,14 @@ mod tests {
     /// 1 node of 4 A100 then 1 node of 4 V100, fifo, placement in cluster order.
     fn typed(policy: &str) -> Scheduler {
         let c = ClusterSpec::parse("1x4:a100,1x4:v100").unwrap();
-        Scheduler::typed(&c, crate::Placement::Consolidated, policy.parse().unwrap(), &Speeds::default(), ModelPick::First)
-            .unwrap()
+        Scheduler::typed(
+            &c,
+            crate::Placement::Consolidated,
+            policy.parse().unwrap(),
+            &Speeds::default(),
+            ModelPick::First,
+        )
+        .unwrap()
     }
 
     fn by_model(pairs: &[(&str, GpuLimit)]) -> BTreeMap<String, GpuLimit> {
@@ -896,7 +910,15 @@ mod tests {
         );
         assert_eq!(c.check(), Ok(()));
         assert!(c.has_model_limits());
-        let q = c.resolve(8, s.capacity(), crate::pools::same_model, |n| ["alice", "bob"].iter().position(|x| *x == n).map(|i| i as u32), |_| None).unwrap();
+        let q = c
+            .resolve(
+                8,
+                s.capacity(),
+                crate::pools::same_model,
+                |n| ["alice", "bob"].iter().position(|x| *x == n).map(|i| i as u32),
+                |_| None,
+            )
+            .unwrap();
         let lim = |m: &str, pools: u128, limit: u64| ModelLimit { model: m.into(), pools, limit };
         // Alice's own limits; 50% of the 4 V100s is 2.
         assert_eq!(q.user_model_limits(0), &[lim("a100", 1, 2), lim("v100", 2, 2)]);
@@ -912,9 +934,13 @@ mod tests {
         assert!(e.contains("a100, v100"), "{e}");
         // The same model twice in different case.
         c.users.get_mut("alice").unwrap().max_running_gpus_by_model.insert("a100".into(), GpuLimit::Count(1));
-        assert!(c.check().unwrap_err().contains("quotas.users.alice.max_running_gpus_by_model.a100: the same model as `A100`"));
+        assert!(c
+            .check()
+            .unwrap_err()
+            .contains("quotas.users.alice.max_running_gpus_by_model.a100: the same model as `A100`"));
         // An untyped cluster has no models.
-        let plain = Scheduler::new(&ClusterSpec::uniform(2, 4), crate::Placement::Consolidated, "fifo".parse().unwrap());
+        let plain =
+            Scheduler::new(&ClusterSpec::uniform(2, 4), crate::Placement::Consolidated, "fifo".parse().unwrap());
         let mut c = QuotaConfig::default();
         c.default_group.max_running_gpus_by_model = by_model(&[("a100", GpuLimit::Count(1))]);
         let e = c.resolve(8, plain.capacity(), crate::pools::same_model, |_| Some(0), |_| Some(0)).unwrap_err();
@@ -961,15 +987,29 @@ mod tests {
             assert_eq!(at, vec![(0, vec![(0, 2)]), (1, vec![(1, 2)]), (3, vec![(0, 2)])], "{policy}");
             assert_eq!(
                 reason(&p, 2),
-                Reason::Quota { scope: QuotaScope::User, id: 0, holds: 2, limit: 2, need: 2, model: Some("a100".into()) },
+                Reason::Quota {
+                    scope: QuotaScope::User,
+                    id: 0,
+                    holds: 2,
+                    limit: 2,
+                    need: 2,
+                    model: Some("a100".into())
+                },
                 "{policy}"
             );
-            assert_eq!(s.model_quota_never(&JobReq { elig: a100, ..req(9, 3, 0) }).map(|(sc, l)| (sc, l.limit)), Some((QuotaScope::User, 2)));
+            assert_eq!(
+                s.model_quota_never(&JobReq { elig: a100, ..req(9, 3, 0) }).map(|(sc, l)| (sc, l.limit)),
+                Some((QuotaScope::User, 2))
+            );
             assert_eq!(s.model_quota_never(&req(9, 3, 0)), None, "V100s have no limit");
             // Job 0 ends: she holds no A100, job 2 takes them (job 3's are still held).
             s.finish(JobId(0), 5).unwrap();
             let p = pass(&mut s, 5);
-            assert_eq!(p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(), vec![(2, vec![(0, 2)])], "{policy}");
+            assert_eq!(
+                p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(),
+                vec![(2, vec![(0, 2)])],
+                "{policy}"
+            );
         }
     }
 
@@ -989,7 +1029,10 @@ mod tests {
         s.submit(JobReq { group: 3, ..req(1, 4, 1) }, 1).unwrap();
         s.submit(JobReq { group: 3, ..req(2, 1, 1) }, 1).unwrap();
         let p = pass(&mut s, 1);
-        assert_eq!(p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(), vec![(1, vec![(1, 4)])]);
+        assert_eq!(
+            p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(),
+            vec![(1, vec![(1, 4)])]
+        );
         // Job 2 would fit on the A100s, which its group's limit closes: that is its reason.
         assert_eq!(
             reason(&p, 2),
@@ -998,6 +1041,9 @@ mod tests {
         s.finish(JobId(1), 2).unwrap();
         s.sanity_check().unwrap();
         let p = pass(&mut s, 2);
-        assert_eq!(p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(), vec![(2, vec![(1, 1)])]);
+        assert_eq!(
+            p.starts.iter().map(|s| (s.job.0, s.alloc.parts.clone())).collect::<Vec<_>>(),
+            vec![(2, vec![(1, 1)])]
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::sumset::SumSet;
 use crate::time::Time;
 use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound::{Excluded, Included};
@@ -1242,24 +1243,15 @@ impl Scheduler {
         // Quotas: a job whose owner (or array) is at a limit is skipped and blocks no one.
         let limited = self.limits.active();
         let mut used = PassUse::new();
-        let mut narrowed;
         let head = loop {
-            let Some(mut req) = order.next() else { return plan };
-            if limited {
-                match self.limits.admit(req, &used, &cap) {
-                    Err(r) => {
-                        if explain {
-                            plan.waiting.push((req.id, r));
-                        }
-                        continue;
-                    }
-                    Ok(Some(n)) => {
-                        narrowed = n;
-                        req = &narrowed;
-                    }
-                    Ok(None) => {}
-                }
-            }
+            let Some(req) = order.next() else { return plan };
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             match cap.place_for(req.demand()) {
                 Some(a) => {
                     cap.take(&a);
@@ -1354,25 +1346,17 @@ impl Scheduler {
         // waits). Counts only: not on a cluster that tracks shares, CPUs or memory.
         let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _, _)| u64::from(g));
         let stop_early = !explain && !cap.is_detailed();
-        for mut req in order {
+        for req in order {
             if stop_early && cap.total_free() < smallest {
                 break;
             }
-            if limited {
-                match self.limits.admit(req, &used, &cap) {
-                    Err(r) => {
-                        if explain {
-                            plan.waiting.push((req.id, r));
-                        }
-                        continue;
-                    }
-                    Ok(Some(n)) => {
-                        narrowed = n;
-                        req = &narrowed;
-                    }
-                    Ok(None) => {}
-                }
-            }
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             if !cap.fits_for(req.demand()) {
                 if explain {
                     plan.waiting.push((req.id, blocked(&cap, req)));
@@ -1461,18 +1445,14 @@ impl Scheduler {
             if pooled && now + lower(est) > shadow && (g as u64) > extra(shadow_cap) {
                 continue;
             }
-            let mut req = &self.queue[&key];
-            let narrowed;
-            if limited {
-                match self.limits.admit(req, used, cap) {
-                    Err(_) => continue,
-                    Ok(Some(n)) => {
-                        narrowed = n;
-                        req = &narrowed;
-                    }
-                    Ok(None) => {}
-                }
-            }
+            let req = &self.queue[&key];
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, used, cap, false, plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             if let Some(a) =
                 easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
             {
@@ -1481,6 +1461,29 @@ impl Scheduler {
             }
         }
         // Starts come out in queue order, as from the plain scan.
+    }
+
+    /// A waiting job as the limits let it start in this pass (its pools narrowed by limits by
+    /// GPU model, see `Limits::admit`), or `None` when a limit holds it: then, explaining, why
+    /// goes into `plan`.
+    pub(crate) fn admitted<'r>(
+        &self,
+        req: &'r JobReq,
+        used: &PassUse,
+        cap: &Pools,
+        explain: bool,
+        plan: &mut Plan,
+    ) -> Option<Cow<'r, JobReq>> {
+        match self.limits.admit(req, used, cap) {
+            Ok(None) => Some(Cow::Borrowed(req)),
+            Ok(Some(n)) => Some(Cow::Owned(n)),
+            Err(why) => {
+                if explain {
+                    plan.waiting.push((req.id, why));
+                }
+                None
+            }
+        }
     }
 
     /// A what-if copy of the capacity for a pass (see [`Scratch`]).
@@ -1537,27 +1540,18 @@ impl Scheduler {
         let mut now_cap = self.what_if();
         let limited = self.limits.active();
         let mut used = PassUse::new();
-        let mut narrowed;
-        for mut req in order {
+        for req in order {
             let key = (self.waiting[&req.id], req.id);
             // A job whose owner is at a limit gets no reservation: it is planned again once
             // the limit lets it (each pass plans afresh while quotas are in force). Limits by
             // model narrow its pools: it reserves on the models with room now.
-            if limited {
-                match self.limits.admit(req, &used, &now_cap) {
-                    Err(r) => {
-                        if explain {
-                            plan.waiting.push((req.id, r));
-                        }
-                        continue;
-                    }
-                    Ok(Some(n)) => {
-                        narrowed = n;
-                        req = &narrowed;
-                    }
-                    Ok(None) => {}
-                }
-            }
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &now_cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
             // to `explain`, so skip them when not asked. (Not on a detailed cluster: there a
             // fractional job may still start on a shared GPU, and GPU-less jobs need CPUs, so

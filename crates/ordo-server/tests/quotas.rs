@@ -13,13 +13,21 @@ use std::path::Path;
 mod common;
 use common::*;
 
-/// A server configured by `toml` (its database in `dir`).
+/// A server configured by `toml` (its database in `dir`), with node `n1` of 4 GPUs.
 fn open(dir: &Path, toml: &str, now: i64) -> Core {
+    open_with(dir, toml, now, &[("n1", None)])
+}
+
+/// A server configured by `toml` with `nodes` of 4 GPUs each (name, GPU model), registered in
+/// that order.
+fn open_with(dir: &Path, toml: &str, now: i64, nodes: &[(&str, Option<&str>)]) -> Core {
     let p = dir.join("ordo.toml");
     std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
     let c = ServerConfig::from_file(&p).unwrap();
     let mut core = Core::open(c, now).unwrap();
-    core.register(&agent("n1"), &reg("n1", 4), now).unwrap();
+    for &(n, model) in nodes {
+        core.register(&agent(n), &RegisterRequest { gpu_model: model.map(Into::into), ..reg(n, 4) }, now).unwrap();
+    }
     core
 }
 
@@ -121,12 +129,7 @@ fn a_limit_by_gpu_model_sends_a_flexible_job_to_another_model_and_holds_a_pinned
     // Two nodes of 4 GPUs: A100s registered first (a flexible job's first choice), then V100s.
     // Alice may hold 2 A100s (matched as jobs' models are: `a100` covers `a100-sxm4-80gb`).
     let toml = "policy = \"fifo\"\n[quotas.users.alice.max_running_gpus_by_model]\na100 = 2\n";
-    let p = dir.join("ordo.toml");
-    std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
-    let mut c = Core::open(ServerConfig::from_file(&p).unwrap(), t0).unwrap();
-    let node = |name: &str, model: &str| RegisterRequest { gpu_model: Some(model.into()), ..reg(name, 4) };
-    c.register(&agent("na"), &node("na", "a100-sxm4-80gb"), t0).unwrap();
-    c.register(&agent("nv"), &node("nv", "v100"), t0).unwrap();
+    let mut c = open_with(&dir, toml, t0, &[("na", Some("a100-sxm4-80gb")), ("nv", Some("v100"))]);
     let asks = |gpus: u32, models: &[&str]| SubmitRequest {
         gpu_models: models.iter().map(|m| m.to_string()).collect(),
         ..job(gpus)
@@ -162,12 +165,7 @@ fn a_zero_limit_by_model_keeps_a_user_off_that_model() {
     let dir = tempdir("quota-model-zero");
     let t0 = 1_000_000;
     let toml = "policy = \"fifo\"\n[quotas.default_user.max_running_gpus_by_model]\nA100 = 0\n";
-    let p = dir.join("ordo.toml");
-    std::fs::write(&p, format!("db = {:?}\n{toml}", dir.join("ordo.db"))).unwrap();
-    let mut c = Core::open(ServerConfig::from_file(&p).unwrap(), t0).unwrap();
-    let node = |name: &str, model: &str| RegisterRequest { gpu_model: Some(model.into()), ..reg(name, 4) };
-    c.register(&agent("na"), &node("na", "a100"), t0).unwrap();
-    c.register(&agent("nv"), &node("nv", "v100"), t0).unwrap();
+    let mut c = open_with(&dir, toml, t0, &[("na", Some("a100")), ("nv", Some("v100"))]);
     // Everyone may hold no A100: the first job goes to the V100s, the second (any model) finds
     // the V100s full and the A100s closed to it: it waits at the limit, not for resources.
     let j1 = c.submit(&user("carl"), job(4), t0).unwrap();

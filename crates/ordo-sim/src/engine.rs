@@ -446,7 +446,13 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     if let Some(q) = &cfg.quotas {
         let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
         let q = q
-            .resolve(cfg.cluster.total_gpus(), sched.capacity(), ordo_core::pools::same_model, |u| index(&w.users, u), |g| index(&w.groups, g))
+            .resolve(
+                cfg.cluster.total_gpus(),
+                sched.capacity(),
+                ordo_core::pools::same_model,
+                |u| index(&w.users, u),
+                |g| index(&w.groups, g),
+            )
             .map_err(|e| SimError::Cluster(format!("--quotas: {e}")))?;
         sched.set_quotas(q);
     }

@@ -98,6 +98,17 @@ fn speeds() -> Speeds {
     s
 }
 
+/// The run of policy `pol` on `c` with invariants checked and pick rule `pick` (0 fastest, 1
+/// slowest, 2 first).
+fn checked(c: &ClusterSpec, pol: usize, consolidated: bool, pick: usize) -> SimConfig {
+    let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+    let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+    let mut cfg = SimConfig::new(c.clone(), placement, policy);
+    cfg.check_invariants = true;
+    cfg.model_pick = Some([ModelPick::Fastest, ModelPick::Slowest, ModelPick::First][pick]);
+    cfg
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
 
@@ -111,11 +122,7 @@ proptest! {
         pick in 0usize..3,
     ) {
         let w = workload(&raw, true);
-        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
-        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let mut cfg = SimConfig::new(c.clone(), placement, policy);
-        cfg.check_invariants = true;
-        cfg.model_pick = Some([ModelPick::Fastest, ModelPick::Slowest, ModelPick::First][pick]);
+        let mut cfg = checked(&c, pol, consolidated, pick);
         // Speeds name every model, whichever the cluster has: keep only its models' entries.
         if with_speeds {
             let have = c.gpu_models();
@@ -195,11 +202,7 @@ proptest! {
     ) {
         use ordo_core::{GpuLimit, QuotaConfig};
         let w = workload(&raw, true);
-        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
-        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let mut cfg = SimConfig::new(c.clone(), placement, policy);
-        cfg.check_invariants = true;
-        cfg.model_pick = Some([ModelPick::Fastest, ModelPick::Slowest, ModelPick::First][pick]);
+        let mut cfg = checked(&c, pol, consolidated, pick);
         let have = c.gpu_models();
         let mut q = QuotaConfig::default();
         // (owner, model) -> limit, for the check below: owner 0..3 users, 100 + g groups.
@@ -254,7 +257,7 @@ proptest! {
                 }
             }
         }
-        ev.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        ev.sort_by_key(|e| (e.0, e.1));
         let mut held: std::collections::BTreeMap<(u32, String), i64> = Default::default();
         for (t, d, owner, m) in ev {
             let h = held.entry((owner, m.clone())).or_default();
