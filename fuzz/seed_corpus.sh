@@ -58,7 +58,13 @@ SQL
 if command -v sqlite3 >/dev/null; then
   rm -f corpus/ordo_db/server.db; sqlite3 corpus/ordo_db/server.db < corpus/ordo_db/server.sql
 fi
+# Slurm: typed GRES and constraints as the dev cluster's sacct, squeue and sinfo print them.
+printf 'JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority|Constraints\n3|root|root|gpu|2026-12-04T10:27:17|2026-12-04T10:28:05|2026-12-04T10:29:05|00:01:00|00:05:00|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,node=1|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,mem=4000M,node=1|COMPLETED|4294901757|ib&nvme\n6|root|root|gpu|2026-12-04T10:27:17|2026-12-04T10:27:17|2026-12-04T10:28:17|00:01:00|00:05:00|billing=1,cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1|billing=1,cpu=1,gres/gpu=1,mem=4000M,node=1|COMPLETED|4294901754|[ib|nvme]\n' | seed sacct typed
+for c in 'ib&nvme' '[ib|nvme]' '(ib|nvme)&ib' 'ib*1' '[rack1*2&rack2*2]' 'a|b&c' 'ib,nvme'; do printf '%s' "$c" | seed slurm_constraint "$(printf '%s' "$c" | tr -c 'a-z0-9' _)"; done
+printf '17|17|N/A|PENDING|4294901745|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2||Resources|1|N/A|gres:gpu:a100:2|1|ib&nvme|\n18|18|N/A|PENDING|4294901744|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||Priority|1|N/A|gres:gpu:2|1|[ib|nvme]|\n15|15|N/A|RUNNING|4294901747|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|n1|None|1|N/A|gres:gpu:a100:8|1|(null)|\n' | seed slurm_queue squeue
+printf 'n1|gpu:a100:8|2|4000|mixed|gpu|ib,nvme\nn3|gpu:v100:4|2|4000|mixed|gpu|(null)\nn3|gpu:v100:4|2|4000|mixed|other|(null)\n' | seed slurm_queue sinfo
+printf '{"nodes":[{"name":"n1","gres":"gpu:a100:8","active_features":["ib","nvme"],"partitions":["gpu"],"state":["IDLE"]}],"jobs":[{"job_id":3,"job_state":["PENDING"],"features":"ib&nvme","tres_per_node":"gres/gpu:a100:2","tres_req_str":"cpu=1"}]}' | seed slurm_queue rest
 # Auto-detection sees every sample.
 mkdir -p corpus/trace_reader
-for d in corpus/*/; do [ "$d" = corpus/trace_reader/ ] || [ "$d" = corpus/ordo_db/ ] || [ "$d" = corpus/pai_2020/ ] || cp "$d"* corpus/trace_reader/ 2>/dev/null || true; done
+for d in corpus/*/; do [ "$d" = corpus/trace_reader/ ] || [ "$d" = corpus/ordo_db/ ] || [ "$d" = corpus/pai_2020/ ] || [ "$d" = corpus/slurm_constraint/ ] || [ "$d" = corpus/slurm_queue/ ] || cp "$d"* corpus/trace_reader/ 2>/dev/null || true; done
 for d in corpus/*/; do echo "$d: $(ls "$d" | wc -l) seeds"; done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Slurm cluster on this one machine, for tests: munged, slurmctld, three slurmd
-# (n1: 8 GPUs, n2: 8 GPUs, n3: 4 GPUs) on loopback, fake GPU device files, job
-# completion log, and slurmrestd with JWT auth. Debian's Slurm 22.05. Runs as root.
+# (n1: 8 GPUs of type a100, features ib and nvme; n2: 8 a100, ib; n3: 4 v100) on loopback,
+# fake GPU device files (typed in gres.conf), job completion log, and slurmrestd with JWT
+# auth. Debian's Slurm 22.05. Runs as root.
 #
 #   slurm-dev-cluster.sh start DIR [--acct]   start (prints `export SLURM_CONF=...`)
 #   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file (munged too,
@@ -14,7 +15,8 @@
 # ctld-stop/ctld-start to simulate a controller outage.
 #
 # --acct adds MariaDB + slurmdbd, so `sacct` and the /slurmdb REST endpoints report
-# GPU TRES (about 25 s more to install, 6 s more to start).
+# GPU TRES, typed ones too (gres/gpu:a100, gres/gpu:v100) (about 25 s more to install, 6 s more
+# to start).
 # Notes: wrap every Slurm client call in `timeout` (they hang while no controller
 # runs). Fake GPUs must be device files (mknod c 195 N); `Count=` alone is refused.
 # `sacct -c` reads the job-completion file when accounting storage is off.
@@ -73,7 +75,7 @@ if [ "$ACCT" = --acct ]; then
   ACCT_LINES="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=6819
-AccountingStorageTRES=gres/gpu
+AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100
 JobAcctGatherType=jobacct_gather/linux"
 else
   ACCT_LINES="AccountingStorageType=accounting_storage/none

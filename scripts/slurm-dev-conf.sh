@@ -1,5 +1,7 @@
 # Sourced by slurm-dev-cluster.sh (22.05) and slurm24-dev-cluster.sh (24.11): the dev cluster's
-# slurm.conf and gres.conf, the same for both but for the names and ports.
+# slurm.conf and gres.conf, the same for both but for the names and ports. Typed GPUs (gres.conf
+# `Type=`: a100 on n1 and n2, v100 on n3) and node features (ib on n1 and n2, nvme on n1), so
+# tests can ask for `--gres=gpu:a100:N` and `--constraint`; untyped `--gres=gpu:N` runs on any.
 #
 #   write_dev_conf DIR CLUSTER CTLD_PORT SLURMD_PORT_1 ACCT_LINES
 #
@@ -44,15 +46,15 @@ GresTypes=gpu
 $acct_lines
 JobCompType=jobcomp/filetxt
 JobCompLoc=$D/log/jobcomp.txt
-NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=$p1 CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
-NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 1)) CPUs=2 RealMemory=4000 Gres=gpu:8 State=UNKNOWN
-NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 2)) CPUs=2 RealMemory=4000 Gres=gpu:4 State=UNKNOWN
+NodeName=n1 NodeHostname=$H NodeAddr=127.0.0.1 Port=$p1 CPUs=2 RealMemory=4000 Gres=gpu:a100:8 Features=ib,nvme State=UNKNOWN
+NodeName=n2 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 1)) CPUs=2 RealMemory=4000 Gres=gpu:a100:8 Features=ib State=UNKNOWN
+NodeName=n3 NodeHostname=$H NodeAddr=127.0.0.1 Port=$((p1 + 2)) CPUs=2 RealMemory=4000 Gres=gpu:v100:4 State=UNKNOWN
 PartitionName=gpu Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
 PartitionName=other Nodes=n3 MaxTime=INFINITE State=UP
 CONF
   cat >"$D/gres.conf" <<CONF
 AutoDetect=off
-NodeName=n[1-2] Name=gpu File=$D/fakegpu/nvidia[0-7]
-NodeName=n3 Name=gpu File=$D/fakegpu/nvidia[0-3]
+NodeName=n[1-2] Name=gpu Type=a100 File=$D/fakegpu/nvidia[0-7]
+NodeName=n3 Name=gpu Type=v100 File=$D/fakegpu/nvidia[0-3]
 CONF
 }

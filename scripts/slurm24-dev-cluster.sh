@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Slurm 24.11 dev cluster, beside the 22.05 one of slurm-dev-cluster.sh: the same three nodes
-# (n1: 8 GPUs, n2: 8 GPUs, n3: 4 GPUs; 2 CPUs each; partitions gpu and other) on other ports, so
-# both can run at once. Slurm 24.11 comes from Debian 13 (trixie), installed with debootstrap
+# (n1: 8 GPUs of type a100, features ib and nvme; n2: 8 a100, ib; n3: 4 v100; 2 CPUs each;
+# partitions gpu and other) on other ports, so both can run at once. Slurm 24.11 comes from Debian 13 (trixie), installed with debootstrap
 # into a directory of its own; the daemons and the clients run chrooted into it. Runs as root.
 #
 #   slurm24-dev-cluster.sh install            install the tree only (first time: about 3 minutes)

@@ -177,6 +177,10 @@ pub struct CostRow {
     pub fragmentation_gpu_hours_per_month: f64,
     /// Idle with no job waiting: set by the load; no order can use it.
     pub idle_empty_gpu_hours_per_month: f64,
+    /// Idle while the only waiting jobs that would fit refused those GPUs' model, memory or
+    /// features (constrained-idle): set by the constraints (0 on untyped runs).
+    #[serde(default)]
+    pub constrained_gpu_hours_per_month: f64,
     /// `idle_gpu_hours_per_month` x price.
     pub idle_cost_per_month: Option<f64>,
     /// `idle_wait_gpu_hours_per_month` x price.
@@ -524,6 +528,7 @@ fn cost(results: &[Metrics], base: usize, best: usize, price: Option<&Price>) ->
                 head_of_line_gpu_hours_per_month: hol,
                 fragmentation_gpu_hours_per_month: frag,
                 idle_empty_gpu_hours_per_month: empty,
+                constrained_gpu_hours_per_month: per_month(c.constrained_gpu_hours),
                 idle_cost_per_month: money(idle),
                 idle_wait_cost_per_month: money(hol + frag),
                 idle_empty_cost_per_month: money(empty),

@@ -231,6 +231,9 @@ pub fn sections(r: &Report) -> Result<Vec<Section>, String> {
     });
 
     out.push(idle_section(r)?);
+    if let Some(s) = models_section(r)? {
+        out.push(s);
+    }
 
     // JCT CDF (log x).
     let lines = policy_lines(r, |n| {
@@ -319,40 +322,97 @@ fn idle_section(r: &Report) -> Result<Section, String> {
     let p = &r.policies;
     // The chart shows what the order moves; idle capacity with an empty queue (set by the
     // load) is in the table only, where it would otherwise dwarf the rest.
-    let cats = vec!["head-of-line blocking".to_string(), "fragmentation".to_string()];
+    // Constrained-idle (a fourth cause) only where some run had any: typed clusters with
+    // constrained jobs.
+    let constrained = r.metrics.values().any(|m| m.idle_causes.constrained_gpu_hours > 0.0);
+    let mut cats = vec!["head-of-line blocking".to_string(), "fragmentation".to_string()];
+    if constrained {
+        cats.push("constrained-idle".into());
+    }
     let bars = policy_bars(r, |n| {
         let c = &r.metrics[n].idle_causes;
-        vec![c.head_of_line_gpu_hours, c.fragmentation_gpu_hours]
+        let mut v = vec![c.head_of_line_gpu_hours, c.fragmentation_gpu_hours];
+        if constrained {
+            v.push(c.constrained_gpu_hours);
+        }
+        v
     });
     let axes = Axes { x: "", y: "idle GPU-hours", x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
-    let head = heads(&[
-        "policy",
-        "head-of-line blocking GPU-h",
-        "fragmentation GPU-h",
-        "empty queue GPU-h",
-        "idle GPU-h in all",
-        "a waiting job fit by GPU count GPU-h",
-    ]);
+    let mut head = heads(&["policy", "head-of-line blocking GPU-h", "fragmentation GPU-h"]);
+    if constrained {
+        head.push("constrained-idle GPU-h".into());
+    }
+    head.extend(heads(&["empty queue GPU-h", "idle GPU-h in all", "a waiting job fit by GPU count GPU-h"]));
     let t = per_policy(p, head, |n| {
         let (m, i) = (&r.metrics[n], &r.idle[n]);
         let c = &m.idle_causes;
-        vec![
+        let mut row = vec![
             gh(format!("metrics.{n}.idle_causes.head_of_line_gpu_hours"), c.head_of_line_gpu_hours),
             gh(format!("metrics.{n}.idle_causes.fragmentation_gpu_hours"), c.fragmentation_gpu_hours),
+        ];
+        if constrained {
+            row.push(gh(format!("metrics.{n}.idle_causes.constrained_gpu_hours"), c.constrained_gpu_hours));
+        }
+        row.extend([
             gh(format!("metrics.{n}.idle_causes.empty_queue_gpu_hours"), c.empty_queue_gpu_hours),
             gh(format!("idle.{n}.idle_gpu_hours"), i.idle_gpu_hours),
             gh(format!("metrics.{n}.idle_while_fit_gpu_hours"), m.idle_while_fit_gpu_hours),
-        ]
+        ]);
+        row
     });
+    let mut intro = "Idle GPU-hours from the first submit to the last end, by cause: head-of-line blocking (jobs waited and one of them fit the idle GPUs under the placement: the order, or a reservation, kept it waiting), fragmentation (jobs waited and none fit: too few idle GPUs, or idle GPUs spread over nodes), ".to_string();
+    if constrained {
+        intro.push_str("constrained-idle (jobs waited that would fit the idle GPUs by count, but every one of them refuses those GPUs' model, memory or features: the constraints, not the order, kept the GPUs idle), ");
+    }
+    intro.push_str("and empty queue (no job waited: set mostly by the load, and in a backlog by the tail after the last start; in the table, not the chart).");
     Ok(Section {
         id: "idle",
         title: "Why GPUs sat idle".into(),
-        intro: "Idle GPU-hours from the first submit to the last end, by cause: head-of-line blocking (jobs waited and one of them fit the idle GPUs under the placement: the order, or a reservation, kept it waiting), fragmentation (jobs waited and none fit: too few idle GPUs, or idle GPUs spread over nodes), and empty queue (no job waited: set mostly by the load, and in a backlog by the tail after the last start; in the table, not the chart).".into(),
+        intro,
         svg: chart::bar_chart(&cats, &bars, &axes)?,
         legend: policy_legend(r),
         table: t,
         notes: r.why.lines.iter().map(|l| vec![Cell::text(l.clone())]).collect(),
     })
+}
+
+/// Typed clusters: each GPU model's utilisation per policy (none on untyped runs).
+fn models_section(r: &Report) -> Result<Option<Section>, String> {
+    let p = &r.policies;
+    // Every run of a report is on the same cluster: the models (and their order) are the
+    // first typed run's.
+    let Some(first) = r.metrics.values().find(|m| !m.utilization_by_model.is_empty()) else { return Ok(None) };
+    let models: Vec<(String, u64)> = first.utilization_by_model.iter().map(|u| (u.model.clone(), u.gpus)).collect();
+    let at = |n: &String, i: usize| r.metrics[n].utilization_by_model.get(i).map(|u| u.utilization);
+    let cats: Vec<String> = models.iter().map(|(m, g)| format!("{m} ({})", count(*g as usize, "GPU"))).collect();
+    let bars = policy_bars(r, |n| (0..models.len()).map(|i| 100.0 * at(n, i).unwrap_or(0.0)).collect());
+    let axes = Axes {
+        x: "GPU model",
+        y: "utilisation (%)",
+        x_fmt: &fmt0,
+        y_fmt: &fmt_g,
+        x_ticks: None,
+        y_ticks: Some(vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]),
+    };
+    let mut head = vec!["policy".to_string()];
+    head.extend(models.iter().map(|(m, g)| format!("{m} ({})", count(*g as usize, "GPU"))));
+    let t = per_policy(p, head, |n| {
+        (0..models.len())
+            .map(|i| match at(n, i) {
+                Some(u) => pct(format!("metrics.{n}.utilization_by_model.{i}.utilization"), u),
+                None => Cell::text("-"),
+            })
+            .collect()
+    });
+    Ok(Some(Section {
+        id: "models",
+        title: "Utilisation by GPU model".into(),
+        intro: "The share of each GPU model's GPU-time held by running jobs over the policy's makespan. Jobs that accept only some models, and the rule that picks a model for a job that accepts several, load the models unevenly: a model that sits idle while others are full points at constraints (see constrained-idle above) or at the pick rule (--model-pick).".into(),
+        svg: chart::bar_chart(&cats, &bars, &axes)?,
+        legend: policy_legend(r),
+        table: t,
+        notes: vec![],
+    }))
 }
 
 fn owners_section(r: &Report) -> Result<Section, String> {
@@ -542,6 +602,10 @@ fn cost_section(r: &Report) -> Result<Section, String> {
         "idle, no job waiting GPU-h / month (the load)",
         "idle GPU-h / month in all",
     ]);
+    let constrained = c.per_policy.values().any(|row| row.constrained_gpu_hours_per_month > 0.0);
+    if constrained {
+        head.insert(5, "idle, constraints GPU-h / month (constrained-idle)".into());
+    }
     if let Some(pr) = &c.price {
         head.push(format!("idle while jobs waited {} / month", pr.currency));
         head.push(format!("idle, no job waiting {} / month", pr.currency));
@@ -556,6 +620,9 @@ fn cost_section(r: &Report) -> Result<Section, String> {
             f(key("idle_empty_gpu_hours_per_month"), row.idle_empty_gpu_hours_per_month, 0),
             f(key("idle_gpu_hours_per_month"), row.idle_gpu_hours_per_month, 0),
         ];
+        if constrained {
+            cells.insert(4, f(key("constrained_gpu_hours_per_month"), row.constrained_gpu_hours_per_month, 0));
+        }
         if let (Some(a), Some(b)) = (row.idle_wait_cost_per_month, row.idle_empty_cost_per_month) {
             cells.push(f(key("idle_wait_cost_per_month"), a, 0));
             cells.push(f(key("idle_empty_cost_per_month"), b, 0));
@@ -566,8 +633,13 @@ fn cost_section(r: &Report) -> Result<Section, String> {
         id: "cost",
         title: "What idle capacity costs".into(),
         intro: format!(
-            "Per 30-day month, scaled from {}: GPU-hours idle while jobs waited, by cause (head-of-line blocking, fragmentation), which is what another order can win back, drawn in the chart; and apart from them, GPU-hours idle with no job waiting, which the load sets and no order can use (table only). Together, with restart overhead, they are (1 - utilisation) x GPUs x 720 h, utilisation as in the headline.",
-            c.basis
+            "Per 30-day month, scaled from {}: GPU-hours idle while jobs waited, by cause (head-of-line blocking, fragmentation), which is what another order can win back, drawn in the chart; and apart from them, GPU-hours idle with no job waiting, which the load sets and no order can use (table only){}. Together, with restart overhead, they are (1 - utilisation) x GPUs x 720 h, utilisation as in the headline.",
+            c.basis,
+            if constrained {
+                "; on this typed cluster also GPU-hours idle while the only waiting jobs that would fit refused those GPUs' model, memory or features (constrained-idle: the constraints hold them, table only)"
+            } else {
+                ""
+            }
         ),
         svg: chart::bar_chart(&cats, &bars, &axes)?,
         legend: policy_legend(r),

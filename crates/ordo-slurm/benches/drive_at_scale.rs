@@ -127,7 +127,7 @@ fn main() {
     let nodes = run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%G"], Duration::from_secs(5)).unwrap_or_default();
     let mut nodes: Vec<&str> = nodes.lines().map(str::trim).collect();
     nodes.dedup();
-    if nodes != ["n1|gpu:8", "n2|gpu:8", "n3|gpu:4"] {
+    if nodes != ["n1|gpu:a100:8", "n2|gpu:a100:8", "n3|gpu:v100:4"] {
         println!("skipped: the Slurm that answers is not the dev cluster ({nodes:?})");
         return;
     }

@@ -154,7 +154,7 @@ impl Backend for SlurmCli {
 
 /// The `sacct --format` columns ordo imports.
 pub const SACCT_FORMAT: &str =
-    "JobID,User,Account,Partition,Submit,Start,End,Elapsed,Timelimit,AllocTRES,ReqTRES,State,Priority";
+    "JobID,User,Account,Partition,Submit,Start,End,Elapsed,Timelimit,AllocTRES,ReqTRES,State,Priority,Constraints";
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,11 @@ pub struct SlurmNode {
     pub state: String,
     /// The partitions the node belongs to (a node may be in several).
     pub partitions: Vec<String>,
+    /// The types of its GPUs (`gpu:a100:4` in its gres: `a100`), distinct, in gres order;
+    /// empty where its GPUs are untyped.
+    pub gpu_types: Vec<String>,
+    /// Its active features (`ActiveFeatures`; Slurm matches a job's `--constraint` to them).
+    pub features: Vec<String>,
 }
 
 impl SlurmNode {
@@ -105,6 +110,12 @@ pub struct SlurmJob {
     pub reason: String,
     /// Its place in a job array, if it belongs to one.
     pub array: Option<ArrayPart>,
+    /// The GPU types it asks for (`--gres=gpu:a100:2`, `--gpus=a100:2`): any of them; empty:
+    /// any type.
+    pub gpu_types: Vec<String>,
+    /// Its `--constraint` as Slurm shows it (`Features`), if any: read into an
+    /// `ordo_trace::Constraint` when it is planned.
+    pub constraint: Option<String>,
 }
 
 impl SlurmJob {
@@ -133,4 +144,20 @@ impl SlurmJob {
 /// Splits Slurm's comma-separated partition list.
 pub fn partition_list(text: &str) -> Vec<String> {
     text.split(',').map(str::trim).filter(|p| !p.is_empty()).map(String::from).collect()
+}
+
+/// Splits Slurm's comma-separated feature list (`(null)`: none).
+pub fn feature_list(text: &str) -> Vec<String> {
+    match text.trim() {
+        "(null)" | "N/A" => Vec::new(),
+        t => partition_list(t),
+    }
+}
+
+/// A job's constraint text as Slurm prints it (`(null)`, `N/A` or empty: none).
+pub fn constraint_text(text: &str) -> Option<String> {
+    match text.trim() {
+        "" | "(null)" | "N/A" => None,
+        t => Some(t.to_string()),
+    }
 }

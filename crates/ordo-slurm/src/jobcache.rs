@@ -196,6 +196,8 @@ mod tests {
             alloc: Vec::new(),
             reason: "Priority".into(),
             array: None,
+            gpu_types: Vec::new(),
+            constraint: None,
         }
     }
 

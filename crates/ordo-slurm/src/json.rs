@@ -2,8 +2,8 @@
 //! layout of OpenAPI v0.0.38 (Slurm 22.05) and of the data parsers of 23.02 and later.
 
 use crate::error::SlurmError;
-use crate::job::{partition_list, ArrayPart, JobState, SlurmJob, SlurmNode};
-use crate::values::{array_tasks, gres_gpus, tres};
+use crate::job::{constraint_text, feature_list, partition_list, ArrayPart, JobState, SlurmJob, SlurmNode};
+use crate::values::{array_tasks, asked_types, gres_gpus, gres_types, tres};
 use serde_json::Value;
 
 /// A number as Slurm's JSON writes it: a plain number, or (from 23.02) an object
@@ -125,6 +125,11 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
             alloc = spread(&names, asked.gpus);
         }
     }
+    let gpu_types =
+        asked_types(&text(j.get("tres_per_job")), &text(j.get("tres_per_node")), &text(j.get("tres_req_str")))
+            .ok_or_else(|| {
+                bad(format!("jobs[{i}] (job {id}).tres_per_node"), "unreadable GPU count in its gres request".into())
+            })?;
     let priority = field("priority")?.unwrap_or(0).max(0) as u64;
     let mut nice = field("nice")?.unwrap_or(0);
     if nice >= NICE_OFFSET / 2 {
@@ -163,6 +168,8 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
         alloc,
         reason: text(j.get("state_reason")),
         array,
+        gpu_types,
+        constraint: constraint_text(&text(j.get("features"))),
     })
 }
 
@@ -199,7 +206,7 @@ fn job_tres(j: &Value, node_count: u32, running: bool) -> Option<crate::values::
 }
 
 /// Parses slurmrestd's `GET /nodes` document (`nodes[].name`, `gres`, `state`, `state_flags`,
-/// `cpus`, `real_memory`, `partitions`).
+/// `cpus`, `real_memory`, `partitions`, `active_features`: a string in v0.0.38, a list later).
 pub fn parse_nodes(doc: &Value) -> Result<Vec<SlurmNode>, SlurmError> {
     let bad =
         |location: String, what: String| SlurmError::Parse { source_name: "slurmrestd nodes".into(), location, what };
@@ -214,8 +221,10 @@ pub fn parse_nodes(doc: &Value) -> Result<Vec<SlurmNode>, SlurmError> {
             return Err(bad(format!("nodes[{i}].name"), "expected a node name".into()));
         }
         let gres = text(n.get("gres"));
-        let gpus = gres_gpus(&gres)
-            .ok_or_else(|| bad(format!("nodes[{i}].gres"), format!("unreadable GPU count in `{gres}`")))?;
+        let unreadable = || bad(format!("nodes[{i}].gres"), format!("unreadable GPU count in `{gres}`"));
+        let gpus = gres_gpus(&gres).ok_or_else(unreadable)?;
+        let gpu_types = gres_types(&gres).ok_or_else(unreadable)?;
+        let features = feature_list(&text(n.get("active_features").or_else(|| n.get("features"))));
         let mut state = text(n.get("state")).replace(',', "+");
         let flags = text(n.get("state_flags"));
         if !flags.is_empty() {
@@ -229,6 +238,8 @@ pub fn parse_nodes(doc: &Value) -> Result<Vec<SlurmNode>, SlurmError> {
             mem_mib: num("real_memory").map(|m| m.max(0) as u64),
             state,
             partitions: partition_list(&text(n.get("partitions"))),
+            gpu_types,
+            features,
         });
     }
     Ok(out)
@@ -301,5 +312,57 @@ mod tests {
         assert_eq!(j[0].partitions, ["gpu", "other"]);
         assert_eq!(j[1].array, Some(ArrayPart { array_job_id: 4, task: Some(0), tasks: 1, throttle: None }));
         assert_eq!(j[1].nice, 100, "nice written with Slurm's offset");
+    }
+
+    /// slurmrestd's nodes and jobs on the dev cluster with typed GPUs, as v0.0.38 (Slurm 22.05:
+    /// features as a string, requests as `gres:gpu:TYPE:N`) and v0.0.42 (Slurm 24.11: features
+    /// as a list, `gres/gpu:TYPE:N`) give them (fields ordo reads, values as captured).
+    #[test]
+    fn reads_typed_gres_and_features_of_both_layouts() {
+        let n38 = serde_json::json!({"nodes": [
+            {"name": "n1", "gres": "gpu:a100:8", "features": "ib,nvme", "active_features": "ib,nvme", "partitions": ["gpu"], "state": "idle"},
+            {"name": "n3", "gres": "gpu:v100:4", "features": "", "active_features": "", "partitions": ["gpu", "other"], "state": "idle"}]});
+        let n42 = serde_json::json!({"nodes": [
+            {"name": "n1", "gres": "gpu:a100:8", "features": ["ib", "nvme"], "active_features": ["ib", "nvme"], "partitions": ["gpu"], "state": ["IDLE"]},
+            {"name": "n3", "gres": "gpu:v100:4", "features": [], "active_features": [], "partitions": ["gpu", "other"], "state": ["IDLE"]}]});
+        for doc in [n38, n42] {
+            let n = parse_nodes(&doc).unwrap();
+            assert_eq!(
+                (n[0].gpus, n[0].gpu_types.as_slice(), n[0].features.as_slice()),
+                (8, &["a100".to_string()][..], &["ib".to_string(), "nvme".to_string()][..])
+            );
+            assert_eq!((n[1].gpu_types.as_slice(), n[1].features.len()), (&["v100".to_string()][..], 0));
+        }
+        let j38 = serde_json::json!({"jobs": [
+            {"job_id": 3, "job_state": "PENDING", "features": "ib&nvme", "tres_per_node": "gres:gpu:a100:2", "tres_per_job": "",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2", "tres_alloc_str": ""},
+            {"job_id": 4, "job_state": "PENDING", "features": "[ib|nvme]", "tres_per_node": "gres:gpu:2", "tres_per_job": "",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2", "tres_alloc_str": ""},
+            {"job_id": 5, "job_state": "RUNNING", "features": "", "tres_per_node": "", "tres_per_job": "gres:gpu:v100:2",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2",
+             "tres_alloc_str": "cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2", "gres_detail": ["gpu:v100:2(IDX:0-1)"],
+             "job_resources": {"allocated_nodes": [{"nodename": "n3"}]}}]});
+        let j42 = serde_json::json!({"jobs": [
+            {"job_id": 3, "job_state": ["PENDING"], "features": "ib&nvme", "tres_per_node": "gres/gpu:a100:2", "tres_per_job": "",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1", "tres_alloc_str": ""},
+            {"job_id": 4, "job_state": ["PENDING"], "features": "[ib|nvme]", "tres_per_node": "gres/gpu:2", "tres_per_job": "",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1", "tres_alloc_str": ""},
+            {"job_id": 5, "job_state": ["RUNNING"], "features": "", "tres_per_node": "", "tres_per_job": "gres/gpu:v100:2",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1", "tres_alloc_str": "cpu=1,node=1,billing=1",
+             "gres_detail": ["gpu:v100:2(IDX:0-1)"], "job_resources": {"nodes": {"allocation": [{"name": "n3"}]}}}]});
+        for doc in [j38, j42] {
+            let j = jobs_from_doc(&doc, "t").unwrap();
+            let got: Vec<(u32, Vec<String>, Option<&str>)> =
+                j.iter().map(|j| (j.gpus, j.gpu_types.clone(), j.constraint.as_deref())).collect();
+            assert_eq!(
+                got,
+                vec![
+                    (2, vec!["a100".to_string()], Some("ib&nvme")),
+                    (2, vec![], Some("[ib|nvme]")),
+                    (2, vec!["v100".to_string()], None)
+                ]
+            );
+            assert_eq!(j[2].alloc, vec![("n3".to_string(), 2)]);
+        }
     }
 }

@@ -7,12 +7,23 @@
 //! their nodes. Partitions that share nodes each count every job running there, but not each
 //! other's pending jobs. The ranked lists are merged by position (the first of each partition,
 //! then the second of each, ...), so every partition's own order is kept.
+//!
+//! Typed GPUs and features: a node's GPU type (`gpu:a100:8`) and active features, a job's
+//! typed request (`--gres=gpu:a100:2`) and `--constraint` go into the core's typed scheduler
+//! (`Scheduler::typed`: node pools, `JobReq::elig`), so a job is only planned on nodes Slurm may
+//! give it. Only the kinds some pending job of the partition asks about are told apart (GPU
+//! types when one asks for a type, the features its constraints name): a queue that asks for
+//! none is planned on one pool, as before, and untyped jobs may span nodes of every kind.
 
 use crate::job::{JobState, SlurmJob, SlurmNode};
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::time::Time;
 use ordo_core::words::count;
-use ordo_core::{Allocation, ClusterSpec, JobId, NodeSpec, Placement, PolicySpec, Reason, Scheduler};
+use ordo_core::{
+    Allocation, ClusterSpec, Elig, GpuNeeds, JobId, ModelPick, NodeSpec, Placement, PolicySpec, Reason, Scheduler,
+    Speeds,
+};
+use ordo_trace::Constraint;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -87,7 +98,9 @@ pub struct PlanSpec {
 pub type Skip = HashMap<u64, String>;
 
 /// The cluster ordo plans for: available nodes with their GPUs (and CPUs, and memory when
-/// `memory` is true), in Slurm's order.
+/// `memory` is true), GPU types and active features, in Slurm's order. A node whose GPUs are of
+/// several types has them joined with `+` as its model (`a100+v100`): a job asking for one of
+/// them is not planned there (ordo models one GPU model per node).
 pub fn cluster_from_nodes(nodes: &[&SlurmNode], memory: bool) -> Option<ClusterSpec> {
     let nodes: Vec<NodeSpec> = nodes
         .iter()
@@ -97,12 +110,93 @@ pub fn cluster_from_nodes(nodes: &[&SlurmNode], memory: bool) -> Option<ClusterS
             gpus: n.gpus,
             cpus: n.cpus,
             mem_mib: if memory { n.mem_mib } else { None },
-            gpu_model: None,
+            gpu_model: (!n.gpu_types.is_empty()).then(|| n.gpu_types.join("+")),
             gpu_mem_mib: None,
-            features: Vec::new(),
+            features: n.features.clone(),
         })
         .collect();
     (!nodes.is_empty()).then_some(ClusterSpec { nodes })
+}
+
+/// What a pending job asks of the nodes beyond their GPUs' number: GPU types (any of them) and
+/// a constraint.
+#[derive(Debug, Clone, Default)]
+struct Asks {
+    types: Vec<String>,
+    constraint: Option<Constraint>,
+}
+
+impl Asks {
+    fn any(&self) -> bool {
+        !self.types.is_empty() || self.constraint.is_some()
+    }
+
+    /// In words, for reasons: `asks a100, constraint ib&nvme`.
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.types.is_empty() {
+            parts.push(format!("GPU type {}", self.types.join(" or ")));
+        }
+        if let Some(c) = &self.constraint {
+            parts.push(format!("constraint {c}"));
+        }
+        format!("asks {}", parts.join(", "))
+    }
+}
+
+/// The cluster as the scheduler of one partition sees it: GPU types only where some job asks for
+/// one, and only the features some job's constraint names (fewer kinds of node, fewer pools;
+/// `asks` are the partition's pending jobs').
+fn kinds_asked(cluster: &ClusterSpec, asks: &[&Asks]) -> ClusterSpec {
+    let typed = asks.iter().any(|a| !a.types.is_empty());
+    let named: Vec<String> = asks.iter().filter_map(|a| a.constraint.as_ref()).flat_map(Constraint::names).collect();
+    keep_kinds(cluster, typed, &named)
+}
+
+/// `cluster` with its nodes' GPU models only when `typed`, and only the features `named`
+/// (compared lowercased): the kinds of node that some job tells apart. ordo places a job's GPUs
+/// on nodes of one kind (the core's pools), where Slurm may spread an untyped job over nodes of
+/// several: kinds no job asks about are not told apart.
+pub fn keep_kinds(cluster: &ClusterSpec, typed: bool, named: &[String]) -> ClusterSpec {
+    let nodes = cluster
+        .nodes
+        .iter()
+        .map(|n| NodeSpec {
+            gpu_model: if typed { n.gpu_model.clone() } else { None },
+            features: n.features.iter().filter(|f| named.iter().any(|x| x.eq_ignore_ascii_case(f))).cloned().collect(),
+            ..n.clone()
+        })
+        .collect();
+    ClusterSpec { nodes }
+}
+
+/// Where a job with `asks` may run on `sched`'s pools: the core's eligibility for its types and
+/// the features its constraint requires, narrowed to the pools whose features satisfy the
+/// constraint itself where it has alternatives (`|`). An error in words when no node may.
+fn eligibility(sched: &Scheduler, asks: &Asks) -> Result<Elig, String> {
+    let required = asks.constraint.as_ref().map(Constraint::required).unwrap_or_default();
+    let needs = GpuNeeds { models: asks.types.clone(), features: required, ..GpuNeeds::default() };
+    let mut elig = sched.eligibility(&needs)?;
+    let Some(c) = asks.constraint.as_ref().filter(|c| !c.is_conjunction()) else { return Ok(elig) };
+    let keys = sched.capacity().keys();
+    let all: u128 = if keys.len() >= 128 { u128::MAX } else { (1u128 << keys.len()) - 1 };
+    let base = if elig.pools == 0 { all } else { elig.pools };
+    let mut mask = 0u128;
+    for (p, k) in keys.iter().enumerate() {
+        if base & (1u128 << p) != 0 && c.holds(&|f| k.features.iter().any(|x| x == f)) {
+            mask |= 1u128 << p;
+        }
+    }
+    if mask == 0 {
+        let of = if asks.types.is_empty() {
+            String::new()
+        } else {
+            format!(" with GPUs of type {}", asks.types.join(" or "))
+        };
+        return Err(format!("no node{of} has features that satisfy `{c}`"));
+    }
+    elig.pools = if mask == all { 0 } else { mask };
+    Ok(elig)
 }
 
 fn intern(names: &mut HashMap<String, u32>, name: &str) -> u32 {
@@ -120,6 +214,44 @@ fn with_tasks(text: String, j: &SlurmJob) -> String {
         1 => text,
         n => format!("{text} (array: {n} tasks pending)"),
     }
+}
+
+/// A reason, with what a typed or constrained job asks.
+fn with_asks(text: String, asks: &Asks) -> String {
+    if asks.any() {
+        format!("{text}; {}", asks.describe())
+    } else {
+        text
+    }
+}
+
+/// For a job no node can hold on a cluster of several kinds: that ordo plans a job on nodes of
+/// one kind, and the kinds (`; ordo plans a job on nodes of one kind: 16 GPUs a100 [ib], 4
+/// GPUs v100`). Empty for one kind.
+fn kinds_note(sched: &Scheduler) -> String {
+    let cap = sched.capacity();
+    if cap.is_single() {
+        return String::new();
+    }
+    let kinds: Vec<String> = cap
+        .keys()
+        .iter()
+        .enumerate()
+        .map(|(p, k)| {
+            let feats = if k.features.is_empty() { String::new() } else { format!(" [{}]", k.features.join(",")) };
+            format!("{} {}{feats}", count(cap.pool_total(p) as usize, "GPU"), k.model_name())
+        })
+        .collect();
+    format!("; ordo plans a job on nodes of one kind: {}", kinds.join(", "))
+}
+
+/// The pending jobs one partition plans: record indices into `jobs`, what each asks, running
+/// array tasks (for throttles).
+struct Pending<'a> {
+    jobs: &'a [SlurmJob],
+    members: &'a [usize],
+    asks: &'a HashMap<usize, Asks>,
+    array_running: &'a HashMap<u64, u64>,
 }
 
 /// One partition's plan: `(job record index, starts now, reason)` in its order, one entry per
@@ -153,6 +285,8 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
                 mem_mib: n.mem_mib,
                 state: "idle".into(),
                 partitions: Vec::new(),
+                gpu_types: n.gpu_model.iter().cloned().collect(),
+                features: n.features.clone(),
             })
             .collect();
         parts.insert(String::new(), given.iter().collect());
@@ -196,6 +330,21 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
         }
     }
     mine.sort_by_key(|&i| (jobs[i].submit, jobs[i].id));
+    // What each job asks of the nodes; a constraint ordo cannot read leaves its job alone.
+    let mut asks: HashMap<usize, Asks> = HashMap::new();
+    mine.retain(|&i| {
+        let j = &jobs[i];
+        match j.constraint.as_deref().map(Constraint::parse).transpose() {
+            Ok(c) => {
+                asks.insert(i, Asks { types: j.gpu_types.clone(), constraint: c.flatten() });
+                true
+            }
+            Err(e) => {
+                left_alone.push((j.id, format!("ordo cannot read its {e}")));
+                false
+            }
+        }
+    });
     // Running tasks per array (for throttles).
     let mut array_running: HashMap<u64, u64> = HashMap::new();
     for j in jobs.iter().filter(|j| j.state == JobState::Running) {
@@ -216,7 +365,8 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
             continue;
         };
         descriptions.push(if single { cluster.describe() } else { format!("{name} {}", cluster.describe()) });
-        let plan = plan_partition(jobs, &members, &cluster, spec, now, &array_running, &mut warnings);
+        let queue = Pending { jobs, members: &members, asks: &asks, array_running: &array_running };
+        let plan = plan_partition(&queue, &cluster, spec, now, &mut warnings);
         planned.extend(plan.order.iter().map(|o| o.0));
         plans.push((name.clone(), plan));
     }
@@ -287,16 +437,27 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
 /// Plans one partition: every job running on its nodes committed where Slurm put it, its
 /// pending records submitted (arrays task by task) in submit order, one explained pass.
 fn plan_partition(
-    jobs: &[SlurmJob],
-    members: &[usize],
+    q: &Pending<'_>,
     cluster: &ClusterSpec,
     spec: &PlanSpec,
     now: i64,
-    array_running: &HashMap<u64, u64>,
     warnings: &mut Vec<String>,
 ) -> PartitionPlan {
+    let (jobs, members, array_running) = (q.jobs, q.members, q.array_running);
     let now_ms = now.saturating_mul(1000);
-    let mut sched = Scheduler::new(cluster, spec.placement, spec.policy.clone());
+    let no_asks = Asks::default();
+    let asks_of = |i: usize| q.asks.get(&i).unwrap_or(&no_asks);
+    let asked: Vec<&Asks> = members.iter().map(|&i| asks_of(i)).collect();
+    let kinds = kinds_asked(cluster, &asked);
+    let (mut sched, typed) =
+        match Scheduler::typed(&kinds, spec.placement, spec.policy.clone(), &Speeds::default(), ModelPick::First) {
+            Ok(s) => (s, true),
+            Err(e) => {
+                warnings.push(format!("{e}: jobs that ask for a GPU type or features are left alone"));
+                (Scheduler::new(cluster, spec.placement, spec.policy.clone()), false)
+            }
+        };
+    let kinds_note = kinds_note(&sched);
     let index: HashMap<&str, u32> =
         cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i as u32)).collect();
     let (mut users, mut groups) = (HashMap::new(), HashMap::new());
@@ -332,11 +493,18 @@ fn plan_partition(
                 continue;
             }
             let id = JobId(next);
+            // Counted where Slurm runs it; placed by ordo only when its nodes are not known.
+            let elig = if node == u32::MAX && !j.gpu_types.is_empty() {
+                eligibility(&sched, &Asks { types: j.gpu_types.clone(), constraint: None }).unwrap_or(Elig::ANY)
+            } else {
+                Elig::ANY
+            };
             let req = JobReq {
                 user: intern(&mut users, &j.user),
                 group: intern(&mut groups, &j.account),
                 cpus,
                 mem_mib: mem,
+                elig,
                 ..JobReq::new(id, j.submit.saturating_mul(1000).min(start_ms), *g, estimate(j))
             };
             // Where Slurm put it; else, where Slurm's numbers and ordo's model disagree (CPUs
@@ -398,6 +566,21 @@ fn plan_partition(
     let mut never_fits = Vec::new();
     for &i in members {
         let j = &jobs[i];
+        let asks = asks_of(i);
+        let elig = match (asks.any(), typed) {
+            (false, _) => Elig::ANY,
+            (true, true) => match eligibility(&sched, asks) {
+                Ok(e) => e,
+                Err(why) => {
+                    never_fits.push((i, format!("{}: {why}", asks.describe())));
+                    continue;
+                }
+            },
+            (true, false) => {
+                never_fits.push((i, format!("{}: not modelled in this partition (see the warning)", asks.describe())));
+                continue;
+            }
+        };
         let mut tasks = j.tasks().min(MAX_TASKS_PLANNED);
         if let Some(a) = &j.array {
             if let Some(t) = a.throttle {
@@ -413,6 +596,7 @@ fn plan_partition(
                 group: intern(&mut groups, &j.account),
                 cpus: if detailed { j.cpus } else { 0 },
                 mem_mib: if spec.model_memory { j.mem_mib } else { 0 },
+                elig,
                 ..JobReq::new(id, j.submit.saturating_mul(1000), j.gpus, estimate(j))
             };
             match sched.submit(req, now_ms) {
@@ -424,6 +608,11 @@ fn plan_partition(
                         i,
                         format!("asks for {}; the nodes planned for have {total}", count(gpus as usize, "GPU")),
                     ));
+                    break;
+                }
+                Err(SubmitError::NeverPlaced { why, .. }) => {
+                    let why = if asks.any() { format!("{why}; {}", asks.describe()) } else { why };
+                    never_fits.push((i, format!("can never be placed: {why}{kinds_note}")));
                     break;
                 }
                 Err(e) => {
@@ -446,7 +635,8 @@ fn plan_partition(
                 .iter()
                 .map(|&(n, g)| format!("{}:{g}", cluster.nodes.get(n as usize).map_or("?", |x| x.name.as_str())))
                 .collect();
-            order.push((i, true, with_tasks(format!("starts now (fits: {})", nodes.join(",")), &jobs[i])));
+            let text = with_asks(format!("starts now (fits: {})", nodes.join(",")), asks_of(i));
+            order.push((i, true, with_tasks(text, &jobs[i])));
         }
     }
     let mut waiting: Vec<(usize, String, Time)> = Vec::new();
@@ -472,6 +662,8 @@ fn plan_partition(
             }
             Reason::Quota { holds, limit, .. } => (format!("at a quota ({holds} of {limit} held)"), Time::MIN),
         };
+        // The constraint reason says what the job asks already.
+        let text = if matches!(r, Reason::Constraint { .. }) { text } else { with_asks(text, asks_of(i)) };
         waiting.push((i, text, at));
     }
     if spec.policy.backfill == ordo_core::Backfill::Conservative {

@@ -1,13 +1,16 @@
 //! Reading `squeue`'s and `sinfo`'s text output in the formats ordo asks for: `|`-separated
-//! fields, times in UTC. Text is ten times quicker than `squeue --json` on a long queue.
+//! fields, times in UTC. Text is ten times quicker than `squeue --json` on a long queue. A job's
+//! constraint (`Feature`, last) may itself hold `|` (`[ib|nvme]`): what follows the other
+//! fields is all its own.
 
 use crate::error::SlurmError;
-use crate::job::{partition_list, ArrayPart, JobState, SlurmJob, SlurmNode};
+use crate::job::{constraint_text, feature_list, partition_list, ArrayPart, JobState, SlurmJob, SlurmNode};
 use crate::json::spread;
-use crate::values::{array_tasks, gres_gpus, hostlist, tres};
+use crate::values::{array_tasks, asked_types, gres_gpus, gres_types, hostlist, tres};
 
 /// The `squeue -O` fields ordo reads, in order (each written `NAME:|`, so `|` ends every field).
-pub const SQUEUE_FIELDS: [&str; 20] = [
+/// `Feature` (the job's constraint) is last: it may hold `|` itself.
+pub const SQUEUE_FIELDS: [&str; 21] = [
     "JobID",
     "ArrayJobID",
     "ArrayTaskID",
@@ -28,6 +31,7 @@ pub const SQUEUE_FIELDS: [&str; 20] = [
     "tres-per-job",
     "tres-per-node",
     "NumNodes",
+    "Feature",
 ];
 
 /// The `-O` argument for [`SQUEUE_FIELDS`].
@@ -51,8 +55,20 @@ pub fn parse_squeue(text: &str) -> Result<Vec<SlurmJob>, SlurmError> {
 }
 
 fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
-    let f: Vec<&str> = line.split('|').map(str::trim).collect();
-    // Every field ends with `|`, so the last split part is empty.
+    let mut f: Vec<&str> = line.split('|').map(str::trim).collect();
+    // Every field ends with `|`, so the last split part is empty; a constraint with `|` in it
+    // (the last field) splits into more parts, joined back here.
+    let last = SQUEUE_FIELDS.len() - 1;
+    let joined: String;
+    if f.len() > SQUEUE_FIELDS.len() + 1 && f.last() == Some(&"") {
+        // From after the `|` that ends the field before it to the last `|`.
+        let from = line.match_indices('|').nth(last - 1).map_or(0, |(i, _)| i + 1);
+        let to = line.rfind('|').unwrap_or(line.len());
+        joined = line.get(from..to).unwrap_or("").trim().to_string();
+        f.truncate(last);
+        f.push(&joined);
+        f.push("");
+    }
     if f.len() != SQUEUE_FIELDS.len() + 1 {
         return Err(SlurmError::Parse {
             source_name: "squeue".into(),
@@ -107,6 +123,7 @@ fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
         let nodes: u32 = f[19].split('-').next().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
         asked.gpus = if per_job > 0 { per_job } else { per_node.saturating_mul(nodes) };
     }
+    let types = asked_types(f[17], f[18], f[12]).ok_or_else(|| bad(18, "a gres request such as gres/gpu:a100:4"))?;
     let mut alloc = Vec::new();
     if running {
         let names = hostlist(f[14], MAX_HOSTS).ok_or_else(|| bad(14, "a host list such as n[1-3]"))?;
@@ -147,15 +164,17 @@ fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
         alloc,
         reason: f[15].to_string(),
         array,
+        gpu_types: types,
+        constraint: constraint_text(f[20]),
     })
 }
 
-/// The `sinfo` format ordo reads: node, gres, CPUs, memory, state, partition (one line per
-/// node and partition).
-pub const SINFO_FORMAT: &str = "%N|%G|%c|%m|%T|%R";
+/// The `sinfo` format ordo reads: node, gres, CPUs, memory, state, partition, active features
+/// (one line per node and partition).
+pub const SINFO_FORMAT: &str = "%N|%G|%c|%m|%T|%R|%b";
 
-/// Parses `sinfo -h -N -o '%N|%G|%c|%m|%T|%R'`: a node listed under several partitions becomes
-/// one node with all of them.
+/// Parses `sinfo -h -N -o '%N|%G|%c|%m|%T|%R|%b'`: a node listed under several partitions
+/// becomes one node with all of them.
 pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
     let mut nodes: Vec<SlurmNode> = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -166,12 +185,14 @@ pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
         let bad =
             |what: String| SlurmError::Parse { source_name: "sinfo".into(), location: format!("line {}", i + 1), what };
         let f: Vec<&str> = line.split('|').collect();
-        if f.len() != 6 {
+        if f.len() != 7 {
             return Err(bad(format!(
-                "expected 6 `|`-separated fields (name|gres|cpus|memory|state|partition), found `{line}`"
+                "expected 7 `|`-separated fields (name|gres|cpus|memory|state|partition|features), found `{line}`"
             )));
         }
-        let gpus = gres_gpus(f[1]).ok_or_else(|| bad(format!("gres `{}` has an unreadable GPU count", f[1])))?;
+        let unreadable = || bad(format!("gres `{}` has an unreadable GPU count", f[1]));
+        let gpus = gres_gpus(f[1]).ok_or_else(unreadable)?;
+        let gpu_types = gres_types(f[1]).ok_or_else(unreadable)?;
         let part = f[5].trim();
         if let Some(n) = nodes.iter_mut().find(|n| n.name == f[0]) {
             if !part.is_empty() && !n.partitions.iter().any(|p| p == part) {
@@ -186,6 +207,8 @@ pub fn parse_sinfo(text: &str) -> Result<Vec<SlurmNode>, SlurmError> {
             mem_mib: f[3].trim().trim_end_matches('+').parse().ok(),
             state: f[4].trim().to_string(),
             partitions: partition_list(part),
+            gpu_types,
+            features: feature_list(f[6]),
         });
     }
     Ok(nodes)
@@ -199,7 +222,7 @@ mod tests {
     #[test]
     fn reads_sinfo_with_partitions() {
         let n = parse_sinfo(
-            "n1|gpu:8|2|4000|idle|gpu\nn3|gpu:4(S:0)|2|4000|drained|gpu\nn3|gpu:4(S:0)|2|4000|drained|other\n",
+            "n1|gpu:8|2|4000|idle|gpu|(null)\nn3|gpu:4(S:0)|2|4000|drained|gpu|(null)\nn3|gpu:4(S:0)|2|4000|drained|other|(null)\n",
         )
         .unwrap();
         assert_eq!(n.len(), 2);
@@ -207,8 +230,8 @@ mod tests {
         assert_eq!(n[1].partitions, ["gpu", "other"]);
         assert!(!n[0].unavailable() && n[1].unavailable());
         let e = parse_sinfo("n1|gpu:8|2\n").unwrap_err().to_string();
-        assert!(e.contains("line 1") && e.contains("6 `|`-separated"), "{e}");
-        let e = parse_sinfo("n1|gpu:q|2|1|idle|gpu\n").unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("7 `|`-separated"), "{e}");
+        let e = parse_sinfo("n1|gpu:q|2|1|idle|gpu|(null)\n").unwrap_err().to_string();
         assert!(e.contains("gpu:q"), "{e}");
     }
 
@@ -217,11 +240,11 @@ mod tests {
     #[test]
     fn reads_squeue_text() {
         let text = "\
-1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|N/A|N/A|1|
-5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|N/A|N/A|1|
-4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|N/A|N/A|1|
-5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|N/A|N/A|1|
-7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|N/A|N/A|1|
+1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|N/A|N/A|1|(null)|
+5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|N/A|N/A|1|(null)|
+4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|N/A|N/A|1|(null)|
+5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|N/A|N/A|1|(null)|
+7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|N/A|N/A|1|(null)|
 ";
         let j = parse_squeue(text).unwrap();
         assert_eq!(j.len(), 5);
@@ -241,10 +264,10 @@ mod tests {
     #[test]
     fn reads_gpus_not_tracked_as_tres() {
         let text = "\
-4|4|N/A|PENDING|4294901756|0|5:00|2026-12-01T07:23:13|2026-12-01T07:33:13|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:4|1|
-7|7|0-9%2|PENDING|4294901753|0|4:00|2026-12-01T07:23:13|2026-12-01T07:35:00|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:1|1|
-1|1|N/A|RUNNING|4294901759|0|10:00|2026-12-01T07:23:13|2026-12-01T07:23:13|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:8|1|
-9|9|N/A|PENDING|4294901750|0|5:00|2026-12-01T07:23:13|N/A|root|(null)|gpu|cpu=2,node=2,billing=2|cpu=2,node=2,billing=2||Priority|2|N/A|gres/gpu:3|2|
+4|4|N/A|PENDING|4294901756|0|5:00|2026-12-01T07:23:13|2026-12-01T07:33:13|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:4|1|(null)|
+7|7|0-9%2|PENDING|4294901753|0|4:00|2026-12-01T07:23:13|2026-12-01T07:35:00|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:1|1|(null)|
+1|1|N/A|RUNNING|4294901759|0|10:00|2026-12-01T07:23:13|2026-12-01T07:23:13|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:8|1|(null)|
+9|9|N/A|PENDING|4294901750|0|5:00|2026-12-01T07:23:13|N/A|root|(null)|gpu|cpu=2,node=2,billing=2|cpu=2,node=2,billing=2||Priority|2|N/A|gres/gpu:3|2|(null)|
 ";
         let j = parse_squeue(text).unwrap();
         assert_eq!(j.iter().map(|j| j.gpus).collect::<Vec<_>>(), vec![4, 1, 8, 6]);
@@ -255,17 +278,70 @@ mod tests {
         assert!(e.contains("field tres-per-node"), "{e}");
     }
 
+    /// Lines as `squeue` and `sinfo` print them on the dev cluster with typed GPUs (n1: 8 a100,
+    /// features ib and nvme; n2: 8 a100, ib; n3: 4 v100), Slurm 22.05 then 24.11: two a100
+    /// jobs and a v100 job (`--gpus=v100:2`, per job) running, `--gres=gpu:a100:2
+    /// --constraint=ib&nvme` and `--gres=gpu:2 --constraint=[ib|nvme]` pending.
+    #[test]
+    fn reads_typed_gres_and_constraints() {
+        let v22 = "\
+17|17|N/A|PENDING|4294901745|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2||Resources|1|N/A|gres:gpu:a100:2|1|ib&nvme|
+18|18|N/A|PENDING|4294901744|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||Priority|1|N/A|gres:gpu:2|1|[ib|nvme]|
+15|15|N/A|RUNNING|4294901747|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|n1|None|1|N/A|gres:gpu:a100:8|1|(null)|
+19|19|N/A|RUNNING|4294901743|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|n3|None|1|gres:gpu:v100:2|N/A|1|(null)|
+";
+        let v24 = "\
+10|10|N/A|PENDING|4294901750|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:a100:2|1|ib&nvme|
+11|11|N/A|PENDING|4294901749|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:2|1|[ib|nvme]|
+8|8|N/A|RUNNING|4294901752|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:a100:8|1|(null)|
+12|12|N/A|RUNNING|4294901748|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n3|None|1|gres/gpu:v100:2|N/A|1|(null)|
+";
+        for text in [v22, v24] {
+            let j = parse_squeue(text).unwrap();
+            let got: Vec<(u32, Vec<String>, Option<&str>)> =
+                j.iter().map(|j| (j.gpus, j.gpu_types.clone(), j.constraint.as_deref())).collect();
+            let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+            assert_eq!(
+                got,
+                vec![
+                    (2, s(&["a100"]), Some("ib&nvme")),
+                    (2, s(&[]), Some("[ib|nvme]")),
+                    (8, s(&["a100"]), None),
+                    (2, s(&["v100"]), None)
+                ],
+                "{text}"
+            );
+            assert_eq!((j[1].reason.as_str(), j[1].tasks()), ("Priority", 1));
+            assert_eq!(j[3].alloc, vec![("n3".to_string(), 2)]);
+        }
+        let n = parse_sinfo(
+            "n1|gpu:a100:8|2|4000|mixed-|gpu|ib,nvme\nn2|gpu:a100:8|2|4000|mixed-|gpu|ib\n\
+             n3|gpu:v100:4|2|4000|mixed|gpu|(null)\nn3|gpu:v100:4|2|4000|mixed|other|(null)\n",
+        )
+        .unwrap();
+        let got: Vec<(&str, u32, Vec<String>, Vec<String>)> =
+            n.iter().map(|n| (n.name.as_str(), n.gpus, n.gpu_types.clone(), n.features.clone())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("n1", 8, vec!["a100".to_string()], vec!["ib".to_string(), "nvme".to_string()]),
+                ("n2", 8, vec!["a100".to_string()], vec!["ib".to_string()]),
+                ("n3", 4, vec!["v100".to_string()], vec![])
+            ]
+        );
+    }
+
     #[test]
     fn bad_squeue_lines_name_line_and_field() {
         let line = |prio: &str| {
             format!(
-                "5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|N/A|N/A|1|\n"
+                "5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|N/A|N/A|1|(null)|\n"
             )
         };
         let e = parse_squeue(&line("high")).unwrap_err().to_string();
         assert!(e.contains("line 1, field PriorityLong") && e.contains("`high`"), "{e}");
         let e = parse_squeue("5|5|N/A\n").unwrap_err().to_string();
-        assert!(e.contains("expected 20"), "{e}");
+        assert!(e.contains("expected 21"), "{e}");
         let e = parse_squeue(&line("1").replace("2026-12-01T05:44:02", "yesterday")).unwrap_err().to_string();
         assert!(e.contains("SubmitTime"), "{e}");
     }

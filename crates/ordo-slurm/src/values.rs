@@ -1,21 +1,97 @@
 //! Slurm's small value languages: gres and TRES strings, host lists (`n[1-3,7]`), array task
 //! expressions (`1-9:2,20%4`). Every reader returns `None` on text it cannot read, never panics.
 
-/// GPUs in a gres string such as `gpu:8`, `gpu:a100:4(S:0-1)`, `gpu:2,mps:100`, `gres:gpu:1`,
-/// `gres/gpu:2` or `(null)`. `None` if a `gpu` item has no readable count.
-pub fn gres_gpus(gres: &str) -> Option<u32> {
-    let mut total = 0u32;
+/// One `gpu` item of a gres string: its type (`gpu:a100:4`; `None` for `gpu:4`) and count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GresGpu {
+    /// The GPU type (Slurm's `Type=` in gres.conf), as written.
+    pub kind: Option<String>,
+    /// How many.
+    pub count: u32,
+}
+
+/// The `gpu` items of a gres string such as `gpu:8`, `gpu:a100:4(S:0-1)`, `gpu:2,mps:100`,
+/// `gres:gpu:a100:1`, `gres/gpu:2`, `gpu:a100:4,gpu:v100:2` or `(null)`. `None` if a `gpu`
+/// item has no readable count.
+pub fn gres_gpu_items(gres: &str) -> Option<Vec<GresGpu>> {
+    let mut out = Vec::new();
     for item in split_top(gres.trim()) {
         let item = item.split('(').next().unwrap_or("").trim();
         let item = item.strip_prefix("gres:").or_else(|| item.strip_prefix("gres/")).unwrap_or(item);
         if item != "gpu" && !item.starts_with("gpu:") {
             continue;
         }
-        let count = item.rsplit(':').next()?;
-        let n: u32 = if count == "gpu" { 1 } else { count.parse().ok()? };
-        total = total.checked_add(n)?;
+        let parts: Vec<&str> = item.split(':').collect();
+        let count: u32 = if parts.len() == 1 { 1 } else { parts[parts.len() - 1].parse().ok()? };
+        // `gpu:TYPE:COUNT`, with Slurm's `no_consume` flag possibly before the count.
+        let kind = parts
+            .get(1..parts.len().saturating_sub(1))
+            .unwrap_or(&[])
+            .iter()
+            .find(|p| !p.is_empty() && **p != "no_consume")
+            .map(|p| p.to_string());
+        out.push(GresGpu { kind, count });
     }
-    Some(total)
+    Some(out)
+}
+
+/// GPUs in a gres string (see [`gres_gpu_items`]). `None` if a `gpu` item has no readable count.
+pub fn gres_gpus(gres: &str) -> Option<u32> {
+    gres_gpu_items(gres)?.iter().try_fold(0u32, |t, g| t.checked_add(g.count))
+}
+
+/// The distinct GPU types of a gres string, in order (none for untyped GPUs). `None` if a
+/// `gpu` item has no readable count.
+pub fn gres_types(gres: &str) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for g in gres_gpu_items(gres)? {
+        if let Some(k) = g.kind {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The distinct GPU types of a TRES string's typed entries (`gres/gpu:a100=2`), in order.
+pub fn tres_types(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in text.split(',') {
+        let Some((k, _)) = item.split_once('=') else { continue };
+        if let Some(t) = k.trim().strip_prefix("gres/gpu:").map(str::trim).filter(|t| !t.is_empty()) {
+            if !out.iter().any(|o| o == t) {
+                out.push(t.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The GPU types a job asks for: the typed items of its gres requests per job and per node
+/// (`gres:gpu:a100:2` in 22.05, `gres/gpu:a100:2` in 24.11), else the typed entries of its
+/// requested TRES (`gres/gpu:a100=2`, where typed GPUs are accounted). Empty: any type. `None`
+/// if a request's GPU count is unreadable.
+pub fn asked_types(per_job: &str, per_node: &str, req_tres: &str) -> Option<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    let mut named_gpus = false;
+    for text in [per_job, per_node] {
+        if !text.contains("gpu") {
+            continue;
+        }
+        for g in gres_gpu_items(text)? {
+            named_gpus = true;
+            if let Some(k) = g.kind {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
+            }
+        }
+    }
+    if !named_gpus {
+        out = tres_types(req_tres);
+    }
+    Some(out)
 }
 
 /// Splits on commas outside parentheses and brackets.
@@ -228,6 +304,27 @@ mod tests {
         assert_eq!(mem_mib("100"), Some(100));
         assert_eq!(mem_mib("3Q"), None);
         assert_eq!(mem_mib("-1M"), None);
+    }
+
+    /// Gres and TRES as Slurm 22.05 and 24.11 print them on the dev cluster with typed GPUs.
+    #[test]
+    fn reads_gpu_types() {
+        assert_eq!(gres_types("gpu:a100:8"), Some(vec!["a100".to_string()]));
+        assert_eq!(gres_types("gpu:a100:4(S:0-1),gpu:v100:2(S:1)"), Some(vec!["a100".into(), "v100".into()]));
+        assert_eq!(gres_types("gpu:8"), Some(vec![]));
+        assert_eq!(gres_types("gpu:tesla:no_consume:2"), Some(vec!["tesla".into()]));
+        assert_eq!(gres_gpus("gpu:a100:4(S:0-1),gpu:v100:2(S:1)"), Some(6));
+        assert_eq!(gres_gpus("gpu:no_consume:2"), Some(2));
+        assert_eq!(gres_types("gpu:a100:x"), None);
+        assert_eq!(tres_types("cpu=1,gres/gpu=2,gres/gpu:a100=2"), ["a100"]);
+        assert_eq!(tres_types("billing=1,gres/gpu:a100=1,gres/gpu:v100=1,gres/gpu=2"), ["a100", "v100"]);
+        // 22.05's per-node request, 24.11's per-job one, an untyped request, typed TRES only.
+        assert_eq!(asked_types("", "gres:gpu:a100:2", "gres/gpu=2,gres/gpu:a100=2"), Some(vec!["a100".into()]));
+        assert_eq!(asked_types("gres/gpu:v100:2", "N/A", ""), Some(vec!["v100".into()]));
+        assert_eq!(asked_types("N/A", "gres:gpu:2", "cpu=1,gres/gpu=2"), Some(vec![]));
+        assert_eq!(asked_types("", "", "cpu=1,gres/gpu=2,gres/gpu:a100=2"), Some(vec!["a100".into()]));
+        assert_eq!(asked_types("", "gres:gpu:a100:1,gres:gpu:v100:1", ""), Some(vec!["a100".into(), "v100".into()]));
+        assert_eq!(asked_types("", "gres/gpu:a100:many", ""), None);
     }
 
     #[test]

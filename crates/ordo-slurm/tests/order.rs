@@ -15,7 +15,7 @@ const DOC: &str = include_str!("data/squeue-22.05.json");
 /// The dev cluster: n1, n2 (8 GPUs) in `gpu`; n3 (4 GPUs) in `gpu` and `other`; 2 CPUs each.
 fn nodes() -> Vec<SlurmNode> {
     parse_sinfo(
-        "n1|gpu:8|2|4000|mixed|gpu\nn2|gpu:8|2|4000|mixed|gpu\nn3|gpu:4|2|4000|mixed|gpu\nn3|gpu:4|2|4000|mixed|other\n",
+        "n1|gpu:8|2|4000|mixed|gpu|(null)\nn2|gpu:8|2|4000|mixed|gpu|(null)\nn3|gpu:4|2|4000|mixed|gpu|(null)\nn3|gpu:4|2|4000|mixed|other|(null)\n",
     )
     .unwrap()
 }
@@ -117,6 +117,8 @@ fn job(id: u64, state: JobState, gpus: u32, limit: u64, parts: &[&str]) -> Slurm
         alloc: Vec::new(),
         reason: "Priority".into(),
         array: None,
+        gpu_types: Vec::new(),
+        constraint: None,
     }
 }
 
@@ -218,4 +220,116 @@ fn array_tasks_are_planned_one_by_one() {
     let i = intended_order(&five, &nodes(), &spec("fifo"), 2_000, &Skip::new());
     assert!(i.order.is_empty());
     assert!(i.left_alone[0].1.contains("throttle"), "{:?}", i.left_alone);
+}
+
+/// The dev cluster with typed GPUs, as `sinfo` prints it (n1: 8 a100, features ib and nvme;
+/// n2: 8 a100, ib; n3: 4 v100).
+fn typed_nodes() -> Vec<SlurmNode> {
+    parse_sinfo(
+        "n1|gpu:a100:8|2|4000|mixed|gpu|ib,nvme\nn2|gpu:a100:8|2|4000|mixed|gpu|ib\n\
+         n3|gpu:v100:4|2|4000|mixed|gpu|(null)\nn3|gpu:v100:4|2|4000|mixed|other|(null)\n",
+    )
+    .unwrap()
+}
+
+fn typed(id: u64, gpus: u32, limit: u64, types: &[&str], constraint: Option<&str>) -> SlurmJob {
+    SlurmJob {
+        gpu_types: types.iter().map(|t| t.to_string()).collect(),
+        constraint: constraint.map(String::from),
+        ..job(id, JobState::Pending, gpus, limit, &["gpu"])
+    }
+}
+
+fn ranked(i: &ordo_slurm::Intended, id: u64) -> &ordo_slurm::Ranked {
+    i.order.iter().find(|r| r.job == id).unwrap_or_else(|| panic!("job {id} ranked: {i:?}"))
+}
+
+/// Issue 30: both a100 nodes are full, n3's four v100 are free. The jobs that ask for an a100
+/// (`--gres=gpu:a100:2`) or for a feature only a100 nodes have (`--constraint=ib`,
+/// `[ib|nvme]`) wait, with the constraint named, even though sjf ranks them first; the v100
+/// job and an untyped one take n3 (EASY backfill: they delay no one). Planned without types (as
+/// before), the a100 job "started now" on n3's v100s.
+#[test]
+fn typed_jobs_are_planned_only_on_nodes_that_serve_them() {
+    let jobs = vec![
+        SlurmJob { gpu_types: vec!["a100".into()], ..running(1, 8, "n1", "gpu") },
+        SlurmJob { gpu_types: vec!["a100".into()], ..running(2, 8, "n2", "gpu") },
+        typed(3, 2, 1, &["a100"], None),
+        typed(4, 2, 2, &[], Some("ib")),
+        typed(5, 2, 3, &[], Some("[ib|nvme]")),
+        typed(6, 2, 10, &["v100"], None),
+        typed(7, 2, 20, &[], None),
+    ];
+    let i = intended_order(&jobs, &typed_nodes(), &spec("sjf+easy"), 2_000, &Skip::new());
+    assert!(i.warnings.is_empty() && i.left_alone.is_empty(), "{i:?}");
+    assert_eq!(ids(&i), vec![6, 7, 3, 4, 5], "what starts now first, then sjf order (by time limit)");
+    assert_eq!(i.cluster, "gpu 2x8:a100,1x4:v100; other 1x4:v100");
+    let r3 = ranked(&i, 3);
+    assert!(!r3.starts_now, "{r3:?}");
+    assert!(
+        r3.reason.contains("needs 2 GPUs of a100") && r3.reason.contains("4 free GPUs of v100 do not qualify"),
+        "{r3:?}"
+    );
+    for id in [4, 5] {
+        let r = ranked(&i, id);
+        assert!(!r.starts_now && r.reason.contains("[ib") && r.reason.contains("v100 do not qualify"), "{r:?}");
+    }
+    let (r6, r7) = (ranked(&i, 6), ranked(&i, 7));
+    assert!(r6.starts_now && r6.reason.contains("fits: n3:2") && r6.reason.contains("asks GPU type v100"), "{r6:?}");
+    assert!(r7.starts_now && r7.reason == "starts now (fits: n3:2)", "{r7:?}");
+    for r in &i.order {
+        if [3, 4, 5].contains(&r.job) {
+            assert!(!r.reason.contains("fits: n"), "job {} planned on a node that cannot serve it: {r:?}", r.job);
+        }
+    }
+
+    // With n2 free: the a100 job and the ib job start there; `ib&nvme` needs n1 (full) and waits.
+    let jobs = vec![
+        running(1, 8, "n1", "gpu"),
+        typed(3, 2, 1, &["a100"], None),
+        typed(4, 2, 2, &[], Some("ib")),
+        typed(8, 2, 3, &["a100"], Some("ib&nvme")),
+    ];
+    let i = intended_order(&jobs, &typed_nodes(), &spec("sjf"), 2_000, &Skip::new());
+    assert!(ranked(&i, 3).starts_now && ranked(&i, 3).reason.contains("fits: n2:2"), "{i:?}");
+    assert!(ranked(&i, 4).starts_now && ranked(&i, 4).reason.contains("fits: n2:2"), "{i:?}");
+    let r8 = ranked(&i, 8);
+    assert!(!r8.starts_now && r8.reason.contains("a100 [ib,nvme]"), "{r8:?}");
+}
+
+/// A request no node can serve is left alone with what is missing; so is a constraint ordo
+/// cannot read. Untyped jobs may span nodes of every kind while no job asks for a type, but
+/// once one does, a job's GPUs come from nodes of one kind (the core's pools), which it says.
+#[test]
+fn requests_no_node_serves_are_left_alone_with_why() {
+    let jobs = vec![
+        typed(3, 2, 1, &["h100"], None),
+        typed(4, 2, 1, &[], Some("gpu99")),
+        typed(5, 2, 1, &["v100"], Some("ib")),
+        typed(6, 2, 1, &[], Some("ib&&nvme")),
+        typed(7, 2, 1, &["v100"], Some("ib|nvme")),
+    ];
+    let i = intended_order(&jobs, &typed_nodes(), &spec("sjf"), 2_000, &Skip::new());
+    assert!(i.order.is_empty(), "{i:?}");
+    let why = |id: u64| i.left_alone.iter().find(|l| l.0 == id).map(|l| l.1.clone()).unwrap_or_default();
+    assert!(why(3).contains("no node has a GPU of model h100 (the cluster has a100, v100)"), "{}", why(3));
+    assert!(why(4).contains("no node has feature `gpu99`"), "{}", why(4));
+    assert!(
+        why(5).contains("asks GPU type v100, constraint ib") && why(5).contains("no node has all of it"),
+        "{}",
+        why(5)
+    );
+    assert!(why(6).contains("cannot read its constraint `ib&&nvme`"), "{}", why(6));
+    assert!(why(7).contains("no node with GPUs of type v100 has features that satisfy `ib|nvme`"), "{}", why(7));
+
+    // 20 GPUs untyped, every node idle: Slurm may run it on all three nodes, and so plans ordo
+    // while no job asks for a type ...
+    let big = typed(9, 20, 5, &[], None);
+    let i = intended_order(std::slice::from_ref(&big), &typed_nodes(), &spec("fifo"), 2_000, &Skip::new());
+    assert!(ranked(&i, 9).starts_now && ranked(&i, 9).reason.contains("n1:8,n2:8,n3:4"), "{i:?}");
+    // ... but beside a typed job, no one kind of node holds it.
+    let i =
+        intended_order(&[big, typed(10, 1, 5, &["v100"], None)], &typed_nodes(), &spec("fifo"), 2_000, &Skip::new());
+    let why = &i.left_alone.iter().find(|l| l.0 == 9).unwrap_or_else(|| panic!("{i:?}")).1;
+    assert!(why.contains("ordo plans a job on nodes of one kind: 16 GPUs a100, 4 GPUs v100"), "{why}");
 }

@@ -34,6 +34,8 @@ pub(crate) const EXPECT_NAME: &str = "UTF-8 text";
 pub(crate) const EXPECT_MODELS: &str = "GPU model names separated by `|` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
 pub(crate) const EXPECT_FEATURES: &str =
     "node features separated by `|`, `&` or `,` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
+const EXPECT_CONSTRAINT: &str = "a Slurm constraint: features (letters, digits, `-`, `_`, `.`, `:`, `/`) joined by \
+     `&` or `|`, grouped with `(...)` or `[...]`, counts `*N`, e.g. `ib&nvme` or `[rack1|rack2]`";
 pub(crate) const EXPECT_ESTIMATE: &str = "a time in seconds >= 0 (finite, at most 1e12) or an empty cell";
 pub(crate) const EXPECT_PRIORITY: &str = "a whole number (negative allowed) or an empty cell";
 pub(crate) const EXPECT_COUNT: &str = "a whole number >= 0";
@@ -142,11 +144,39 @@ pub(crate) fn read_csv<R: Read>(reader: R, sink: &mut Sink<'_>) -> Result<(), Tr
             sink.step();
             continue;
         }
+        if sacct && record.len() > layout.names.len() {
+            if let Some(c) = layout.col(Role::Features) {
+                rejoin(&mut record, c, layout.names.len());
+            }
+        }
         line_name.clear();
         let row = parse_row(&record, &layout, format, &file, line, &mut line_name);
         sink.row(line, row)?;
     }
     Ok(())
+}
+
+/// `sacct --parsable2` does not escape its `|` separator inside a cell, and a `Constraints`
+/// cell may hold alternatives (`[ib|nvme]`): the fields beyond the header's count are that
+/// cell's (at column `col`, the only column ordo reads whose text may hold a `|`), joined back.
+fn rejoin(record: &mut csv::ByteRecord, col: usize, want: usize) {
+    let extra = record.len() - want;
+    let mut out = csv::ByteRecord::with_capacity(record.as_slice().len(), want);
+    let mut joined = Vec::new();
+    for (i, f) in record.iter().enumerate() {
+        if i < col || i > col + extra {
+            out.push_field(f);
+        } else {
+            joined.extend_from_slice(f);
+            if i < col + extra {
+                joined.push(b'|');
+            } else {
+                out.push_field(&joined);
+            }
+        }
+    }
+    out.set_position(record.position().cloned());
+    *record = out;
 }
 
 /// A sacct job id that names a step (`123.batch`, `123.0`, `123_4.extern`).
@@ -201,11 +231,18 @@ fn parse_row<'r>(
         _ => parse_secs(field(submit_col)).ok_or_else(|| bad(submit_col, EXPECT_TIME))?,
     };
 
-    // Resources: GPUs (or TRES), fractional GPUs, CPUs, memory.
+    // Resources: GPUs (or TRES), fractional GPUs, CPUs, memory. The GPU types a job asked for
+    // (`ReqTRES`) and those it ran on (`AllocTRES`: an untyped request gets typed GPUs there).
     let mut tres = Tres::default();
+    let mut types = GpuTypes::default();
     for role in [Role::AllocTres, Role::ReqTres] {
         if let Some(c) = layout.col(role) {
             let t = parse_tres(field(c)).ok_or_else(|| bad(c, EXPECT_TRES))?;
+            if role == Role::AllocTres {
+                types.ran_on.clone_from(&t.gpu_types);
+            } else {
+                types.asked.clone_from(&t.gpu_types);
+            }
             if !field(c).is_empty() && tres.gpus.is_none() && tres.cpus.is_none() {
                 tres = t;
             }
@@ -343,7 +380,7 @@ fn parse_row<'r>(
         Some(c) => parse_failed(field(c)).ok_or_else(|| bad(c, EXPECT_STATE))?,
         None => false,
     };
-    let needs = parse_needs(layout, &field, &bad, format, &tres)?;
+    let needs = parse_needs(layout, &field, &bad, format, &types)?;
     Ok(Row {
         name,
         submit,
@@ -393,21 +430,43 @@ pub(crate) fn parse_failed(raw: &[u8]) -> Option<bool> {
     }
 }
 
+/// GPU types of a sacct row's typed TRES (`gres/gpu:a100=2`).
+#[derive(Debug, Default)]
+struct GpuTypes {
+    /// In `ReqTRES`: the types the job asked for (`--gres=gpu:a100:2`).
+    asked: Vec<String>,
+    /// In `AllocTRES`: the types it ran on, whatever it asked.
+    ran_on: Vec<String>,
+}
+
 /// A job's GPU models, memory, features, class and measured-on model from the columns that carry
-/// them (and sacct's typed GRES); `None` when none says anything.
+/// them; for sacct, the models it asked for from `ReqTRES`, the model it ran on (when one) as
+/// the model its run time was measured on, and the features every node it may use has from
+/// `Constraints` (Slurm's syntax, [`crate::Constraint`]). `None` when none says anything.
 fn parse_needs<'r>(
     layout: &Layout,
     field: &dyn Fn(usize) -> &'r [u8],
     bad: &dyn Fn(usize, &'static str) -> TraceError,
     format: Format,
-    tres: &Tres,
+    types: &GpuTypes,
 ) -> Result<Option<Box<ordo_core::GpuNeeds>>, TraceError> {
     let roles = [Role::GpuModels, Role::GpuMemMib, Role::Features, Role::JobClass, Role::MeasuredOn];
     let cols = roles.map(|r| layout.col(r));
-    let cells = cols.map(|c| c.map_or(&b""[..], field));
+    let mut cells = cols.map(|c| c.map_or(&b""[..], field));
+    let sacct = format == Format::Sacct;
+    let required: String;
+    if let (true, Some(c)) = (sacct, cols[2]) {
+        let text = std::str::from_utf8(cells[2]).map_err(|_| bad(c, EXPECT_CONSTRAINT))?;
+        let parsed = crate::Constraint::parse(text).map_err(|_| bad(c, EXPECT_CONSTRAINT))?;
+        required = parsed.map(|k| k.required().join("&")).unwrap_or_default();
+        cells[2] = required.as_bytes();
+    }
     let mut needs = needs_from_cells(cells, |i, e| bad(cols[i].unwrap_or(0), e))?;
-    if format == Format::Sacct && cols[0].is_none() && !tres.gpu_types.is_empty() {
-        needs.get_or_insert_with(Default::default).models = tres.gpu_types.clone();
+    if sacct && cols[0].is_none() && !types.asked.is_empty() {
+        needs.get_or_insert_with(Default::default).models.clone_from(&types.asked);
+    }
+    if sacct && cols[4].is_none() && types.ran_on.len() == 1 {
+        needs.get_or_insert_with(Default::default).measured_on = Some(types.ran_on[0].clone());
     }
     Ok(needs)
 }

@@ -50,6 +50,7 @@
 //! ```
 
 mod cluster;
+pub mod constraint;
 mod csvread;
 mod error;
 mod format;
@@ -64,6 +65,7 @@ mod timefmt;
 mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
+pub use constraint::{Constraint, ConstraintError};
 pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{is_pai_job_table, Format, ParseFormatError};
 pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};

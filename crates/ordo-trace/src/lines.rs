@@ -392,7 +392,11 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
                 after: Vec::new(),
                 failed: get("JobState").and_then(|st| crate::csvread::parse_failed(st.as_bytes())).unwrap_or(false),
                 start,
-                needs: None,
+                // `Tres` is what the job asked for: its typed GPUs (`gres/gpu:a100=2`, where
+                // typed GPUs are accounted) are the models it accepts.
+                needs: (!tres.gpu_types.is_empty()).then(|| {
+                    Box::new(ordo_core::GpuNeeds { models: tres.gpu_types.clone(), ..Default::default() })
+                }),
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)

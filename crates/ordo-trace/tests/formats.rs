@@ -57,6 +57,62 @@ fn sacct_parsable2() {
     assert_eq!((a.start, b.start, c.start), (Some(65 * 60_000), Some(7_201_000), Some(0)));
 }
 
+/// Rows as `sacct --parsable2` writes them on the dev cluster of `scripts/slurm-dev-cluster.sh`
+/// (Slurm 22.05, `AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100`): job 3 asked
+/// for `--gres=gpu:a100:2 --constraint=ib&nvme`; job 6 for `--gres=gpu:1
+/// --constraint=[ib|nvme]` and ran on a v100 (its `AllocTRES` is typed, its `ReqTRES` is not),
+/// the `|` of its constraint unescaped in the `|`-separated row; job 9 `(ib|nvme)&ib`.
+const SACCT_TYPED: &str = "\
+JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority|Constraints
+3|root|root|gpu|2026-12-04T10:27:17|2026-12-04T10:28:05|2026-12-04T10:29:05|00:01:00|00:05:00|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,node=1|billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,mem=4000M,node=1|COMPLETED|4294901757|ib&nvme
+6|root|root|gpu|2026-12-04T10:27:17|2026-12-04T10:27:17|2026-12-04T10:28:17|00:01:00|00:05:00|billing=1,cpu=1,gres/gpu:v100=1,gres/gpu=1,node=1|billing=1,cpu=1,gres/gpu=1,mem=4000M,node=1|COMPLETED|4294901754|[ib|nvme]
+9|root|root|gpu|2026-12-04T10:27:17|2026-12-04T10:27:18|2026-12-04T10:28:18|00:01:00|00:05:00|billing=1,cpu=1,gres/gpu:a100=1,gres/gpu=1,node=1|billing=1,cpu=1,gres/gpu=1,mem=4000M,node=1|COMPLETED|4294901751|(ib|nvme)&ib
+";
+
+#[test]
+fn sacct_typed_gres_and_constraints() {
+    let t = load(SACCT_TYPED, "sacct.txt").unwrap();
+    assert_eq!(t.workload.jobs.len(), 3);
+    let needs = |name: &str| job(&t.workload, name).needs.as_deref().cloned().unwrap_or_default();
+    let a = needs("3");
+    assert_eq!(
+        (a.models, a.features, a.measured_on.as_deref()),
+        (vec!["a100".to_string()], vec!["ib".to_string(), "nvme".to_string()], Some("a100"))
+    );
+    // Asked for any GPU: no model required; it ran on a v100, where its run time was measured.
+    // `[ib|nvme]`: no feature is common to both alternatives, so none is required.
+    let b = needs("6");
+    assert_eq!((b.models.len(), b.features.len(), b.measured_on.as_deref()), (0, 0, Some("v100")));
+    assert_eq!(needs("9").features, ["ib"]);
+    // What import writes reads back the same.
+    let mut out = Vec::new();
+    write_generic(&t.workload, &mut out).unwrap();
+    let back = load(std::str::from_utf8(&out).unwrap(), "back.csv").unwrap();
+    for (x, y) in t.workload.jobs.iter().zip(&back.workload.jobs) {
+        assert_eq!((&x.name, &x.needs), (&y.name, &y.needs));
+    }
+    // A constraint Slurm would not accept names its line and column.
+    let bad = SACCT_TYPED.replace("|ib&nvme\n", "|ib&&nvme\n");
+    let e = err(&bad, "sacct.txt", Format::Sacct);
+    assert!(e.contains("sacct.txt:2") && e.contains("Constraints") && e.contains("ib&&nvme"), "{e}");
+}
+
+/// The dev cluster's `jobcomp/filetxt` log (Slurm 22.05, typed GPUs accounted): job 24 asked
+/// for `--gres=gpu:a100:4`, job 23 for `--gres=gpu:4` and ran on the same a100 node; `Tres` is
+/// the request, so only job 24 has a type.
+const JOBCOMP_TYPED: &str = "\
+JobId=24 UserId=root(0) GroupId=root(0) Name=wrap JobState=COMPLETED Partition=gpu TimeLimit=1 StartTime=2026-12-04T11:12:33 EndTime=2026-12-04T11:12:36 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4,gres/gpu:a100=4 Account=root QOS=normal WcKey= Cluster=dev SubmitTime=2026-12-04T11:12:13 EligibleTime=2026-12-04T11:12:13 DerivedExitCode=0:0 ExitCode=0:0
+JobId=23 UserId=root(0) GroupId=root(0) Name=wrap JobState=COMPLETED Partition=gpu TimeLimit=5 StartTime=2026-12-04T11:12:33 EndTime=2026-12-04T11:12:36 NodeList=n1 NodeCnt=1 ProcCnt=1 WorkDir=/tmp ReservationName= Tres=cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4 Account=root QOS=normal WcKey= Cluster=dev SubmitTime=2026-12-04T11:12:13 EligibleTime=2026-12-04T11:12:13 DerivedExitCode=0:0 ExitCode=0:0
+";
+
+#[test]
+fn jobcomp_typed_gres() {
+    let t = load(JOBCOMP_TYPED, "jobcomp.txt").unwrap();
+    let models = |name: &str| job(&t.workload, name).needs.as_ref().map(|n| n.models.clone()).unwrap_or_default();
+    assert_eq!((models("24"), models("23")), (vec!["a100".to_string()], vec![]));
+    assert_eq!(job(&t.workload, "24").gpus, 4);
+}
+
 const JOBCOMP: &str = "\
 JobId=7 UserId=alice(1001) GroupId=users(100) Name=train big model JobState=COMPLETED Partition=gpu TimeLimit=120 StartTime=2024-03-01T10:00:10 EndTime=2024-03-01T11:00:10 NodeList=n[1-2] NodeCnt=2 ProcCnt=16 WorkDir=/home/alice/my runs ReservationName= Tres=cpu=16,mem=32G,node=2,billing=16,gres/gpu=4 Account=ml QOS=normal WcKey= Cluster=c1 SubmitTime=2024-03-01T10:00:00 EligibleTime=2024-03-01T10:00:00 DerivedExitCode=0:0 ExitCode=0:0
 JobId=8 UserId=bob(1002) GroupId=users(100) Name=x JobState=CANCELLED Partition=cpu TimeLimit=UNLIMITED StartTime=Unknown EndTime=2024-03-01T10:30:00 NodeList=(null) NodeCnt=0 ProcCnt=0 WorkDir=/ ReservationName= Tres= Account= QOS=normal WcKey= Cluster=c1 SubmitTime=2024-03-01T10:20:00 EligibleTime=2024-03-01T10:20:00 DerivedExitCode=0:0 ExitCode=0:0

@@ -7,7 +7,7 @@ use ordo_core::words::count;
 use ordo_core::{ClusterSpec, Placement, PolicySpec};
 use ordo_slurm::audit::{rfc3339, unix_now};
 use ordo_slurm::drive::check_policy;
-use ordo_slurm::order::cluster_from_nodes;
+use ordo_slurm::order::{cluster_from_nodes, keep_kinds};
 use ordo_slurm::{release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
 use ordo_trace::{load_reader, write_generic, Format, LoadOptions};
 use std::path::PathBuf;
@@ -331,11 +331,14 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
             (Some(d.clone()), format!("{d} (--cluster)"))
         }
         None => match slurm.nodes() {
-            Ok(nodes) => describe_all(&nodes, a.partition.as_deref()),
+            Ok(nodes) => describe_all(&nodes, a.partition.as_deref(), a.out.as_deref(), &w.jobs)?,
             Err(e) => (None, format!("unknown ({e}); give --cluster")),
         },
     };
     let gpus: usize = w.jobs.iter().map(|j| j.gpus as usize).sum();
+    let asks =
+        |f: fn(&ordo_core::GpuNeeds) -> bool| w.jobs.iter().filter(|j| j.needs.as_deref().is_some_and(f)).count();
+    let (typed, constrained) = (asks(|n| !n.models.is_empty()), asks(|n| !n.features.is_empty()));
     // The summary goes to stderr when the trace itself goes to stdout.
     let mut msg = format!(
         "read {} from {name}: {} written ({} asked in all, {}); dropped {} that never ran and {} with run time 0",
@@ -348,6 +351,12 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
     );
     if t.skipped_bad > 0 {
         msg.push_str(&format!("; skipped {}", count(t.skipped_bad, "bad row")));
+    }
+    if typed + constrained > 0 {
+        msg.push_str(&format!(
+            "\nGPU types and features: {typed} of {} asked for a GPU type, {constrained} for node features (columns gpu_model, features)",
+            count(w.jobs.len(), "job")
+        ));
     }
     if gpus == 0 && !w.jobs.is_empty() {
         // Every job at 0 GPUs: a comparison of GPU schedules on it would compare nothing.
@@ -390,20 +399,94 @@ fn next_step(out: &std::path::Path, spec: Option<&str>) -> String {
     }
 }
 
-/// Every node (available or not) of `partition` (default: all) as COUNTxGPUS groups: the
-/// cluster's size for `compare`, as `--cluster` takes it (None when sinfo lists no node) and
-/// in words.
-fn describe_all(nodes: &[SlurmNode], partition: Option<&str>) -> (Option<String>, String) {
+/// Every node (available or not) of `partition` (default: all) as COUNTxGPUS[:TYPE] groups:
+/// the cluster for `compare`, as `--cluster` takes it (None when sinfo lists no node) and in
+/// words. GPU types are kept where one of `jobs` asks for a type, and the node features some
+/// job requires: ordo places a job's GPUs on nodes of one kind, so kinds no job asks about are
+/// not told apart (as `ordo slurm drive` plans). Features do not fit in the COUNTxGPUS form:
+/// where some are kept and the trace goes to `out`, the cluster is written beside it as a TOML
+/// file (`STEM.cluster.toml`, which `ordo compare --trace out` also finds by itself) and
+/// `--cluster` names that file.
+fn describe_all(
+    nodes: &[SlurmNode],
+    partition: Option<&str>,
+    out: Option<&std::path::Path>,
+    jobs: &[ordo_core::Job],
+) -> Result<(Option<String>, String)> {
     let all: Vec<SlurmNode> = nodes
         .iter()
         .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)))
         .map(|n| SlurmNode { state: "idle".into(), ..n.clone() })
         .collect();
     let refs: Vec<&SlurmNode> = all.iter().collect();
-    match cluster_from_nodes(&refs, false) {
-        Some(c) => (Some(c.describe()), format!("{} (from sinfo, {})", c.describe(), count(c.nodes.len(), "node"))),
-        None => (None, "unknown (sinfo lists no nodes); give --cluster".into()),
+    let Some(full) = cluster_from_nodes(&refs, false) else {
+        return Ok((None, "unknown (sinfo lists no nodes); give --cluster".into()));
+    };
+    let needs = || jobs.iter().filter_map(|j| j.needs.as_deref());
+    let typed = needs().any(|n| !n.models.is_empty());
+    let named: Vec<String> = needs().flat_map(|n| n.features.iter().cloned()).collect();
+    let mut c = keep_kinds(&full, typed, &named);
+    // A node with GPUs of several types (`a100+v100` to the driver) has no one model here.
+    for n in &mut c.nodes {
+        n.gpu_model = n.gpu_model.take().filter(|m| !m.contains('+'));
     }
+    let mut words = format!("{} (from sinfo, {}", c.describe(), count(c.nodes.len(), "node"));
+    let mut dropped: Vec<String> = Vec::new();
+    if !typed && full.nodes.iter().any(|n| n.gpu_model.is_some()) {
+        dropped.push("GPU types".into());
+    }
+    if full.nodes.iter().zip(&c.nodes).any(|(a, b)| a.features.len() > b.features.len()) {
+        dropped.push("features".into());
+    }
+    if !dropped.is_empty() {
+        words.push_str(&format!("; its {} left out: no job imported asks for them", dropped.join(" and ")));
+    }
+    words.push(')');
+    if c.nodes.iter().all(|n| n.features.is_empty()) {
+        return Ok((Some(c.describe()), words));
+    }
+    let Some(out) = out else {
+        return Ok((
+            Some(c.describe()),
+            format!(
+                "{words}; node features left out (with --out, a cluster file with them is written beside the trace)"
+            ),
+        ));
+    };
+    let name = out.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    let path = out.with_file_name(format!("{stem}.cluster.toml"));
+    std::fs::write(&path, cluster_toml(&c)).with_context(|| format!("writing {}", path.display()))?;
+    Ok((
+        Some(crate::cli::shell_word(&path.display().to_string())),
+        format!("{words}, with node features: {}", path.display()),
+    ))
+}
+
+/// A cluster as a TOML cluster file (`ordo_trace::load_cluster_toml`): one group per run of
+/// nodes alike in GPUs, GPU type and features. Names are written as JSON strings, which are
+/// TOML basic strings too.
+fn cluster_toml(c: &ClusterSpec) -> String {
+    let q = |s: &str| serde_json::Value::from(s).to_string();
+    let mut groups: Vec<(u32, &ordo_core::NodeSpec)> = Vec::new();
+    for n in &c.nodes {
+        match groups.last_mut() {
+            Some((k, m)) if (m.gpus, &m.gpu_model, &m.features) == (n.gpus, &n.gpu_model, &n.features) => *k += 1,
+            _ => groups.push((1, n)),
+        }
+    }
+    let mut out = "# The cluster `ordo slurm import` read from sinfo: GPUs, GPU types and node features.\n".to_string();
+    for (k, n) in groups {
+        out.push_str(&format!("\n[[groups]]\ncount = {k}\ngpus = {}\n", n.gpus));
+        if let Some(m) = &n.gpu_model {
+            out.push_str(&format!("gpu_model = {}\n", q(m)));
+        }
+        if !n.features.is_empty() {
+            let f: Vec<String> = n.features.iter().map(|f| q(f)).collect();
+            out.push_str(&format!("features = [{}]\n", f.join(", ")));
+        }
+    }
+    out
 }
 
 /// The Slurm connection: slurmrestd when `rest` is given, else the command-line clients.
@@ -690,8 +773,65 @@ fn release_cmd(a: ReleaseArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{cluster_toml, describe_all, parse_duration};
+    use ordo_slurm::SlurmNode;
     use std::time::Duration;
+
+    /// The dev cluster with typed GPUs and features (as `sinfo` gives it) becomes a cluster file
+    /// beside the trace that reads back the same, and `--cluster` names it; without features,
+    /// COUNTxGPUS:TYPE groups.
+    #[test]
+    fn import_writes_a_cluster_file_for_node_features() {
+        let node = |name: &str, gpus: u32, t: &str, f: &[&str]| SlurmNode {
+            name: name.into(),
+            gpus,
+            cpus: Some(2),
+            mem_mib: Some(4000),
+            state: "mixed".into(),
+            partitions: vec!["gpu".into()],
+            gpu_types: vec![t.into()],
+            features: f.iter().map(|x| x.to_string()).collect(),
+        };
+        let nodes =
+            [node("n1", 8, "a100", &["ib", "nvme"]), node("n2", 8, "a100", &["ib"]), node("n3", 4, "v100", &[])];
+        let dir = std::env::temp_dir().join(format!("ordo-import-toml-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("may.csv");
+        let job = |models: &[&str], features: &[&str]| ordo_core::Job {
+            needs: Some(Box::new(ordo_core::GpuNeeds {
+                models: models.iter().map(|m| m.to_string()).collect(),
+                features: features.iter().map(|m| m.to_string()).collect(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        let jobs = [job(&["a100"], &[]), job(&[], &["ib", "nvme"])];
+        let (spec, words) = describe_all(&nodes, None, Some(&out), &jobs).unwrap();
+        let file = dir.join("may.cluster.toml");
+        assert_eq!(spec.as_deref(), Some(file.display().to_string().as_str()), "{words}");
+        let back = ordo_trace::load_cluster_toml(&file).unwrap();
+        let got: Vec<(u32, Option<&str>, &[String])> =
+            back.nodes.iter().map(|n| (n.gpus, n.gpu_model.as_deref(), n.features.as_slice())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (8, Some("a100"), &["ib".to_string(), "nvme".to_string()][..]),
+                (8, Some("a100"), &["ib".to_string()][..]),
+                (4, Some("v100"), &[][..])
+            ]
+        );
+        // Features no job requires are left out (no cluster file), and GPU types where no job
+        // asks for one.
+        let (spec, words) = describe_all(&nodes, None, Some(&out), &jobs[..1]).unwrap();
+        assert_eq!(spec.as_deref(), Some("2x8:a100,1x4:v100"), "{words}");
+        assert!(words.ends_with("its features left out: no job imported asks for them)"), "{words}");
+        let (spec, words) = describe_all(&nodes, None, Some(&out), &[]).unwrap();
+        assert_eq!(spec.as_deref(), Some("2x8,1x4"), "{words}");
+        assert!(words.contains("its GPU types and features left out"), "{words}");
+        assert!(cluster_toml(&ordo_core::ClusterSpec::parse("2x8:a100").unwrap())
+            .contains("count = 2\ngpus = 8\ngpu_model = \"a100\""));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn durations() {

@@ -524,3 +524,67 @@ fn every_page_carries_the_date_and_the_ordo_version() {
     let year: i32 = j["generated_at"].as_str().unwrap()[..4].parse().unwrap();
     assert!(year >= 2025, "{}", j["generated_at"]);
 }
+
+/// Issue 30: on a typed cluster the report shows each GPU model's utilisation and the
+/// constrained-idle GPU-hours (idle v100s while only a100-only jobs wait), every number keyed
+/// to the JSON; an untyped report has neither.
+#[test]
+fn typed_cluster_report_shows_models_and_constrained_idle() {
+    // One a100 node and one v100 node of 8 GPUs. Four a100-only jobs of 8 GPUs, an hour each,
+    // all at 0: they run one after another on the a100 node while the v100 node idles with
+    // only them waiting (3 hours of 8 GPUs: 24 constrained-idle GPU-hours under any order).
+    // Two flexible jobs come after the last has started, when nothing waits.
+    let trace = tmp("typed.csv");
+    let mut csv = String::from("job_id,submit_time,num_gpu,duration,gpu_model\n");
+    for i in 0..4 {
+        csv.push_str(&format!("a{i},0,8,3600,a100\n"));
+    }
+    csv.push_str("f0,12000,4,1800,\nf1,12000,4,1800,\n");
+    std::fs::write(&trace, csv).unwrap();
+    let out = |name: &str, fmt: &str| {
+        let o = tmp(name);
+        ok(&ordo(&[
+            "report",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--cluster",
+            "1x8:a100,1x8:v100",
+            "--policies",
+            "fifo,sjf",
+            "--quiet",
+            "--out",
+            o.to_str().unwrap(),
+            "--out-format",
+            fmt,
+        ]));
+        std::fs::read_to_string(o).unwrap()
+    };
+    let json: Value = serde_json::from_str(&out("typed.json", "json")).unwrap();
+    let html = out("typed.html", "html");
+    let md = out("typed.md", "md");
+    for p in ["fifo", "sjf"] {
+        let m = &json["metrics"][p];
+        let c = m["idle_causes"]["constrained_gpu_hours"].as_f64().unwrap();
+        assert!((c - 24.0).abs() < 1e-6, "{p}: constrained-idle {c}");
+        let models: Vec<&str> =
+            m["utilization_by_model"].as_array().unwrap().iter().map(|u| u["model"].as_str().unwrap()).collect();
+        assert_eq!(models, ["a100", "v100"], "{p}");
+        assert!(json["cost"]["per_policy"][p]["constrained_gpu_hours_per_month"].as_f64().unwrap() > 0.0);
+    }
+    check_numbers(&html, &json);
+    let section = |id: &str| {
+        let s = &html[html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no {id} section"))..];
+        s[..s.find("</section>").unwrap()].to_string()
+    };
+    let models = section("models");
+    assert!(models.contains("data-key=\"metrics.fifo.utilization_by_model.0.utilization\""), "{models}");
+    assert!(models.contains("data-key=\"metrics.sjf.utilization_by_model.1.utilization\""), "{models}");
+    assert!(section("idle").contains("data-key=\"metrics.fifo.idle_causes.constrained_gpu_hours\""));
+    assert!(section("cost").contains("data-key=\"cost.per_policy.fifo.constrained_gpu_hours_per_month\""));
+    assert!(md.contains("Utilisation by GPU model") && md.contains("constrained-idle GPU-h"), "{md}");
+    // Untyped: no models section, no constrained column.
+    let plain = tmp("plain.html");
+    ok(&ordo(&["report", "--jobs", "50", "--policies", "fifo", "--quiet", "--out", plain.to_str().unwrap()]));
+    let plain = std::fs::read_to_string(plain).unwrap();
+    assert!(!plain.contains("<section id=\"models\"") && !plain.contains("constrained-idle GPU-h"));
+}

@@ -196,3 +196,56 @@ fn an_outage_during_the_updates_stops_the_pass() {
     }
     slurm_common::an_outage_during_the_updates_stops_the_pass("slurm-dev-cluster.sh");
 }
+
+/// Issue 30 on Slurm 22.05 (through the command-line clients): typed GRES and constraints are
+/// planned and ordered (`slurm_common::typed_gres_and_constraints_are_honoured`), and `ordo
+/// slurm import` keeps each job's GPU type (from `ReqTRES`), the features its constraint
+/// requires (`Constraints`) and the type it ran on (`AllocTRES`), with the nodes' features in a
+/// cluster file beside the trace that `ordo compare` reads.
+#[test]
+fn typed_gres_and_constraints_are_honoured_and_imported() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dev_cluster() {
+        return;
+    }
+    let jobs = slurm_common::typed_gres_and_constraints_are_honoured(&[]);
+    let q = squeue();
+    let first_submit = jobs.iter().map(|j| q[&j.0].submit).min().expect("jobs");
+    let since = run_with_timeout("date", &["-d", &format!("@{first_submit}"), "+%Y-%m-%dT%H:%M:%S"], T).expect("date");
+    let trace = tmp("typed-import.csv");
+    let out = ordo().args(["slurm", "import", "--since", since.trim(), "--out"]).arg(&trace).output().expect("import");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("accounting") {
+        assert!(std::env::var("CI").ok().as_deref() != Some("true"), "CI starts Slurm with --acct: {err}");
+        let _ = writeln!(std::io::stderr(), "skipped: sacct import (no accounting storage; start it with --acct)");
+        return;
+    }
+    assert!(out.status.success(), "import failed: {err}");
+    assert!(stdout.contains("cluster: 2x8:a100,1x4:v100 (from sinfo, 3 nodes), with node features"), "{stdout}");
+    let rows = csv_rows(&std::fs::read_to_string(&trace).expect("trace"));
+    for (id, t, c) in &jobs {
+        let r = rows.iter().find(|r| r["job_id"] == id.to_string()).unwrap_or_else(|| panic!("job {id} imported"));
+        assert_eq!(r["gpu_model"], t.unwrap_or(""), "{r:?}");
+        // The features every node it may use has: all of `ib&nvme`, none of `[ib|nvme]`.
+        let required = match *c {
+            Some("ib&nvme") => "ib|nvme",
+            Some("ib") => "ib",
+            _ => "",
+        };
+        assert_eq!(r["features"], required, "{r:?}");
+        assert_eq!(r["measured_on"], "a100", "it ran on an a100 node: {r:?}");
+    }
+    // The next command import printed runs, on the cluster file with the nodes' features.
+    let next = stdout.lines().find_map(|l| l.strip_prefix("next: ")).unwrap_or_else(|| panic!("{stdout}"));
+    let toml = next.split("--cluster ").nth(1).expect("--cluster").trim();
+    let cluster = std::fs::read_to_string(toml).expect("cluster file");
+    assert!(cluster.contains("features = [\"ib\", \"nvme\"]") && cluster.contains("gpu_model = \"v100\""), "{cluster}");
+    let cmp = ordo()
+        .args(["compare", "--trace"])
+        .arg(&trace)
+        .args(["--cluster", toml, "--policies", "fifo,sjf"])
+        .output()
+        .expect("ordo compare");
+    assert!(cmp.status.success(), "compare failed: {}", String::from_utf8_lossy(&cmp.stderr));
+}

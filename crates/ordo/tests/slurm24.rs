@@ -223,3 +223,14 @@ fn an_outage_during_the_updates_stops_the_pass() {
     }
     slurm_common::an_outage_during_the_updates_stops_the_pass("slurm24-dev-cluster.sh");
 }
+
+/// Issue 30 on Slurm 24.11, through slurmrestd v0.0.42 (node features as lists, requests as
+/// `gres/gpu:TYPE:N`): typed GRES and constraints are planned and ordered
+/// (`slurm_common::typed_gres_and_constraints_are_honoured`).
+#[test]
+fn typed_gres_and_constraints_are_honoured_through_rest() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dir) = slurm24() else { return };
+    let jobs = slurm_common::typed_gres_and_constraints_are_honoured(&rest_args(&dir));
+    assert_eq!(jobs.len(), 5);
+}

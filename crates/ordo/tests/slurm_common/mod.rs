@@ -1,7 +1,8 @@
 //! What the tests of `ordo slurm` against a real Slurm share: the dev clusters of
 //! `scripts/slurm-dev-cluster.sh` (22.05, `tests/slurm.rs`) and `scripts/slurm24-dev-cluster.sh`
-//! (24.11, `tests/slurm24.rs`) have the same nodes (n1, n2 with 8 GPUs, n3 with 4), so the
-//! helpers and the scenarios both run are here. The client commands (`sinfo`, `squeue`,
+//! (24.11, `tests/slurm24.rs`) have the same nodes (n1, n2 with 8 GPUs of type a100, features
+//! `ib` (both) and `nvme` (n1); n3 with 4 of type v100), so the helpers and the scenarios both
+//! run are here. The client commands (`sinfo`, `squeue`,
 //! `sbatch`, ...) are the ones in PATH, and `ordo` inherits the test's environment.
 
 // Each test binary uses a part of this module.
@@ -27,16 +28,16 @@ pub fn ordo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ordo"))
 }
 
-/// Whether the Slurm that answers is a dev cluster (n1, n2: 8 GPUs; n3: 4) and this test runs
-/// as root; why not otherwise.
+/// Whether the Slurm that answers is a dev cluster (n1, n2: 8 a100 GPUs, features ib (and nvme
+/// on n1); n3: 4 v100) and this test runs as root; why not otherwise.
 pub fn check_dev_nodes() -> Result<(), String> {
-    Err(match run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%G"], Duration::from_secs(5)) {
+    Err(match run_with_timeout("sinfo", &["-h", "-N", "-o", "%N|%G|%b"], Duration::from_secs(5)) {
         Err(e) => format!("no Slurm answers here ({e}); start one with scripts/slurm-dev-cluster.sh"),
         Ok(out) => {
             let mut nodes: Vec<&str> = out.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             nodes.sort_unstable();
             nodes.dedup();
-            if nodes == ["n1|gpu:8", "n2|gpu:8", "n3|gpu:4"] {
+            if nodes == ["n1|gpu:a100:8|ib,nvme", "n2|gpu:a100:8|ib", "n3|gpu:v100:4|(null)"] {
                 let uid = run_with_timeout("id", &["-u"], T).unwrap_or_default();
                 if uid.trim() == "0" {
                     return Ok(());
@@ -61,7 +62,13 @@ impl Jobs {
 
     /// `sbatch` a `sleep` job with more `sbatch` options; returns its id.
     pub fn submit_with(&mut self, gpus: u32, limit_min: u32, sleep_s: u32, extra: &[&str]) -> u64 {
-        let gres = format!("--gres=gpu:{gpus}");
+        self.submit_gres(&format!("gpu:{gpus}"), limit_min, sleep_s, extra)
+    }
+
+    /// `sbatch` a `sleep` job asking `--gres=GRES` (`gpu:a100:2`) with more `sbatch` options;
+    /// returns its id.
+    pub fn submit_gres(&mut self, gres: &str, limit_min: u32, sleep_s: u32, extra: &[&str]) -> u64 {
+        let gres = format!("--gres={gres}");
         let limit = format!("--time={limit_min}");
         let wrap = format!("sleep {sleep_s}");
         let mut args = vec!["--parsable", "-o", "/dev/null", "-D", "/tmp", &gres, &limit, "--wrap", &wrap];
@@ -114,7 +121,7 @@ pub fn all_nodes_idle() -> bool {
     })
 }
 
-/// Fills all 20 GPUs with jobs sleeping `secs`; returns when they run.
+/// Fills all 20 GPUs (untyped requests) with jobs sleeping `secs`; returns when they run.
 pub fn fill_cluster(jobs: &mut Jobs, secs: u32) -> Vec<u64> {
     let b = vec![jobs.submit(8, 10, secs, false), jobs.submit(8, 10, secs, false), jobs.submit(4, 10, secs, true)];
     wait_for("the blockers to run", Duration::from_secs(30), || {
@@ -245,35 +252,14 @@ pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) 
         pending.push((jobs.submit(4, limit, 3, k % 2 == 1), limit));
     }
     let log = tmp("order.jsonl");
-    let log_s = log.display().to_string();
-    let driver = Driver::spawn(&with_conn(
-        &["slurm", "drive", "--policy", "sjf", "--interval", "1s", "--audit-log", &log_s],
-        conn,
-    ));
     let ids: Vec<u64> = pending.iter().map(|p| p.0).collect();
-    wait_for("every pending job to finish", Duration::from_secs(90), || {
-        let q = squeue();
-        ids.iter().all(|id| q.get(id).is_some_and(|j| !matches!(j.state, JobState::Pending | JobState::Running)))
-    });
-    let printed = driver.text();
-    drop(driver);
-    let q = squeue();
+    let (q, printed, order) = drive_sjf_until_done(&ids, conn, &log, Duration::from_secs(90));
     let recs = audit(&log);
-    // ordo's order, from the audit log: the positions of the pass that set all eight.
-    let mut first: HashMap<u64, &AuditRecord> = HashMap::new();
-    for r in recs.iter().filter(|r| r.action == "set") {
-        first.entry(r.job).or_insert(r);
-    }
-    let mut order: Vec<(usize, u64)> = ids
-        .iter()
-        .map(|id| (first.get(id).and_then(|r| r.position).expect("every pending job was set"), *id))
-        .collect();
-    order.sort_unstable();
     let limits: HashMap<u64, u32> = pending.iter().copied().collect();
-    let by_order: Vec<u32> = order.iter().map(|&(_, id)| limits[&id]).collect();
+    let by_order: Vec<u32> = order.iter().map(|id| limits[id]).collect();
     assert_eq!(by_order, (1..=8).collect::<Vec<_>>(), "ordo's sjf order is by time limit");
     // Slurm's own start times follow that order, in two waves (5 slots of 4 GPUs).
-    let starts: Vec<i64> = order.iter().map(|&(_, id)| q[&id].start).collect();
+    let starts: Vec<i64> = order.iter().map(|id| q[id].start).collect();
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "start times along ordo's order: {starts:?}");
     assert!(starts[4] < starts[5], "the last three waited for the first five: {starts:?}");
     // Every priority change is in the log: each job's final priority is the last one ordo set,
@@ -286,6 +272,39 @@ pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) 
     }
     assert!(recs.iter().all(|r| ids.contains(&r.job)), "only pending test jobs were changed: {recs:?}");
     (q, printed)
+}
+
+/// Runs `ordo slurm drive --policy sjf --interval 1s` (through `conn`, its audit log at `log`)
+/// until every job of `ids` has ended (within `limit`). Returns the queue then, what the drive
+/// printed, and `ids` in ordo's order: the positions of the pass that first set each.
+pub fn drive_sjf_until_done(
+    ids: &[u64],
+    conn: &[String],
+    log: &std::path::Path,
+    limit: Duration,
+) -> (HashMap<u64, SlurmJob>, String, Vec<u64>) {
+    let log_s = log.display().to_string();
+    let driver = Driver::spawn(&with_conn(
+        &["slurm", "drive", "--policy", "sjf", "--interval", "1s", "--audit-log", &log_s],
+        conn,
+    ));
+    wait_for("every pending job to finish", limit, || {
+        let q = squeue();
+        ids.iter().all(|id| q.get(id).is_some_and(|j| !matches!(j.state, JobState::Pending | JobState::Running)))
+    });
+    let printed = driver.text();
+    drop(driver);
+    let recs = audit(log);
+    let mut first: HashMap<u64, &AuditRecord> = HashMap::new();
+    for r in recs.iter().filter(|r| r.action == "set") {
+        first.entry(r.job).or_insert(r);
+    }
+    let mut order: Vec<(usize, u64)> = ids
+        .iter()
+        .map(|id| (first.get(id).and_then(|r| r.position).unwrap_or_else(|| panic!("job {id} set: {recs:?}")), *id))
+        .collect();
+    order.sort_unstable();
+    (squeue(), printed, order.into_iter().map(|o| o.1).collect())
 }
 
 /// The `jobcomp/filetxt` log beside $SLURM_CONF (which needs no accounting database), imported,
@@ -536,7 +555,7 @@ pub fn partitions_cpus_and_arrays_are_planned_as_slurm_will_start_them() {
     });
     let x = jobs.submit_with(4, 1, 2, &["-p", "other"]);
     let text = drive_once(&["--policy", "sjf", "--dry-run", "--partition", "other"]);
-    assert!(text.contains("cluster other 1x4, 1 running"), "the gpu job on n3 counts:\n{text}");
+    assert!(text.contains("cluster other 1x4:v100, 1 running"), "the gpu job on n3 counts:\n{text}");
     let row = text.lines().find(|l| l.contains(&format!(" {x} "))).unwrap_or_else(|| panic!("job {x} listed:\n{text}"));
     assert!(!row.contains("starts now") && row.contains("waits for resources"), "{row}");
     drop(jobs);
@@ -636,4 +655,86 @@ pub fn an_outage_during_the_updates_stops_the_pass(script: &str) {
     drop(driver);
     drop(jobs);
     wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
+}
+
+/// Issue 30: typed GRES and constraints. Both a100 nodes are held by one 16-GPU job; five jobs
+/// that n3's four free v100s cannot serve wait (`--gres=gpu:a100:N`, `--constraint=ib`,
+/// `ib&nvme`, `[ib|nvme]`), submitted longest time limit first. `drive --dry-run` (through
+/// `conn`) plans none of them on n3 and names what each asks; a running `drive --policy sjf`
+/// makes Slurm start them in sjf order once the a100s free up (without it Slurm's own order,
+/// submit order, starts the 9-minute job in the first wave). Returns the five ids in ordo's
+/// order, with the GPU type (if any) and the constraint (if any) each asked for.
+pub fn typed_gres_and_constraints_are_honoured(
+    conn: &[String],
+) -> Vec<(u64, Option<&'static str>, Option<&'static str>)> {
+    wait_idle();
+    let mut jobs = Jobs::default();
+    let blocker = jobs.submit_gres("gpu:a100:8", 10, 20, &["-N", "2"]);
+    wait_for("the a100 blocker to run", Duration::from_secs(30), || {
+        squeue().get(&blocker).is_some_and(|j| j.state == JobState::Running)
+    });
+    // (GPU type, constraint, time limit in minutes): sjf runs them 4, 2, 3, 5, 1 (by limit).
+    let asks: [(Option<&'static str>, Option<&'static str>, u32, &str); 5] = [
+        (Some("a100"), None, 9, "gpu:a100:8"),
+        (Some("a100"), None, 2, "gpu:a100:8"),
+        (None, Some("ib"), 5, "gpu:4"),
+        (Some("a100"), Some("ib&nvme"), 1, "gpu:a100:4"),
+        (None, Some("[ib|nvme]"), 7, "gpu:2"),
+    ];
+    let ids: Vec<u64> = asks
+        .iter()
+        .map(|(_, c, limit, gres)| {
+            let c = c.map(|c| format!("--constraint={c}"));
+            let extra: Vec<&str> = c.iter().map(String::as_str).collect();
+            jobs.submit_gres(gres, *limit, 3, &extra)
+        })
+        .collect();
+    let q = squeue();
+    for id in &ids {
+        assert_eq!(q[id].state, JobState::Pending, "Slurm leaves job {id} waiting: n3's v100s do not serve it");
+    }
+    assert!(
+        q[&ids[3]].gpu_types == ["a100"] && q[&ids[3]].constraint.as_deref() == Some("ib&nvme"),
+        "{:?}",
+        q[&ids[3]]
+    );
+
+    // The plan: every one waits for GPUs it accepts, none on n3, each with what it asks.
+    let dry = drive_once(&with_conn(&["--policy", "sjf+easy", "--dry-run"], conn));
+    assert!(dry.contains("cluster gpu 2x8:a100,1x4:v100"), "{dry}");
+    let row = |id: u64| {
+        // Not the pass's summary line, whose counts (`1 running, 5 pending`) may read as a
+        // small job id on a fresh cluster.
+        dry.lines()
+            .filter(|l| !l.contains(" pass ") && !l.contains("pending ordered"))
+            .find(|l| l.contains(&format!(" {id} ")))
+            .unwrap_or_else(|| panic!("job {id} listed:\n{dry}"))
+            .to_string()
+    };
+    for (id, (t, c, _, gres)) in ids.iter().zip(&asks) {
+        let r = row(*id);
+        assert!(!r.contains("starts now") && !r.contains("n3"), "job {id} planned where it cannot run: {r}");
+        // Jobs that would fit n3's four GPUs are told the v100s there do not qualify; the
+        // 8-GPU ones wait for resources, and the row says what they ask.
+        let why = if gres.ends_with(":8") { "asks GPU type a100" } else { "4 free GPUs of v100 do not qualify" };
+        assert!(r.contains(why), "the reason names the constraint: {r}");
+        if let Some(t) = t {
+            assert!(r.contains(t), "{r}");
+        }
+        if let Some(c) = c.filter(|c| !c.contains('|')) {
+            assert!(r.contains(&format!("[{}", c.split('&').next().unwrap_or(c))), "{r}");
+        }
+    }
+    assert!(!dry.contains("left alone: job"), "{dry}");
+
+    // Driven: Slurm starts them in ordo's order.
+    let (q, _, by_ordo) = drive_sjf_until_done(&ids, conn, &tmp("typed.jsonl"), Duration::from_secs(120));
+    let order: Vec<(usize, usize)> =
+        by_ordo.iter().enumerate().map(|(pos, id)| (pos, ids.iter().position(|x| x == id).unwrap_or(0))).collect();
+    let limits: Vec<u32> = order.iter().map(|&(_, k)| asks[k].2).collect();
+    assert_eq!(limits, [1, 2, 5, 7, 9], "ordo's sjf order is by time limit");
+    let starts: Vec<i64> = order.iter().map(|&(_, k)| q[&ids[k]].start).collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "start times along ordo's order: {starts:?}");
+    assert!(starts[2] < starts[4], "the 9-minute job waited for a second wave: {starts:?}");
+    order.iter().map(|&(_, k)| (ids[k], asks[k].0, asks[k].1)).collect()
 }
