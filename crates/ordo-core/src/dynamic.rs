@@ -1,7 +1,7 @@
 //! Dynamic and preemptive orders: keys that change while jobs wait or run (`srtf`, `las`,
 //! `gittins`, `fair`, `priority`, `qssf`, `+maxwait`), the preemptive pass, what jobs teach.
 
-use crate::capacity::Allocation;
+use crate::capacity::{Allocation, Demand};
 use crate::model::JobId;
 use crate::policy::{Backfill, FairBy, FairParams, GittinsParams, LasParams, Order, PriorityParams};
 use crate::pools::Pools;
@@ -1109,8 +1109,10 @@ impl Scheduler {
                 virt.take_what_if(a)
             }
         };
-        // Copies: limits by model may have narrowed a chosen job's pools.
-        let mut chosen: Vec<(JobReq, Option<Allocation>)> = Vec::new();
+        // Copies: limits by model may have narrowed a chosen job's pools. The third part: where
+        // the ranking counted it against limits by model (only with such limits).
+        let by_model = self.limits.q.limits_models();
+        let mut chosen: Vec<(JobReq, Option<Allocation>, Option<Allocation>)> = Vec::new();
         // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
         // on an empty ranking state could land on GPUs a lower-ranked running job holds and
         // preempt it for nothing. `beside` is the real state (every running job in place) with
@@ -1179,7 +1181,8 @@ impl Scheduler {
                         b.take(&a);
                         virt.take(&a);
                         self.limits.take(req, &a, &mut used);
-                        chosen.push((*req, Some(a)));
+                        let counted = by_model.then(|| a.clone());
+                        chosen.push((*req, Some(a), counted));
                         continue;
                     }
                 }
@@ -1187,13 +1190,7 @@ impl Scheduler {
                     Some(a) => {
                         virt.take(&a);
                         self.limits.take(req, &a, &mut used);
-                        // Limits by model counted it on the pools the ranking gave it: the real
-                        // placement keeps to them.
-                        let mut c = *req;
-                        if self.limits.q.limits_models() {
-                            c.elig.pools = self.cap.pools_in(&a);
-                        }
-                        chosen.push((c, None));
+                        chosen.push((*req, None, by_model.then_some(a)));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
                     None => {}
@@ -1205,8 +1202,28 @@ impl Scheduler {
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
-        for (req, at) in chosen {
-            match at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand())) {
+        // Limits by model: what the jobs that stay and those placed so far hold, so that a real
+        // placement off the ranking's pools still keeps every owner within its limits.
+        let mut real_used = by_model.then(|| {
+            let gone: std::collections::HashSet<JobId> = plan.preempt.iter().copied().collect();
+            let mut u = crate::quota::PassUse::empty();
+            for r in self.running.values().filter(|r| !gone.contains(&r.req.id)) {
+                self.limits.take(&r.req, &r.alloc, &mut u);
+            }
+            u
+        });
+        for (req, at, counted) in chosen {
+            let mut got = at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand()));
+            if let (Some(a), Some(c), Some(u)) = (&got, &counted, &real_used) {
+                if !self.limits.keeps(&req, a, u) {
+                    // Where the ranking counted it is within the limits.
+                    got = real.place_for(Demand { pools: self.cap.pools_in(c), ..req.demand() });
+                }
+            }
+            if let (Some(a), Some(u)) = (&got, real_used.as_mut()) {
+                self.limits.take(&req, a, u);
+            }
+            match got {
                 Some(a) => {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });

@@ -425,10 +425,14 @@ impl Limits {
             return true;
         }
         self.model_limits(r, pass).all(|(_, _, l, holds)| {
-            let on: u64 =
-                a.parts.iter().filter(|&&(n, _)| l.pools & (1u128 << self.pool(n)) != 0).map(|&(_, k)| k as u64).sum();
+            let on = self.gpus_on(a, l.pools);
             on == 0 || holds + on <= l.limit
         })
+    }
+
+    /// GPUs of `a` on the pools of `mask`.
+    fn gpus_on(&self, a: &Allocation, mask: u128) -> u64 {
+        a.parts.iter().filter(|&&(n, _)| mask & (1u128 << self.pool(n)) != 0).map(|&(_, k)| k as u64).sum()
     }
 
     /// Records that the pass starts (or, from empty, keeps) `r` on `a`.

@@ -394,9 +394,8 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
                 start,
                 // `Tres` is what the job asked for: its typed GPUs (`gres/gpu:a100=2`, where
                 // typed GPUs are accounted) are the models it accepts.
-                needs: (!tres.gpu_types.is_empty()).then(|| {
-                    Box::new(ordo_core::GpuNeeds { models: tres.gpu_types.clone(), ..Default::default() })
-                }),
+                needs: (!tres.gpu_types.is_empty())
+                    .then(|| Box::new(ordo_core::GpuNeeds { models: tres.gpu_types.clone(), ..Default::default() })),
             }))
         })();
         sink.maybe_row(line, row, repaired, JOBCOMP_REPAIR_SUBMIT, Sink::step)
