@@ -983,7 +983,7 @@ impl Scheduler {
         if self.cap.is_detailed() {
             return false;
         }
-        self.buckets.keys().next().is_none_or(|&(g, _, _, _)| g as u64 > self.cap.total_free())
+        self.buckets.keys().next().is_none_or(|&(g, ..)| g as u64 > self.cap.total_free())
     }
 
     /// A non-preemptive order's plan: waiting jobs in `order`, under the policy's backfill mode.
@@ -1139,7 +1139,7 @@ impl Scheduler {
             self.limits.take(&r.req, &r.alloc, &mut used);
         }
         let mut running_left = self.running.len();
-        let gpu_less_waiting = self.buckets.range((0, 0, 0, 0)..(1, 0, 0, 0)).next().is_some();
+        let gpu_less_waiting = self.buckets.range((0, 0, 0, 0, 0)..(1, 0, 0, 0, 0)).next().is_some();
         for (_, id, running) in keyed {
             if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
                 break;

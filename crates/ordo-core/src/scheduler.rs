@@ -276,8 +276,14 @@ pub(crate) struct Running {
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
 
-/// EASY's backfill groups: (GPUs, gang nodes, estimate class, pools accepted).
-pub(crate) type BucketKey = (u32, u32, u32, u128);
+/// EASY's backfill groups: (GPUs, gang nodes, estimate class, pools accepted, speed row). Jobs
+/// of one group are placed alike (the pool a job gets depends on its pools and speed row).
+pub(crate) type BucketKey = (u32, u32, u32, u128, u16);
+
+/// A waiting job's EASY group.
+fn bucket_key(r: &JobReq) -> BucketKey {
+    (r.gpus, r.nodes, est_class(r.estimate), r.elig.pools, r.elig.row)
+}
 
 /// Conservative backfill's standing reservations: a profile of free GPUs over future time with
 /// every running job (until its estimated end) and every waiting job's reservation taken out.
@@ -626,10 +632,7 @@ impl Scheduler {
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.tiresias_submit(req.id);
-        self.buckets
-            .entry((req.gpus, req.nodes, est_class(req.estimate), req.elig.pools))
-            .or_default()
-            .insert(((key, req.id), req.estimate));
+        self.buckets.entry(bucket_key(&req)).or_default().insert(((key, req.id), req.estimate));
         self.waiting.insert(req.id, key);
         self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
@@ -753,7 +756,7 @@ impl Scheduler {
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
         self.class_remove(req);
-        let b = (req.gpus, req.nodes, est_class(req.estimate), req.elig.pools);
+        let b = bucket_key(req);
         if let Some(set) = self.buckets.get_mut(&b) {
             set.remove(&((key, job), req.estimate));
             if set.is_empty() {
@@ -815,10 +818,7 @@ impl Scheduler {
         self.queue.insert((key, job), r.req);
         self.class_insert(&r.req);
         self.waiting.insert(job, key);
-        self.buckets
-            .entry((r.req.gpus, r.req.nodes, est_class(r.req.estimate), r.req.elig.pools))
-            .or_default()
-            .insert(((key, job), r.req.estimate));
+        self.buckets.entry(bucket_key(&r.req)).or_default().insert(((key, job), r.req.estimate));
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
@@ -1344,7 +1344,7 @@ impl Scheduler {
         // Once fewer GPUs are free than the smallest waiting job asks for, no later job can
         // backfill: the plain pass stops there (the explaining one goes on, to say why each
         // waits). Counts only: not on a cluster that tracks shares, CPUs or memory.
-        let smallest = self.buckets.keys().next().map_or(0, |&(g, _, _, _)| u64::from(g));
+        let smallest = self.buckets.keys().next().map_or(0, |&(g, ..)| u64::from(g));
         let stop_early = !explain && !cap.is_detailed();
         for req in order {
             if stop_early && cap.total_free() < smallest {
@@ -1410,10 +1410,24 @@ impl Scheduler {
         let may = |g: u32, nodes: u32, c: u32, pools: u128, cap: &Pools, sc: &Pools| {
             fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || lower(class_min(c)) <= limit)
         };
-        let mut iters = Vec::new();
+        // A group whose every job runs past the reservation (`lower(class_min(c)) > limit`) and
+        // whose job was just refused is *parked*: its later jobs would be refused alike, since
+        // the refusal depends only on what the group's jobs share (GPUs, nodes, pools, speed
+        // row: where the job would go) and on `cap` and `shadow_cap`, until a start changes
+        // those. A start resumes the parked groups after the started job's place in the queue
+        // (their jobs before it were refused at the old state, as the plain scan refuses them).
+        // Heap entries carry their group's epoch; a parked or resumed group's old entry is stale.
+        struct Group<'s> {
+            key: BucketKey,
+            it: std::collections::btree_set::Range<'s, (QueueKey, Time)>,
+            epoch: u32,
+            parked: bool,
+        }
+        let mut groups: Vec<Group<'_>> = Vec::new();
         let mut heap = BinaryHeap::new();
         let free = cap.total_free();
-        for (&(g, nodes, c, pools), set) in &self.buckets {
+        for (&key, set) in &self.buckets {
+            let (g, nodes, c, pools, _) = key;
             // Groups come in GPU order (a count-only cluster here): none from here on fits.
             if g as u64 > free {
                 break;
@@ -1423,19 +1437,23 @@ impl Scheduler {
             }
             let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
             if let Some(&k) = it.next() {
-                heap.push(std::cmp::Reverse((k, iters.len())));
-                iters.push((g, nodes, c, pools, it));
+                heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
+                groups.push(Group { key, it, epoch: 0, parked: false });
             }
         }
         let pooled = cap.placement() == Placement::Pooled;
         let limited = self.limits.active();
-        while let Some(std::cmp::Reverse(((key, est), b))) = heap.pop() {
-            let (g, nodes, c, pools, _) = iters[b];
+        let mut parked: Vec<usize> = Vec::new();
+        while let Some(std::cmp::Reverse(((key, est), b, epoch))) = heap.pop() {
+            if groups[b].parked || groups[b].epoch != epoch {
+                continue;
+            }
+            let (g, nodes, c, pools, _) = groups[b].key;
             if !may(g, nodes, c, pools, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            if let Some(&k) = iters[b].4.next() {
-                heap.push(std::cmp::Reverse((k, b)));
+            if let Some(&k) = groups[b].it.next() {
+                heap.push(std::cmp::Reverse((k, b, epoch)));
             }
             if !fits(g, nodes, pools, cap) {
                 continue;
@@ -1452,12 +1470,29 @@ impl Scheduler {
             } else {
                 Cow::Borrowed(req)
             };
+            // A job its owner's limits by model narrowed does not stand for its group: another
+            // owner's job of the group may go where it may not.
+            let narrowed = matches!(admitted, Cow::Owned(_));
             let req: &JobReq = &admitted;
-            if let Some(a) =
-                easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
-            {
-                self.limits.take(req, &a, used);
-                plan.starts.push(Start { job: req.id, alloc: a });
+            match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap) {
+                Some(a) => {
+                    self.limits.take(req, &a, used);
+                    plan.starts.push(Start { job: req.id, alloc: a });
+                    for p in parked.drain(..) {
+                        let gr = &mut groups[p];
+                        gr.parked = false;
+                        gr.epoch += 1;
+                        gr.it = self.buckets[&gr.key].range((Excluded((key, Time::MAX)), Unbounded));
+                        if let Some(&k) = gr.it.next() {
+                            heap.push(std::cmp::Reverse((k, p, gr.epoch)));
+                        }
+                    }
+                }
+                None if !narrowed && lower(class_min(c)) > limit => {
+                    groups[b].parked = true;
+                    parked.push(b);
+                }
+                None => {}
             }
         }
         // Starts come out in queue order, as from the plain scan.
