@@ -1,7 +1,7 @@
 //! Dynamic and preemptive orders: keys that change while jobs wait or run (`srtf`, `las`,
 //! `gittins`, `fair`, `priority`, `qssf`, `+maxwait`), the preemptive pass, what jobs teach.
 
-use crate::capacity::Allocation;
+use crate::capacity::{Allocation, Demand};
 use crate::model::JobId;
 use crate::policy::{Backfill, FairBy, FairParams, GittinsParams, LasParams, Order, PriorityParams};
 use crate::pools::Pools;
@@ -1109,7 +1109,10 @@ impl Scheduler {
                 virt.take_what_if(a)
             }
         };
-        let mut chosen: Vec<(&JobReq, Option<Allocation>)> = Vec::new();
+        // Copies: limits by model may have narrowed a chosen job's pools. The third part: where
+        // the ranking counted it against limits by model (only with such limits).
+        let by_model = self.limits.q.limits_models();
+        let mut chosen: Vec<(JobReq, Option<Allocation>, Option<Allocation>)> = Vec::new();
         // Detailed clusters (shares, CPUs, memory) place on exact GPUs: a waiting job placed
         // on an empty ranking state could land on GPUs a lower-ranked running job holds and
         // preempt it for nothing. `beside` is the real state (every running job in place) with
@@ -1133,7 +1136,7 @@ impl Scheduler {
         let limited = self.limits.active();
         let mut used = crate::quota::PassUse::empty();
         for r in self.running.values().filter(|r| pinned(r.req.id)) {
-            self.limits.take(&r.req, &mut used);
+            self.limits.take(&r.req, &r.alloc, &mut used);
         }
         let mut running_left = self.running.len();
         let gpu_less_waiting = self.buckets.range((0, 0, 0, 0, 0)..(1, 0, 0, 0, 0)).next().is_some();
@@ -1158,36 +1161,36 @@ impl Scheduler {
                     continue;
                 }
                 let r = &self.running[&id];
-                let within = !limited || self.limits.check(&r.req, &used).is_none();
+                let within = !limited || self.limits.keeps(&r.req, &r.alloc, &used);
                 if within && keep(&mut virt, &r.alloc) {
-                    self.limits.take(&r.req, &mut used);
+                    self.limits.take(&r.req, &r.alloc, &mut used);
                     continue;
                 }
                 plan.preempt.push(id);
             } else {
                 let req = &self.queue[&(self.waiting[&id], id)];
-                if limited {
-                    if let Some(why) = self.limits.check(req, &used) {
-                        if explain {
-                            plan.waiting.push((id, why));
-                        }
-                        continue;
-                    }
-                }
+                let admitted = if limited {
+                    let Some(r) = self.admitted(req, &used, &virt, explain, &mut plan) else { continue };
+                    r
+                } else {
+                    std::borrow::Cow::Borrowed(req)
+                };
+                let req: &JobReq = &admitted;
                 if let Some(b) = beside.as_mut() {
                     if let Some(a) = b.place_for(req.demand()).filter(|a| virt.can_take(a)) {
                         b.take(&a);
                         virt.take(&a);
-                        self.limits.take(req, &mut used);
-                        chosen.push((req, Some(a)));
+                        self.limits.take(req, &a, &mut used);
+                        let counted = by_model.then(|| a.clone());
+                        chosen.push((*req, Some(a), counted));
                         continue;
                     }
                 }
                 match virt.place_for(req.demand()) {
                     Some(a) => {
                         virt.take(&a);
-                        self.limits.take(req, &mut used);
-                        chosen.push((req, None));
+                        self.limits.take(req, &a, &mut used);
+                        chosen.push((*req, None, by_model.then_some(a)));
                     }
                     None if explain => plan.waiting.push((id, Reason::Outranked { need: req.gpus })),
                     None => {}
@@ -1199,13 +1202,33 @@ impl Scheduler {
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
         }
-        for (req, at) in chosen {
-            match at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand())) {
+        // Limits by model: what the jobs that stay and those placed so far hold, so that a real
+        // placement off the ranking's pools still keeps every owner within its limits.
+        let mut real_used = by_model.then(|| {
+            let gone: std::collections::HashSet<JobId> = plan.preempt.iter().copied().collect();
+            let mut u = crate::quota::PassUse::empty();
+            for r in self.running.values().filter(|r| !gone.contains(&r.req.id)) {
+                self.limits.take(&r.req, &r.alloc, &mut u);
+            }
+            u
+        });
+        for (req, at, counted) in chosen {
+            let mut got = at.filter(|a| real.can_take(a)).or_else(|| real.place_for(req.demand()));
+            if let (Some(a), Some(c), Some(u)) = (&got, &counted, &real_used) {
+                if !self.limits.keeps(&req, a, u) {
+                    // Where the ranking counted it is within the limits.
+                    got = real.place_for(Demand { pools: self.cap.pools_in(c), ..req.demand() });
+                }
+            }
+            if let (Some(a), Some(u)) = (&got, real_used.as_mut()) {
+                self.limits.take(&req, a, u);
+            }
+            match got {
                 Some(a) => {
                     real.take(&a);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
-                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, req))),
+                None if explain => plan.waiting.push((req.id, crate::scheduler::blocked(&real, &req))),
                 None => {}
             }
         }

@@ -25,7 +25,7 @@ pub use gpuids::GpuIds;
 pub use model::{ClusterParseError, ClusterSpec, GpuNeeds, Job, JobId, NodeSpec, Workload};
 pub use policy::{Backfill, FairParams, GittinsParams, LasParams, Order, PolicySpec};
 pub use pools::{Elig, Pools};
-pub use quota::{GpuLimit, QuotaConfig, QuotaScope, Quotas};
+pub use quota::{GpuLimit, ModelLimit, QuotaConfig, QuotaScope, Quotas};
 pub use scheduler::{Plan, Reason, Scheduler, Start};
 pub use speed::{ModelPick, Speeds};
 pub use time::Time;

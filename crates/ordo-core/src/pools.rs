@@ -53,6 +53,12 @@ impl PoolKey {
     pub fn model_name(&self) -> &str {
         self.model.as_deref().unwrap_or("unknown model")
     }
+
+    /// Whether its GPUs are of `model` (lowercased), by [`same_model`].
+    #[inline]
+    pub fn is_model(&self, model: &str) -> bool {
+        self.model.as_deref().is_some_and(|m| same_model(model, m))
+    }
 }
 
 #[derive(Debug)]
@@ -90,6 +96,14 @@ impl PartialEq for Pools {
 }
 
 impl Eq for Pools {}
+
+/// Whether a model name asked for (by a job or a quota, lowercased) names a node's model
+/// (lowercased): ordo-core's rule, the same name. (The server first widens a family name such
+/// as `a100` to the registered `a100-sxm4-80gb`; see ordo-server's `kinds.rs`.)
+#[inline]
+pub fn same_model(asked: &str, node: &str) -> bool {
+    asked == node
+}
 
 /// The pool key of a node.
 fn key_of(n: &crate::model::NodeSpec) -> PoolKey {
@@ -261,6 +275,33 @@ impl Pools {
         self.parts.get(p).map_or(0, Capacity::total)
     }
 
+    /// The pools whose GPUs are of `model` (any case) by the rule `matches` (asked, node's
+    /// model; [`same_model`] in ordo-core), bit `p` for pool `p`; 0 when no node has it.
+    pub fn pools_of_model(&self, model: &str, matches: impl Fn(&str, &str) -> bool) -> u128 {
+        let m = model.to_ascii_lowercase();
+        let hit = |k: &PoolKey| k.model.as_deref().is_some_and(|n| matches(&m, n));
+        self.map.keys.iter().enumerate().filter(|(_, k)| hit(k)).fold(0, |acc, (p, _)| acc | 1u128 << p)
+    }
+
+    /// Every pool's bit.
+    pub fn all_pools(&self) -> u128 {
+        if self.parts.len() == MAX_POOLS {
+            u128::MAX
+        } else {
+            (1u128 << self.parts.len()) - 1
+        }
+    }
+
+    /// The pools of an allocation's nodes (bit `p` for pool `p`).
+    pub fn pools_in(&self, a: &Allocation) -> u128 {
+        a.parts.iter().fold(0, |m, &(n, _)| m | 1u128 << self.pool_of(n))
+    }
+
+    /// GPUs of the pools in `mask`.
+    pub fn total_of(&self, mask: u128) -> u64 {
+        (0..self.parts.len()).filter(|&p| mask & (1u128 << p) != 0).map(|p| self.pool_total(p)).sum()
+    }
+
     /// Which pools a job with `needs` may use, with its speed row; an error in words when no
     /// node of the cluster satisfies them.
     pub fn eligible(&self, needs: &GpuNeeds, row: u16) -> Result<Elig, String> {
@@ -270,7 +311,7 @@ impl Pools {
         }
         let models: Vec<String> = needs.models.iter().map(|m| m.to_ascii_lowercase()).collect();
         let feats: Vec<String> = needs.features.iter().map(|f| f.to_ascii_lowercase()).collect();
-        let model_ok = |k: &PoolKey| models.is_empty() || k.model.as_ref().is_some_and(|m| models.contains(m));
+        let model_ok = |k: &PoolKey| models.is_empty() || models.iter().any(|m| k.is_model(m));
         let mem_ok = |k: &PoolKey| needs.min_mem_mib == 0 || k.mem_mib.is_some_and(|m| m >= needs.min_mem_mib);
         let feat_ok = |k: &PoolKey| feats.iter().all(|f| k.features.contains(f));
         let mut mask = 0u128;
@@ -282,8 +323,7 @@ impl Pools {
         if mask == 0 {
             return Err(self.never_why(&models, needs.min_mem_mib, &feats));
         }
-        let all = if self.parts.len() == MAX_POOLS { u128::MAX } else { (1u128 << self.parts.len()) - 1 };
-        Ok(Elig { pools: if mask == all { 0 } else { mask }, row })
+        Ok(Elig { pools: if mask == self.all_pools() { 0 } else { mask }, row })
     }
 
     /// Why no pool satisfies a constraint, naming the part no node has.
@@ -294,7 +334,7 @@ impl Pools {
             v.dedup();
             v
         };
-        if !models.is_empty() && !keys.iter().any(|k| k.model.as_ref().is_some_and(|m| models.contains(m))) {
+        if !models.is_empty() && !keys.iter().any(|k| models.iter().any(|m| k.is_model(m))) {
             return format!("no node has a GPU of model {} (the cluster has {})", models.join(" or "), have.join(", "));
         }
         if let Some(f) = feats.iter().find(|f| !keys.iter().any(|k| k.features.contains(f))) {

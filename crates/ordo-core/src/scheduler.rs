@@ -14,6 +14,7 @@ use crate::sumset::SumSet;
 use crate::time::Time;
 use crate::whatif::{Scratch, WhatIf};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound::{Excluded, Included};
@@ -199,6 +200,10 @@ pub enum Reason {
         limit: u64,
         /// What this job would add.
         need: u64,
+        /// A limit on the GPUs of one model (`max_running_gpus_by_model`): that model; the job
+        /// accepts no other model whose limit has room. `None`: the limit on all GPUs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
 }
 
@@ -503,10 +508,12 @@ impl Scheduler {
     /// Sets the quotas and shares (replacing any earlier ones); call it before submitting jobs.
     /// Jobs running now count against the new limits at once; none is stopped for it. Under
     /// conservative backfill, standing reservations do not know quotas: with a GPU limit (or
-    /// an array limit) set, every pass plans afresh.
+    /// an array limit) set, every pass plans afresh. Limits by GPU model
+    /// ([`crate::Quotas::user_model_gpus`]) count the GPUs of each pool a running job holds, and
+    /// narrow the pools a waiting job may use in a pass to those whose model has room for it.
     pub fn set_quotas(&mut self, q: crate::Quotas) {
         let gpu_limits = q.limits_gpus();
-        self.limits.q = q;
+        self.limits.set_quotas(q, &self.cap, self.running.values().map(|r| (&r.req, &r.alloc)));
         if gpu_limits {
             self.cons = None;
         }
@@ -524,6 +531,25 @@ impl Scheduler {
             self.cons = None;
         }
         self.limits.set_array(array, max_running);
+    }
+
+    /// When `req` could never start under the limits by GPU model (each pool it accepts that
+    /// could ever hold it is of a model whose limit for its user or group is below its GPUs):
+    /// whose limit, and which.
+    pub fn model_quota_never(&self, req: &JobReq) -> Option<(crate::QuotaScope, &crate::quota::ModelLimit)> {
+        if !self.limits.q.limits_models() {
+            return None;
+        }
+        let mut m = if req.elig.pools == 0 { self.cap.all_pools() } else { req.elig.pools };
+        let mut pools = 0u128;
+        while m != 0 {
+            let p = 1u128 << m.trailing_zeros();
+            if self.cap.can_ever_fit_for(Demand { pools: p, ..req.demand() }) {
+                pools |= p;
+            }
+            m &= m - 1;
+        }
+        self.limits.q.model_never(req.user, req.group, req.gpus as u64, pools)
     }
 
     /// GPUs a user's running jobs hold (counted where quotas or array limits are tracked: always).
@@ -646,7 +672,7 @@ impl Scheduler {
         self.las_commit(job, now, true);
         self.tiresias_start(job, now);
         self.account_start(&req, now);
-        self.limits.on_start(&req);
+        self.limits.on_start(&req, alloc);
         self.unindex_waiting(job, key, &req);
         self.cap.take(alloc);
         self.scratch.apply(|c| c.take(alloc));
@@ -782,7 +808,7 @@ impl Scheduler {
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         self.account_stop(&r.req, now, None);
-        self.limits.on_stop(&r.req);
+        self.limits.on_stop(&r.req, &r.alloc);
         let p = self.progress.entry(job).or_default();
         p.executed += now - r.start;
         p.attained += r.req.gpus as i64 * (now - r.start);
@@ -1008,7 +1034,7 @@ impl Scheduler {
             self.history.record(served, now);
         }
         self.account_stop(&r.req, now, Some(served));
-        self.limits.on_stop(&r.req);
+        self.limits.on_stop(&r.req, &r.alloc);
         self.by_end.remove(&(r.expected_end, job));
         self.release(job, &r);
         if off_estimate && self.cons.is_some() {
@@ -1129,7 +1155,7 @@ impl Scheduler {
         if self.queue.len() != self.waiting.len() {
             return Err("queue and waiting set differ".into());
         }
-        self.limits.check_counts(self.running.values().map(|r| &r.req))?;
+        self.limits.check_counts(self.running.values().map(|r| (&r.req, &r.alloc)))?;
         // Waiting jobs kept sorted by key (`dyn_wait`, and `promoted` under promotion).
         let sorted = self.dyn_wait.values().map(|s| s.len()).sum::<usize>() + self.promoted.len();
         if self.guard_indexed()
@@ -1219,18 +1245,17 @@ impl Scheduler {
         let mut used = PassUse::new();
         let head = loop {
             let Some(req) = order.next() else { return plan };
-            if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
-                    }
-                    continue;
-                }
-            }
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             match cap.place_for(req.demand()) {
                 Some(a) => {
                     cap.take(&a);
-                    self.limits.take(req, &mut used);
+                    self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a });
                 }
                 None => break *req,
@@ -1242,7 +1267,7 @@ impl Scheduler {
         if self.policy.backfill == Backfill::None {
             if explain {
                 for r in order {
-                    let why = if limited { self.limits.check(r, &used) } else { None };
+                    let why = if limited { self.limits.admit(r, &used, &cap).err() } else { None };
                     plan.waiting.push((r.id, why.unwrap_or(Reason::Priority { behind: head.id })));
                 }
             }
@@ -1325,14 +1350,13 @@ impl Scheduler {
             if stop_early && cap.total_free() < smallest {
                 break;
             }
-            if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
-                    }
-                    continue;
-                }
-            }
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             if !cap.fits_for(req.demand()) {
                 if explain {
                     plan.waiting.push((req.id, blocked(&cap, req)));
@@ -1342,7 +1366,7 @@ impl Scheduler {
             match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, &mut cap, &mut shadow_cap)
             {
                 Some(a) => {
-                    self.limits.take(req, &mut used);
+                    self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a })
                 }
                 None if explain => plan.waiting.push((req.id, Reason::Reserved { for_job: head.id, until: shadow })),
@@ -1429,6 +1453,7 @@ impl Scheduler {
         // Groups with a job past the reservation refused at the present state (`refused`; the
         // parked ones among them): a later job of theirs past it is refused alike, unread.
         let mut watched: Vec<usize> = Vec::new();
+        let by_model = self.limits.q.limits_models();
         while let Some(std::cmp::Reverse(((key, est), b, epoch))) = heap.pop() {
             if groups[b].parked || groups[b].epoch != epoch {
                 continue;
@@ -1446,17 +1471,26 @@ impl Scheduler {
             let past = now + at(est, speed) > shadow;
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
-            if past && ((pooled && (g as u64) > extra(shadow_cap)) || groups[b].refused) {
+            // A refused group's later jobs are skipped unless limits by model may narrow them
+            // (another owner's job may go where the refused one could not).
+            if past && ((pooled && (g as u64) > extra(shadow_cap)) || (groups[b].refused && !by_model)) {
                 continue;
             }
             let req = &self.queue[&key];
-            if limited && self.limits.check(req, used).is_some() {
-                continue;
-            }
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, used, cap, false, plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            // A job its owner's limits by model narrowed does not stand for its group: another
+            // owner's job of the group may go where it may not.
+            let narrowed = matches!(admitted, Cow::Owned(_));
+            let req: &JobReq = &admitted;
             match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap) {
                 Some(a) => {
                     let pool = a.parts.first().map_or(0, |part| cap.pool_of(part.0));
-                    self.limits.take(req, used);
+                    self.limits.take(req, &a, used);
                     plan.starts.push(Start { job: req.id, alloc: a });
                     watched.retain(|&p| {
                         let gr = &mut groups[p];
@@ -1475,7 +1509,7 @@ impl Scheduler {
                         false
                     });
                 }
-                None if past => {
+                None if past && !narrowed => {
                     // Where it would have gone (it fits: `fits` said so); nowhere: it never
                     // will in this pass.
                     let gr = &mut groups[b];
@@ -1484,13 +1518,38 @@ impl Scheduler {
                         None => u32::MAX,
                     };
                     gr.refused = true;
-                    gr.parked = at(class_min(c), speed) > limit;
+                    // Not under limits by model: a later job of the group may be narrowed
+                    // away from the pool this one would have taken, and fit elsewhere.
+                    gr.parked = !by_model && at(class_min(c), speed) > limit;
                     watched.push(b);
                 }
                 None => {}
             }
         }
         // Starts come out in queue order, as from the plain scan.
+    }
+
+    /// A waiting job as the limits let it start in this pass (its pools narrowed by limits by
+    /// GPU model, see `Limits::admit`), or `None` when a limit holds it: then, explaining, why
+    /// goes into `plan`.
+    pub(crate) fn admitted<'r>(
+        &self,
+        req: &'r JobReq,
+        used: &PassUse,
+        cap: &Pools,
+        explain: bool,
+        plan: &mut Plan,
+    ) -> Option<Cow<'r, JobReq>> {
+        match self.limits.admit(req, used, cap) {
+            Ok(None) => Some(Cow::Borrowed(req)),
+            Ok(Some(n)) => Some(Cow::Owned(n)),
+            Err(why) => {
+                if explain {
+                    plan.waiting.push((req.id, why));
+                }
+                None
+            }
+        }
     }
 
     /// A what-if copy of the capacity for a pass (see [`Scratch`]).
@@ -1550,15 +1609,15 @@ impl Scheduler {
         for req in order {
             let key = (self.waiting[&req.id], req.id);
             // A job whose owner is at a limit gets no reservation: it is planned again once
-            // the limit lets it (each pass plans afresh while quotas are in force).
-            if limited {
-                if let Some(r) = self.limits.check(req, &used) {
-                    if explain {
-                        plan.waiting.push((req.id, r));
-                    }
-                    continue;
-                }
-            }
+            // the limit lets it (each pass plans afresh while quotas are in force). Limits by
+            // model narrow its pools: it reserves on the models with room now.
+            let admitted = if limited {
+                let Some(r) = self.admitted(req, &used, &now_cap, explain, &mut plan) else { continue };
+                r
+            } else {
+                Cow::Borrowed(req)
+            };
+            let req: &JobReq = &admitted;
             // With no GPU free only GPU-less jobs can start now; other reservations only matter
             // to `explain`, so skip them when not asked. (Not on a detailed cluster: there a
             // fractional job may still start on a shared GPU, and GPU-less jobs need CPUs, so
@@ -1570,7 +1629,7 @@ impl Scheduler {
             if t == now {
                 let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
                 now_cap.take(&a);
-                self.limits.take(req, &mut used);
+                self.limits.take(req, &a, &mut used);
                 plan.starts.push(Start { job: req.id, alloc: a });
             } else if explain {
                 plan.waiting.push((req.id, Reason::Reservation { start: t }));

@@ -96,7 +96,10 @@ fn user_quota_skips_without_blocking() {
     }
     let p = pass(&mut s, 0);
     assert_eq!(started(&p), vec![0, 2]);
-    assert_eq!(reason(&p, 1), Reason::Quota { scope: QuotaScope::User, id: 0, holds: 2, limit: 4, need: 4 });
+    assert_eq!(
+        reason(&p, 1),
+        Reason::Quota { scope: QuotaScope::User, id: 0, holds: 2, limit: 4, need: 4, model: None }
+    );
     assert_eq!(reason(&p, 3), Reason::Resources { need: 4, free: 2 });
     assert_eq!(s.user_gpus(0), 2);
     // Job 0 ends: user 0 holds nothing, 4 GPUs are free: job 1 (first in order) takes them.
@@ -117,8 +120,14 @@ fn group_quota_and_default_user_quota() {
     }
     let p = pass(&mut s, 0);
     assert_eq!(started(&p), vec![0, 3]);
-    assert_eq!(reason(&p, 1), Reason::Quota { scope: QuotaScope::User, id: 0, holds: 8, limit: 8, need: 1 });
-    assert_eq!(reason(&p, 2), Reason::Quota { scope: QuotaScope::Group, id: 5, holds: 8, limit: 12, need: 8 });
+    assert_eq!(
+        reason(&p, 1),
+        Reason::Quota { scope: QuotaScope::User, id: 0, holds: 8, limit: 8, need: 1, model: None }
+    );
+    assert_eq!(
+        reason(&p, 2),
+        Reason::Quota { scope: QuotaScope::Group, id: 5, holds: 8, limit: 12, need: 8, model: None }
+    );
 }
 
 #[test]
@@ -134,7 +143,10 @@ fn array_limits_running_elements() {
     s.submit(req(4, 1, 0), 0).unwrap();
     let p = pass(&mut s, 0);
     assert_eq!(started(&p), vec![0, 1, 4]);
-    assert_eq!(reason(&p, 2), Reason::Quota { scope: QuotaScope::Array, id: 7, holds: 2, limit: 2, need: 1 });
+    assert_eq!(
+        reason(&p, 2),
+        Reason::Quota { scope: QuotaScope::Array, id: 7, holds: 2, limit: 2, need: 1, model: None }
+    );
     s.finish(JobId(0), 5).unwrap();
     assert_eq!(started(&pass(&mut s, 5)), vec![2]);
 }

@@ -66,6 +66,7 @@ impl SimConfig {
         self.model_pick.is_some()
             || !self.speeds.is_empty()
             || w.jobs.iter().any(|j| j.needs.as_ref().is_some_and(|n| n.constrains()))
+            || self.quotas.as_ref().is_some_and(ordo_core::QuotaConfig::has_model_limits)
     }
 }
 
@@ -444,7 +445,16 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     };
     if let Some(q) = &cfg.quotas {
         let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
-        sched.set_quotas(q.resolve(cfg.cluster.total_gpus(), |u| index(&w.users, u), |g| index(&w.groups, g)));
+        let q = q
+            .resolve(
+                cfg.cluster.total_gpus(),
+                sched.capacity(),
+                ordo_core::pools::same_model,
+                |u| index(&w.users, u),
+                |g| index(&w.groups, g),
+            )
+            .map_err(|e| SimError::Cluster(format!("--quotas: {e}")))?;
+        sched.set_quotas(q);
     }
     // Jobs waiting on others join the queue once their dependencies are met; `ended` says how
     // each job ended (`Some(true)`: successfully) once it has, or was never run.
@@ -553,7 +563,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     && j.gpu_milli.is_none()
                     && j.cpus.is_none()
                     && j.mem_mib.is_none()
-                    && over_quota(sched.quotas(), w, j).is_none()
+                    && over_quota(&sched, w, j, &req_of(JobId(i as u32))).is_none()
                     && sched.accepts(&req_of(JobId(i as u32)))
             })
             .collect()
@@ -669,7 +679,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             let job = &w.jobs[id.idx()];
             let req = req_of(id);
             // A job larger than its user's or group's GPU quota could never start.
-            let submitted = match over_quota(sched.quotas(), w, job) {
+            let submitted = match over_quota(&sched, w, job, &req) {
                 Some(why) => Err(Rejected { job: id, gpus: job.gpus, why }),
                 None if never_serves.contains_key(&id.0) => Err(Rejected {
                     job: id,
@@ -876,8 +886,10 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     Ok(SimOutput { records, rejected, never_satisfied, metrics })
 }
 
-/// Why a job can never start under the quotas (more GPUs than its user's or group's limit).
-fn over_quota(q: &ordo_core::Quotas, w: &Workload, job: &ordo_core::Job) -> Option<String> {
+/// Why a job can never start under the quotas (more GPUs than its user's or group's limit, or
+/// than their limits on every GPU model it accepts).
+fn over_quota(sched: &Scheduler, w: &Workload, job: &ordo_core::Job, req: &JobReq) -> Option<String> {
+    let q = sched.quotas();
     let name = |names: &[String], i: u32| names.get(i as usize).cloned().unwrap_or_else(|| i.to_string());
     let gpus = job.gpus as u64;
     if let Some(l) = q.user_limit(job.user).filter(|&l| gpus > l) {
@@ -885,6 +897,16 @@ fn over_quota(q: &ordo_core::Quotas, w: &Workload, job: &ordo_core::Job) -> Opti
     }
     if let Some(l) = q.group_limit(job.group).filter(|&l| gpus > l) {
         return Some(format!("needs {gpus} GPUs, more than group {}'s quota of {l}", name(&w.groups, job.group)));
+    }
+    if let Some((scope, l)) = sched.model_quota_never(req) {
+        let whose = match scope {
+            ordo_core::QuotaScope::Group => format!("group {}", name(&w.groups, job.group)),
+            _ => format!("user {}", name(&w.users, job.user)),
+        };
+        return Some(format!(
+            "needs {} GPUs, more than {whose}'s quota of {} {} GPUs, on every model it accepts",
+            job.gpus, l.limit, l.model
+        ));
     }
     None
 }

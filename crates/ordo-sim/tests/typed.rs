@@ -98,6 +98,17 @@ fn speeds() -> Speeds {
     s
 }
 
+/// The run of policy `pol` on `c` with invariants checked and pick rule `pick` (0 fastest, 1
+/// slowest, 2 first).
+fn checked(c: &ClusterSpec, pol: usize, consolidated: bool, pick: usize) -> SimConfig {
+    let policy: PolicySpec = POLICIES[pol].parse().unwrap();
+    let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
+    let mut cfg = SimConfig::new(c.clone(), placement, policy);
+    cfg.check_invariants = true;
+    cfg.model_pick = Some([ModelPick::Fastest, ModelPick::Slowest, ModelPick::First][pick]);
+    cfg
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
 
@@ -111,11 +122,7 @@ proptest! {
         pick in 0usize..3,
     ) {
         let w = workload(&raw, true);
-        let policy: PolicySpec = POLICIES[pol].parse().unwrap();
-        let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let mut cfg = SimConfig::new(c.clone(), placement, policy);
-        cfg.check_invariants = true;
-        cfg.model_pick = Some([ModelPick::Fastest, ModelPick::Slowest, ModelPick::First][pick]);
+        let mut cfg = checked(&c, pol, consolidated, pick);
         // Speeds name every model, whichever the cluster has: keep only its models' entries.
         if with_speeds {
             let have = c.gpu_models();
@@ -172,6 +179,114 @@ proptest! {
         prop_assert_eq!(mb.utilization_by_model.len(), 1);
         mb.utilization_by_model.clear();
         prop_assert_eq!(&a.metrics, &mb);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// Limits by GPU model (`max_running_gpus_by_model`, for every user, for user u0 and for
+    /// every group): no user or group ever holds more GPUs of a model than its limit, every
+    /// job still ends once, and runs are deterministic. Limits that never bind (more GPUs than
+    /// the cluster has: at 100% a job whose owner holds some would still be over it) give the
+    /// records of the run without quotas (under conservative backfill, of the run with a limit
+    /// on all GPUs that never binds).
+    #[test]
+    fn model_quotas_hold(
+        c in typed_cluster(),
+        raw in jobs(),
+        pol in 0usize..POLICIES.len(),
+        consolidated in any::<bool>(),
+        pick in 0usize..3,
+        lims in prop::collection::vec((0usize..3, prop::option::of(0u64..10), prop::option::of(0u64..10), prop::option::of(0u64..14)), 3),
+    ) {
+        use ordo_core::{GpuLimit, QuotaConfig};
+        let w = workload(&raw, true);
+        let mut cfg = checked(&c, pol, consolidated, pick);
+        let have = c.gpu_models();
+        let mut q = QuotaConfig::default();
+        // (owner, model) -> limit, for the check below: owner 0..3 users, 100 + g groups.
+        let mut limit: std::collections::BTreeMap<(u32, String), u64> = Default::default();
+        let u0 = w.users.iter().position(|u| u == "u0").unwrap() as u32;
+        for &(m, def_user, user0, def_group) in &lims {
+            let model = MODELS[m].to_string();
+            if !have.contains(&model) {
+                continue;
+            }
+            if let Some(l) = def_user {
+                q.default_user.max_running_gpus_by_model.insert(model.to_uppercase(), GpuLimit::Count(l));
+            }
+            if let Some(l) = user0 {
+                q.users.entry("u0".into()).or_default().max_running_gpus_by_model.insert(model.clone(), GpuLimit::Count(l));
+            }
+            if let Some(l) = def_group {
+                q.default_group.max_running_gpus_by_model.insert(model.clone(), GpuLimit::Count(l));
+            }
+        }
+        for u in 0..w.users.len() as u32 {
+            for m in &have {
+                let own = if u == u0 { q.users.get("u0").and_then(|o| o.max_running_gpus_by_model.get(m)) } else { None };
+                let l = own.or_else(|| q.default_user.max_running_gpus_by_model.get(&m.to_uppercase()));
+                if let Some(GpuLimit::Count(l)) = l {
+                    limit.insert((u, m.clone()), *l);
+                }
+            }
+        }
+        for g in 0..w.groups.len().max(1) as u32 {
+            for m in &have {
+                if let Some(GpuLimit::Count(l)) = q.default_group.max_running_gpus_by_model.get(m) {
+                    limit.insert((100 + g, m.clone()), *l);
+                }
+            }
+        }
+        cfg.quotas = Some(q);
+        let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        validate(&w, &c, &out, 0).map_err(TestCaseError::fail)?;
+        // GPUs held per (owner, model) over time (ends before starts at a tie).
+        let mut ev: Vec<(i64, i64, u32, String)> = Vec::new();
+        for r in &out.records {
+            let j = &w.jobs[r.job.idx()];
+            for s in &r.segments {
+                for (n, ids) in s.gpu_ids.iter() {
+                    let m = c.nodes[n as usize].gpu_model.clone().unwrap();
+                    let k = ids.len() as i64;
+                    for owner in [j.user, 100 + j.group] {
+                        ev.push((s.start, k, owner, m.clone()));
+                        ev.push((s.end, -k, owner, m.clone()));
+                    }
+                }
+            }
+        }
+        ev.sort_by_key(|e| (e.0, e.1));
+        let mut held: std::collections::BTreeMap<(u32, String), i64> = Default::default();
+        for (t, d, owner, m) in ev {
+            let h = held.entry((owner, m.clone())).or_default();
+            *h += d;
+            if let Some(&l) = limit.get(&(owner, m.clone())) {
+                prop_assert!(*h <= l as i64, "owner {} holds {} GPUs of {} at {} (limit {})", owner, h, m, t, l);
+            }
+        }
+        let again = simulate(&w, &cfg).unwrap();
+        prop_assert_eq!(&out.records, &again.records);
+        // Limits that never bind: the same records as without quotas.
+        let mut free = cfg.clone();
+        free.quotas = None;
+        let mut loose = QuotaConfig::default();
+        for m in &have {
+            loose.default_user.max_running_gpus_by_model.insert(m.clone(), GpuLimit::Count(10_000));
+        }
+        let mut with_loose = cfg.clone();
+        with_loose.quotas = Some(loose);
+        let b = simulate(&w, &with_loose).unwrap();
+        // Conservative backfill keeps no standing reservations under any GPU limit (each pass
+        // plans afresh): compare it with a limit on all GPUs that never binds either.
+        if POLICIES[pol].contains("conservative") {
+            let mut total = QuotaConfig::default();
+            total.default_user.max_running_gpus = Some(GpuLimit::Count(10_000));
+            free.quotas = Some(total);
+        }
+        let a = simulate(&w, &free).unwrap();
+        prop_assert_eq!(&a.records, &b.records);
     }
 }
 

@@ -123,7 +123,8 @@ pub struct InputArgs {
     estimate_noise: Option<EstimateNoise>,
     /// Per-user and per-group GPU limits and shares: the `[quotas]` table of a TOML file (a
     /// server's config file works as it is; docs/SERVER.md, "Quotas and shares"). Users and
-    /// groups are the trace's `user` and `group` columns.
+    /// groups are the trace's `user` and `group` columns. Limits by GPU model
+    /// (`max_running_gpus_by_model`) turn on typed GPUs.
     #[arg(long)]
     quotas: Option<PathBuf>,
     /// Relative speed of each job class on each GPU model (a TOML throughput matrix, as

@@ -625,7 +625,15 @@ impl Core {
         if !self.cfg.quotas.is_empty() {
             let total = phys_gpus.iter().map(|&g| g as u64).sum();
             let q = &self.cfg.quotas;
-            sched.set_quotas(q.resolve(total, |u| Some(user_index(u)), |g| Some(group_name_index(g))));
+            // Limits by model are on the models of the nodes up now, matched as jobs' models are
+            // (`a100` covers `a100-sxm4-80gb`); one on a model no node up has limits nothing.
+            sched.set_quotas(q.resolve_present(
+                total,
+                sched.capacity(),
+                kinds::model_matches,
+                |u| Some(user_index(u)),
+                |g| Some(group_name_index(g)),
+            ));
         }
         let mut pairs: Vec<Vec<Option<u32>>> = node_gpus.iter().map(|&g| vec![None; g as usize]).collect();
         let mut used: Vec<Vec<bool>> = phys_gpus.iter().map(|&g| vec![false; g as usize]).collect();

@@ -50,9 +50,16 @@ impl Core {
         Ok(())
     }
 
-    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus` (as
-    /// resolved on the nodes that are up): it could never start.
-    pub(super) fn check_gpu_quota(&self, user: &str, gpus: u32) -> Result<(), ApiError> {
+    /// Refuses (422) a job asking more GPUs than its user's or group's `max_running_gpus`, or
+    /// than their `max_running_gpus_by_model` on every model it accepts that could hold it (as
+    /// resolved on the nodes that are up): it could never start. `nodes`: its gang shape.
+    pub(super) fn check_gpu_quota(
+        &self,
+        user: &str,
+        gpus: u32,
+        nodes: u32,
+        needs: &ordo_core::GpuNeeds,
+    ) -> Result<(), ApiError> {
         if !self.nodes.values().any(|n| n.up) {
             return Ok(()); // shares of no GPUs say nothing yet
         }
@@ -71,23 +78,61 @@ impl Core {
                 ordo_core::words::count(g as usize, "GPU")
             )));
         }
+        if q.limits_models() {
+            let mut r = JobReq::new(jid(0), 0, gpus, 0);
+            r.user = user_index(user);
+            r.group = group_index(&self.cfg.quotas, user);
+            r.nodes = if nodes > 1 { nodes } else { 0 };
+            // No node up serves it: nothing to say yet (its kind may be down).
+            let Ok(elig) = self.sched.eligibility(&kinds::widen(needs, self.sched.capacity().keys())) else {
+                return Ok(());
+            };
+            r.elig = elig;
+            if let Some((scope, l)) = self.sched.model_quota_never(&r) {
+                let whose = match scope {
+                    QuotaScope::Group => format!("group {}", self.cfg.quotas.group_of(user).unwrap_or(user)),
+                    _ => format!("user {user}"),
+                };
+                return Err(ApiError::Unprocessable(format!(
+                    "the job needs {}, more than {whose}'s quota of {} {} GPUs (max_running_gpus_by_model), and no other model it accepts could hold it: it could never start",
+                    ordo_core::words::count(g as usize, "GPU"),
+                    l.limit,
+                    l.model
+                )));
+            }
+        }
         Ok(())
     }
 
-    /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it.
-    pub(super) fn quota_text(&self, j: &JobInfo, scope: QuotaScope, holds: u64, limit: u64, need: u64) -> String {
+    /// What `explain` says of a job skipped at a limit: whose limit, what they hold of it (of
+    /// one GPU model for `max_running_gpus_by_model`).
+    pub(super) fn quota_text(
+        &self,
+        j: &JobInfo,
+        scope: QuotaScope,
+        holds: u64,
+        limit: u64,
+        need: u64,
+        model: Option<&str>,
+    ) -> String {
         let q = &self.cfg.quotas;
+        let (gpus, field) = match model {
+            Some(m) => (format!("{m} GPUs"), "max_running_gpus_by_model"),
+            None => (ordo_core::words::count(limit as usize, "GPU"), "max_running_gpus"),
+        };
+        let of = |limit: u64| if model.is_some() { format!("{limit} {gpus}") } else { gpus.clone() };
+        let other = if model.is_some() { " and no other model it accepts has room" } else { "" };
         match scope {
             QuotaScope::User => format!(
-                "quota: user {} holds {holds} of their {} (max_running_gpus); this job needs {need} more, it starts when their running jobs free them",
+                "quota: user {} holds {holds} of their {} ({field}); this job needs {need} more{other}, it starts when their running jobs free them",
                 j.user,
-                ordo_core::words::count(limit as usize, "GPU")
+                of(limit)
             ),
             QuotaScope::Group => format!(
-                "quota: group {} (of user {}) holds {holds} of its {} (max_running_gpus); this job needs {need} more, it starts when the group's running jobs free them",
+                "quota: group {} (of user {}) holds {holds} of its {} ({field}); this job needs {need} more{other}, it starts when the group's running jobs free them",
                 q.group_of(&j.user).unwrap_or("?"),
                 j.user,
-                ordo_core::words::count(limit as usize, "GPU")
+                of(limit)
             ),
             QuotaScope::Array => format!(
                 "array limit: {holds} of at most {limit} elements of its array run; it starts when one of them ends"

@@ -344,7 +344,7 @@ impl Core {
         };
         let adding = array.as_ref().map_or(1, |a| a.indices.len());
         self.check_pending_limits(&who.user, queued, adding)?;
-        self.check_gpu_quota(&who.user, req.gpus)?;
+        self.check_gpu_quota(&who.user, req.gpus, nodes, &needs)?;
         let expanded = self.check_after(&req.after)?;
         let onf = req.on_node_failure.unwrap_or_default();
         let output = match req.output {

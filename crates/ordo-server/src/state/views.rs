@@ -154,8 +154,8 @@ impl Core {
                 None,
             ),
             Reason::Reservation { start } => (format!("holds a reservation to start {}", at(*start)), Some(*start)),
-            Reason::Quota { scope, holds, limit, need, .. } => {
-                (self.quota_text(&self.pending[&id], *scope, *holds, *limit, *need), None)
+            Reason::Quota { scope, holds, limit, need, model, .. } => {
+                (self.quota_text(&self.pending[&id], *scope, *holds, *limit, *need, model.as_deref()), None)
             }
             Reason::Outranked { need } => (
                 format!(
