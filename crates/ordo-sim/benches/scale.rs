@@ -8,7 +8,7 @@
 //! `fifo+easy`; `ORDO_SCALE=longlog` only `longlog`, three runs per policy (median);
 //! `ORDO_SCALE=typed` only the typed cluster (200,000 jobs on 25,000 one-GPU nodes of four GPU
 //! models, 30% of the jobs constrained, a speed matrix) beside the same jobs untyped, three runs
-//! per policy (median).
+//! per policy (median). `ORDO_SCALE_POLICIES=fifo,fifo+easy` runs only the policies named.
 
 #![allow(clippy::unwrap_used)]
 
@@ -172,7 +172,11 @@ fn growth(policies: &[&str]) {
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used here.
-    let all = ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "fifo+conservative", "srtf", "las"];
+    let every = ["fifo", "sjf", "sgf", "fifo+easy", "sjf+easy", "fifo+conservative", "srtf", "las"];
+    // `ORDO_SCALE_POLICIES=fifo,fifo+easy` runs only those of the list.
+    let only = std::env::var("ORDO_SCALE_POLICIES").ok();
+    let all: Vec<&str> =
+        every.into_iter().filter(|p| only.as_deref().is_none_or(|o| o.split(',').any(|x| x.trim() == *p))).collect();
     match std::env::var("ORDO_SCALE").as_deref() {
         Ok("quick") => return growth(&["fifo", "fifo+easy"]),
         Ok("longlog") => return longlog(&all, 3),
