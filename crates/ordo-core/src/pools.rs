@@ -74,8 +74,6 @@ struct Map {
     order: Vec<Vec<u8>>,
     /// Every speed is 1.
     unit_speed: bool,
-    /// The highest speed of any row on any pool (1 without a matrix).
-    max_speed: f64,
 }
 
 /// The cluster's free resources, pool by pool (see the module's documentation). Cloning copies
@@ -197,15 +195,10 @@ impl Pools {
             })
             .collect();
         let unit_speed = speed.iter().flatten().all(|&s| s == 1.0);
-        let max_speed = speed.iter().flatten().copied().fold(1.0, f64::max);
         if single {
             nodes = Vec::new();
         }
-        Ok(Pools {
-            parts,
-            map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed, max_speed }),
-            counters: false,
-        })
+        Ok(Pools { parts, map: Arc::new(Map { keys, at, nodes, speed, order, unit_speed }), counters: false })
     }
 
     /// One pool holding `cap` as it is.
@@ -217,7 +210,6 @@ impl Pools {
             speed: vec![vec![1.0]],
             order: vec![vec![0]],
             unit_speed: true,
-            max_speed: 1.0,
         };
         Pools { parts: vec![cap], map: Arc::new(map), counters: false }
     }
@@ -239,12 +231,6 @@ impl Pools {
         self.is_single() && self.placement() == Placement::Pooled && !self.is_detailed()
     }
 
-    /// The highest speed of any class on any pool (1 without a matrix).
-    #[inline]
-    pub fn max_speed(&self) -> f64 {
-        self.map.max_speed
-    }
-
     /// Every speed of the matrix is 1 (estimates need no scaling).
     #[inline]
     pub fn unit_speed(&self) -> bool {
@@ -254,6 +240,11 @@ impl Pools {
     /// The pools' keys, by pool index.
     pub fn keys(&self) -> &[PoolKey] {
         &self.map.keys
+    }
+
+    /// The pool an allocation's GPUs come from (its first node's; 0 for no GPUs).
+    pub fn pool_of_alloc(&self, alloc: &Allocation) -> u32 {
+        alloc.parts.first().map_or(0, |part| self.pool_of(part.0))
     }
 
     /// The pool of a cluster node.

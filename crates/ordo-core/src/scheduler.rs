@@ -1393,8 +1393,9 @@ impl Scheduler {
     ) {
         use std::collections::BinaryHeap;
         use std::ops::Bound::{Excluded, Unbounded};
-        let limit = shadow - now; // a job this short ends before the reservation
-                                  // The index groups jobs by their estimates at speed 1 (and by pools and speed row).
+        // A job this short ends before the reservation. The index groups jobs by their
+        // estimates at speed 1 (and by pools and speed row).
+        let limit = shadow - now;
         let extra = |sc: &Pools| sc.total_free().saturating_sub(head.gpus as u64);
         // A group whose jobs do not fit now never will in this pass (`cap` only shrinks): under
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
@@ -1404,12 +1405,11 @@ impl Scheduler {
             cap.fits_for(Demand { pools, ..Demand::gpus(g).on_nodes(nodes) })
         };
         // A group's jobs are planned at one speed, the slowest of the pools they accept for
-        // their speed row (`planned`): `at(t, speed)` is a job's planned run time, exactly.
-        let at = |t: Time, speed: f64| if speed == 1.0 { t } else { scaled(t, speed) };
+        // their speed row (`planned`): `scaled(t, speed)` is a job's planned run time, exactly.
         let may = |g: u32, nodes: u32, c: u32, pools: u128, speed: f64, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || at(class_min(c), speed) <= limit)
+            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || scaled(class_min(c), speed) <= limit)
         };
-        // A group whose every job runs past the reservation (`at(class_min(c), speed) > limit`) and
+        // A group whose every job runs past the reservation (`scaled(class_min(c), speed) > limit`) and
         // whose job was just refused is *parked*: its later jobs would be refused alike, since
         // the refusal depends only on what the group's jobs share (GPUs, nodes, pools, speed
         // row: where the job would go) and on `cap` and `shadow_cap`. Only a start in the pool
@@ -1468,7 +1468,7 @@ impl Scheduler {
             if !fits(g, nodes, pools, cap) {
                 continue;
             }
-            let past = now + at(est, speed) > shadow;
+            let past = now + scaled(est, speed) > shadow;
             // Pooled: a job past the reservation needs the head's GPUs to be left at the
             // shadow time (`easy_backfill_one` checks the same), known without the job itself.
             // A refused group's later jobs are skipped unless limits by model may narrow them
@@ -1489,7 +1489,7 @@ impl Scheduler {
             let req: &JobReq = &admitted;
             match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap) {
                 Some(a) => {
-                    let pool = a.parts.first().map_or(0, |part| cap.pool_of(part.0));
+                    let pool = cap.pool_of_alloc(&a);
                     self.limits.take(req, &a, used);
                     plan.starts.push(Start { job: req.id, alloc: a });
                     watched.retain(|&p| {
@@ -1513,14 +1513,11 @@ impl Scheduler {
                     // Where it would have gone (it fits: `fits` said so); nowhere: it never
                     // will in this pass.
                     let gr = &mut groups[b];
-                    gr.on = match cap.place_for(req.demand()) {
-                        Some(a) => a.parts.first().map_or(0, |part| cap.pool_of(part.0)),
-                        None => u32::MAX,
-                    };
+                    gr.on = cap.place_for(req.demand()).map_or(u32::MAX, |a| cap.pool_of_alloc(&a));
                     gr.refused = true;
                     // Not under limits by model: a later job of the group may be narrowed
                     // away from the pool this one would have taken, and fit elsewhere.
-                    gr.parked = !by_model && at(class_min(c), speed) > limit;
+                    gr.parked = !by_model && scaled(class_min(c), speed) > limit;
                     watched.push(b);
                 }
                 None => {}
