@@ -741,7 +741,9 @@ impl Scheduler {
     /// explains).
     fn schedule_dynamic_keyed(&self, now: Time, explain: bool) -> Plan {
         let preemptive = self.policy.order.preemptive();
-        if let Some(mut plan) = self.select_sorted_pooled(now, explain) {
+        if let Some(mut plan) =
+            self.select_sorted_pooled(now, explain).or_else(|| self.select_sorted_pools(now, explain))
+        {
             plan.wake_at = self.next_wake(now, &plan);
             return plan;
         }
@@ -1064,6 +1066,96 @@ impl Scheduler {
             let a = real.place_for(crate::capacity::Demand::gpus(req.gpus)).expect("pooled: the count was checked");
             real.take(&a);
             plan.starts.push(Start { job: req.id, alloc: a });
+        }
+        Some(plan)
+    }
+
+    /// [`Scheduler::select_sorted_pooled`] on a cluster of several pools (GPU models, features)
+    /// under pooled placement: the same decisions as the general pass. Each running job holds
+    /// GPUs of one pool and competes only with what else takes that pool, so each pool's
+    /// running jobs are ranked in runs against that pool's free GPUs (`run_keys_pool`), each
+    /// pool brought up to a waiting job's key only when that job looks at it; a waiting job
+    /// takes the first of its pools, in pick order, with room. `None` where it does not apply
+    /// (as the one-pool path, and while a running job holds GPUs of several pools).
+    fn select_sorted_pools(&self, now: Time, explain: bool) -> Option<Plan> {
+        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
+        if explain
+            || !self.policy.order.preemptive()
+            || !self.waiting_keys_static()
+            || self.run_keys_pool.is_empty()
+            || self.run_spanning > 0
+            || self.cap.placement() != crate::capacity::Placement::Pooled
+            || self.cap.is_detailed()
+            || self.min_run > 0
+            || stale
+            || self.limits.active()
+        {
+            return None;
+        }
+        let n = self.run_keys_pool.len();
+        let mut free: Vec<u64> = (0..n).map(|p| self.cap.pool_total(p)).collect();
+        let held: Vec<u64> = (0..n).map(|p| self.cap.pool_total(p) - self.cap.pool_free(p)).collect();
+        // Where each pool's running jobs have been ranked up to (stored keys; `None`: none yet).
+        let mut done: Vec<Option<(Key, JobId)>> = vec![None; n];
+        let mut preempt: Vec<(Key, JobId)> = Vec::new();
+        // Ranks pool `p`'s running jobs from where it stopped up to `hi` (`None`: past the
+        // last): those whose GPUs still fit are kept, the others preempted.
+        let mut advance = |p: usize, hi: Option<&(Key, JobId)>, free: &mut [u64], preempt: &mut Vec<(Key, JobId)>| {
+            let keys = &self.run_keys_pool[p];
+            let lo = done[p].as_ref();
+            let base = lo.map_or(0, |k| keys.sum_below(k));
+            let top = hi.map_or(held[p], |k| keys.sum_below(k));
+            done[p] = hi.copied();
+            if top - base <= free[p] {
+                free[p] -= top - base;
+                return;
+            }
+            let (first, before) = keys.first_exceeding(base + free[p]).expect("the range holds more");
+            free[p] -= before - base;
+            for (k, g) in keys.iter_from(&first) {
+                if hi.is_some_and(|h| k >= *h) {
+                    break;
+                }
+                if g as u64 <= free[p] {
+                    free[p] -= g as u64;
+                } else {
+                    preempt.push(k);
+                }
+            }
+        };
+        // No pool has more free GPUs than its count so far (ranking only takes GPUs away).
+        let bound = Cell::new(free.iter().copied().max().unwrap_or(0));
+        let waiting =
+            GroupMerge::new(std::iter::empty(), self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
+        let mut chosen = Vec::new();
+        for (k, id, _) in waiting {
+            let hi = (self.stored_run_key(k, now), id);
+            let req = &self.queue[&(self.waiting[&id], id)];
+            for p in self.cap.candidates(req.demand()) {
+                advance(p, Some(&hi), &mut free, &mut preempt);
+                if req.gpus as u64 <= free[p] {
+                    free[p] -= req.gpus as u64;
+                    chosen.push(req);
+                    break;
+                }
+            }
+            bound.set(free.iter().copied().max().unwrap_or(0));
+        }
+        for p in 0..n {
+            advance(p, None, &mut free, &mut preempt);
+        }
+        // In key order, as the general pass ranks them.
+        preempt.sort_unstable();
+        let mut plan = Plan { preempt: preempt.into_iter().map(|k| k.1).collect(), ..Plan::default() };
+        let mut real = self.what_if();
+        for id in &plan.preempt {
+            real.give(&self.running[id].alloc);
+        }
+        for req in chosen {
+            if let Some(a) = real.place_for(req.demand()) {
+                real.take(&a);
+                plan.starts.push(Start { job: req.id, alloc: a });
+            }
         }
         Some(plan)
     }

@@ -347,7 +347,7 @@ impl Pools {
 
     /// The pools a demand may use, in the order placement tries them.
     #[inline]
-    fn candidates(&self, d: Demand) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn candidates(&self, d: Demand) -> impl Iterator<Item = usize> + '_ {
         let order = self.map.order.get(d.row as usize).unwrap_or(&self.map.order[0]);
         order.iter().map(|&p| p as usize).filter(move |&p| d.pools == 0 || d.pools & (1u128 << p) != 0)
     }
@@ -475,7 +475,7 @@ impl Pools {
     }
 
     /// GPUs of `alloc` per pool (counters).
-    fn per_pool(&self, alloc: &Allocation) -> Vec<(usize, u32)> {
+    pub(crate) fn gpus_by_pool(&self, alloc: &Allocation) -> Vec<(usize, u32)> {
         let mut v: Vec<(usize, u32)> = Vec::new();
         for &(n, k) in &alloc.parts {
             let p = self.pool_of(n) as usize;
@@ -663,7 +663,7 @@ impl Pools {
     #[inline]
     pub fn can_take(&self, alloc: &Allocation) -> bool {
         if self.counters {
-            return self.per_pool(alloc).iter().all(|&(p, g)| self.parts[p].total_free() >= g as u64);
+            return self.gpus_by_pool(alloc).iter().all(|&(p, g)| self.parts[p].total_free() >= g as u64);
         }
         if self.is_single() {
             return self.parts[0].can_take(alloc);
@@ -675,7 +675,7 @@ impl Pools {
     #[inline]
     pub fn take(&mut self, alloc: &Allocation) {
         if self.counters {
-            for (p, g) in self.per_pool(alloc) {
+            for (p, g) in self.gpus_by_pool(alloc) {
                 self.parts[p].take_count(g);
             }
             return;
@@ -692,7 +692,7 @@ impl Pools {
     #[inline]
     pub fn give(&mut self, alloc: &Allocation) {
         if self.counters {
-            for (p, g) in self.per_pool(alloc) {
+            for (p, g) in self.gpus_by_pool(alloc) {
                 self.parts[p].give_count(g);
             }
             return;

@@ -1,19 +1,54 @@
 //! Conservative backfill's profile of future free resources: a step function over time in which
 //! each waiting job reserves the earliest slot that delays no reservation made before it.
 
-use crate::capacity::{Allocation, Demand};
+use crate::capacity::{Allocation, Demand, Placement};
 use crate::pools::Pools;
 use crate::time::Time;
 
 /// Free resources over future time, from `now` on; the last step lasts forever. Pooled
-/// count-only placement counts GPUs ([`CountProfile`]), since which nodes a pooled job gets does
-/// not matter; other placements keep every node in every step ([`NodeProfile`]).
+/// count-only placement counts GPUs ([`CountProfile`]; one per pool on a typed cluster), since
+/// which nodes a pooled job gets within its pool does not matter; other placements keep every
+/// node in every step ([`NodeProfile`]).
 #[derive(Debug, Clone)]
 pub(crate) enum Profile {
-    /// Pooled, count-only.
+    /// Pooled, count-only, one pool.
     Count(CountProfile),
+    /// Pooled, count-only, several pools (GPU models, features): one count per pool.
+    Pools(PoolProfile),
     /// Consolidated, or a detailed cluster.
     Nodes(NodeProfile),
+}
+
+/// What a reservation holds in the profile, and so where its job must start to keep to it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Held {
+    /// GPUs of the only pool: any will do.
+    Gpus,
+    /// GPUs of this pool: any of its nodes will do.
+    Pool(u32),
+    /// These nodes' GPUs.
+    Nodes(Allocation),
+}
+
+impl Held {
+    /// Where its job goes on `cap` now: anywhere it fits, anywhere in its pool, or its nodes
+    /// (`None` when they are not free).
+    pub(crate) fn place(&self, cap: &Pools, d: Demand) -> Option<Allocation> {
+        match self {
+            Held::Gpus => cap.place_for(d),
+            Held::Pool(p) => cap.place_for(Demand { pools: 1u128 << p, ..d }),
+            Held::Nodes(a) => cap.can_take(a).then(|| a.clone()),
+        }
+    }
+
+    /// Whether a start on `alloc` is not the one reserved (another pool, other nodes).
+    pub(crate) fn differs(&self, cap: &Pools, alloc: &Allocation) -> bool {
+        match self {
+            Held::Gpus => false,
+            Held::Pool(p) => cap.pools_in(alloc) & !(1u128 << p) != 0,
+            Held::Nodes(a) => a != alloc,
+        }
+    }
 }
 
 impl Profile {
@@ -21,20 +56,18 @@ impl Profile {
     pub(crate) fn new(now: Time, cap: &Pools) -> Self {
         if cap.counts_only() {
             Profile::Count(CountProfile::new(now, cap.total_free() as i64))
+        } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+            Profile::Pools(PoolProfile::new(now, cap))
         } else {
             Profile::Nodes(NodeProfile { segs: vec![(now, cap.clone())] })
         }
-    }
-
-    /// Whether it counts GPUs only (reservations then hold no particular nodes).
-    pub(crate) fn pooled(&self) -> bool {
-        matches!(self, Profile::Count(_))
     }
 
     /// Drops the steps that ended by `now`.
     pub(crate) fn trim(&mut self, now: Time) {
         match self {
             Profile::Count(p) => p.trim(now),
+            Profile::Pools(p) => p.pools.iter_mut().for_each(|c| c.trim(now)),
             Profile::Nodes(p) => p.trim(now),
         }
     }
@@ -43,18 +76,71 @@ impl Profile {
     pub(crate) fn give_from(&mut self, from: Time, alloc: &Allocation) {
         match self {
             Profile::Count(p) => p.add_from(from, alloc.gpus() as i64),
+            Profile::Pools(p) => {
+                for (pool, g) in p.layout.gpus_by_pool(alloc) {
+                    p.pools[pool].add_from(from, g as i64);
+                }
+            }
             Profile::Nodes(p) => p.give_from(from, alloc),
         }
     }
 
     /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
-    /// there, and returns that time and the allocation (a counting profile's is empty: the
-    /// nodes are chosen when the job starts).
-    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
+    /// there, and returns that time and what it holds (the nodes are chosen when the job
+    /// starts, except in a [`NodeProfile`]).
+    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Held) {
         match self {
-            Profile::Count(p) => (p.reserve(now, g.gpus as i64, d), Allocation::default()),
-            Profile::Nodes(p) => p.reserve(now, g, d),
+            Profile::Count(p) => (p.reserve(now, g.gpus as i64, d), Held::Gpus),
+            Profile::Pools(p) => {
+                let (t, pool) = p.reserve(now, g, d);
+                (t, Held::Pool(pool))
+            }
+            Profile::Nodes(p) => {
+                let (t, a) = p.reserve(now, g, d);
+                (t, Held::Nodes(a))
+            }
         }
+    }
+}
+
+/// One [`CountProfile`] per pool. A job reserves in the pool where its slot comes first, the
+/// pick rule's order deciding among equal ones: the slot and pool a [`NodeProfile`] would find
+/// (the earliest step at which some pool holds it throughout, the first such pool in pick order),
+/// at a cost of steps x pools instead of steps x nodes.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolProfile {
+    pools: Vec<CountProfile>,
+    /// The cluster's layout (pool counters): which pool a node is in, a demand's pools in pick
+    /// order, each pool's size.
+    layout: Pools,
+}
+
+impl PoolProfile {
+    fn new(now: Time, cap: &Pools) -> Self {
+        let layout = cap.pool_counters();
+        let pools = (0..cap.keys().len()).map(|p| CountProfile::new(now, cap.pool_free(p) as i64)).collect();
+        PoolProfile { pools, layout }
+    }
+
+    fn reserve(&mut self, now: Time, d: Demand, dur: Time) -> (Time, u32) {
+        let g = d.gpus as i64;
+        let mut best: Option<(Time, usize)> = None;
+        let cands: Vec<usize> = self.layout.candidates(d).collect();
+        for p in cands {
+            if (self.layout.pool_total(p) as i64) < g {
+                continue;
+            }
+            let t = self.pools[p].find_slot(now, g, dur);
+            if best.is_none_or(|b| t < b.0) {
+                best = Some((t, p));
+            }
+            if t <= now {
+                break;
+            }
+        }
+        let (t, p) = best.expect("a job is only submitted where some pool can hold it");
+        self.pools[p].take_at(t, g, dur);
+        (t, p as u32)
     }
 }
 
@@ -333,12 +419,17 @@ impl CountProfile {
             return self.reserve_in_one_block(now, g, d);
         }
         let t = self.find_slot(now, g, d);
+        self.take_at(t, g, d);
+        t
+    }
+
+    /// Takes `g` GPUs over `[t, t + d)` (free there: found by [`CountProfile::find_slot`]).
+    fn take_at(&mut self, t: Time, g: i64, d: Time) {
         self.split_at(t);
         self.split_at(t + d);
         let (from, to) = (self.pos_of(t), self.pos_of(t + d));
         debug_assert!(self.value(from) >= g);
         self.add_range(from, Some(to), -g);
-        t
     }
 
     /// [`CountProfile::reserve`] when every step is in one block (a profile of up to
@@ -581,5 +672,78 @@ mod tests {
             }
         }
         assert!(c.blocks.len() > 10, "the test should span many blocks, got {}", c.blocks.len());
+    }
+
+    #[test]
+    fn pool_profile_reserves_as_a_node_profile_of_pool_counts() {
+        // Four kinds of node (pools 0..4, two of the same model with and without a feature),
+        // pick order fastest-first: the reference is a node-by-node profile over the pools'
+        // counters (pooled placement within a pool counts GPUs), whose reservation is the
+        // earliest step at which some pool holds the job throughout, the first such pool in
+        // pick order. Running jobs' ends (additions), reservations with random pools and
+        // passing time (trims).
+        use crate::model::ClusterSpec;
+        use crate::speed::ModelPick;
+        let mut cluster = ClusterSpec::parse("3x4:t4,2x8:v100,4x2:a100,1x8:h100,2x8:v100").unwrap();
+        for n in &mut cluster.nodes[10..] {
+            n.features = vec!["ib".into()];
+        }
+        let mut speeds = crate::speed::Speeds::default();
+        for (m, v) in [("t4", 0.5), ("v100", 1.0), ("a100", 2.0), ("h100", 3.0)] {
+            speeds.set("*", m, v).unwrap();
+        }
+        for pick in [ModelPick::Fastest, ModelPick::Slowest, ModelPick::First] {
+            let empty = Pools::build(&cluster, Placement::Pooled, false, &speeds, pick, true).unwrap();
+            assert_eq!(empty.keys().len(), 5);
+            let mut rng = ChaCha8Rng::seed_from_u64(3);
+            let mut rnd = |m: u64| rng.random_range(0..m);
+            // Half of each pool busy until a random time.
+            let mut now_cap = empty.clone();
+            let mut ends = Vec::new();
+            for p in 0..5usize {
+                for _ in 0..empty.pool_total(p) / 2 {
+                    let a = now_cap.place_for(Demand { pools: 1 << p, ..Demand::gpus(1) }).unwrap();
+                    now_cap.take(&a);
+                    ends.push((1 + rnd(3_000) as Time, a));
+                }
+            }
+            let mut pools = PoolProfile::new(0, &now_cap);
+            let mut nodes = NodeProfile { segs: vec![(0, now_cap.pool_counters())] };
+            for (t, a) in &ends {
+                let mut q = Profile::Pools(pools);
+                q.give_from(*t, a);
+                let Profile::Pools(back) = q else { unreachable!() };
+                pools = back;
+                nodes.give_from(*t, a);
+            }
+            let mut now = 0;
+            let mut differed_from_first = 0;
+            for step in 0..3_000 {
+                if step % 40 == 39 {
+                    now += rnd(200) as Time;
+                    pools.pools.iter_mut().for_each(|c| c.trim(now));
+                    nodes.trim(now);
+                }
+                let mask = loop {
+                    let m = rnd(32) as u128;
+                    if m != 0 {
+                        break m;
+                    }
+                };
+                let d = Demand { pools: mask, ..Demand::gpus(1 + rnd(8) as u32) };
+                if !empty.can_ever_fit_for(d) {
+                    continue;
+                }
+                let dur = 1 + rnd(1_500) as Time;
+                let (t, p) = pools.reserve(now, d, dur);
+                let (tn, a) = nodes.reserve(now, d, dur);
+                assert_eq!((t, p), (tn, empty.pool_of_alloc(&a)), "step {step} ({pick:?})");
+                differed_from_first += usize::from(Some(p as usize) != empty.candidates(d).next());
+            }
+            assert!(
+                differed_from_first > 100,
+                "the test should reserve off the first pool often: {differed_from_first}"
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@ use crate::gpuids::GpuIds;
 use crate::model::{ClusterSpec, JobId};
 use crate::policy::{Backfill, PolicySpec};
 use crate::pools::{scaled, Elig, Pools};
-use crate::profile::Profile;
+use crate::profile::{Held, Profile};
 use crate::quota::PassUse;
 use crate::speed::{ModelPick, Speeds};
 use crate::sumset::SumSet;
@@ -290,8 +290,8 @@ fn bucket_key(r: &JobReq) -> BucketKey {
 #[derive(Debug, Clone)]
 struct Reservations {
     profile: Profile,
-    /// Waiting job -> (reserved start, reserved end, allocation as held in the profile).
-    res: HashMap<JobId, (Time, Time, Allocation)>,
+    /// Waiting job -> (reserved start, reserved end, what it holds in the profile).
+    res: HashMap<JobId, (Time, Time, Held)>,
     /// (reserved start, queue key, job): which jobs are due, in policy order among equals.
     by_start: BTreeSet<(Time, QueueKey)>,
 }
@@ -333,6 +333,12 @@ pub struct Scheduler {
     pub(crate) run_keys: SumSet<(crate::dynamic::Key, JobId)>,
     pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
+    /// On a cluster of several pools: `run_keys` split by the pool that holds each job's GPUs
+    /// (`run_keys_pool[p]`; empty on one pool), and how many stored running jobs hold GPUs of
+    /// more than one pool (then the split does not describe them, and passes take the general
+    /// path).
+    pub(crate) run_keys_pool: Vec<SumSet<(crate::dynamic::Key, JobId)>>,
+    pub(crate) run_spanning: usize,
     /// Waiting jobs by (GPUs, gang nodes, estimate class): lets EASY skip whole groups of jobs that cannot
     /// backfill (too big for the free GPUs, or too long for the head's reservation).
     /// Each entry carries the job's estimate, so the scan rejects a job that would run past
@@ -426,6 +432,7 @@ impl Scheduler {
             res: HashMap::default(),
             by_start: BTreeSet::new(),
         });
+        let run_keys_pool = if cap.is_single() { Vec::new() } else { vec![SumSet::default(); cap.keys().len()] };
         let mut history = crate::dynamic::History::default();
         if let crate::policy::Order::Gittins(gp) = &policy.order {
             history.set_window(gp.window);
@@ -449,6 +456,8 @@ impl Scheduler {
             run_keys: SumSet::default(),
             run_key_of: HashMap::default(),
             run_expiry: BTreeSet::new(),
+            run_keys_pool,
+            run_spanning: 0,
             buckets: BTreeMap::new(),
             wait_due: BTreeSet::new(),
             due_fresh: BTreeSet::new(),
@@ -687,7 +696,7 @@ impl Scheduler {
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
                 c.by_start.remove(&(t0, (key, job)));
-                off_slot = t0 != now || t1 != expected_end || (!c.profile.pooled() && &held != alloc);
+                off_slot = t0 != now || t1 != expected_end || held.differs(&self.cap, alloc);
             }
         }
         let mut gpu_ids = GpuIds::builder();
@@ -935,12 +944,33 @@ impl Scheduler {
         self.run_keys.insert((k, job), self.running[&job].req.gpus);
         self.run_key_of.insert(job, (k, until));
         self.run_expiry.insert((until, job));
+        if !self.run_keys_pool.is_empty() {
+            let mask = self.cap.pools_in(&self.running[&job].alloc);
+            match mask.count_ones() {
+                0 => {}
+                1 => {
+                    self.run_keys_pool[mask.trailing_zeros() as usize].insert((k, job), self.running[&job].req.gpus);
+                }
+                _ => self.run_spanning += 1,
+            }
+        }
     }
 
+    /// Forgets a running job's stored key (the job must still be in `running`).
     fn drop_run_key(&mut self, job: JobId) {
         if let Some((k, until)) = self.run_key_of.remove(&job) {
             self.run_keys.remove(&(k, job));
             self.run_expiry.remove(&(until, job));
+            if !self.run_keys_pool.is_empty() {
+                let mask = self.cap.pools_in(&self.running[&job].alloc);
+                match mask.count_ones() {
+                    0 => {}
+                    1 => {
+                        self.run_keys_pool[mask.trailing_zeros() as usize].remove(&(k, job));
+                    }
+                    _ => self.run_spanning -= 1,
+                }
+            }
         }
     }
 
@@ -1192,6 +1222,17 @@ impl Scheduler {
             && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
         {
             return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
+        }
+        if self.run_keys_stored() && !self.run_keys_pool.is_empty() {
+            let split: usize = self.run_keys_pool.iter().map(SumSet::len).sum();
+            let gpu_less = self.running.values().filter(|r| r.alloc.parts.is_empty()).count();
+            if split + self.run_spanning + gpu_less != self.running.len() {
+                return Err(format!(
+                    "{split} running keys by pool, {} spanning pools, {gpu_less} without GPUs, for {} running jobs",
+                    self.run_spanning,
+                    self.running.len()
+                ));
+            }
         }
         self.tiresias_check()?;
         if let Some(c) = &self.cons {
@@ -1566,10 +1607,7 @@ impl Scheduler {
         for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
-            let a = if c.profile.pooled() { cap.place_for(req.demand())? } else { c.res[&key.1].2.clone() };
-            if !cap.can_take(&a) {
-                return None;
-            }
+            let a = c.res[&key.1].2.place(&cap, req.demand())?;
             cap.take(&a);
             plan.starts.push(Start { job: req.id, alloc: a });
         }
@@ -1594,7 +1632,6 @@ impl Scheduler {
         order: impl IntoIterator<Item = &'a JobReq>,
     ) -> Plan {
         let mut plan = Plan::default();
-        let pooled = self.cap.counts_only();
         let mut c =
             Reservations { profile: Profile::new(now, &self.cap), res: HashMap::default(), by_start: BTreeSet::new() };
         for &(t, id) in self.by_end.keys() {
@@ -1622,9 +1659,9 @@ impl Scheduler {
             if !explain && now_cap.total_free() == 0 && req.gpus > 0 && !now_cap.is_detailed() {
                 continue;
             }
-            let (t, alloc) = c.reserve(now, key, req, self.plan_estimate(req));
+            let (t, held) = c.reserve(now, key, req, self.plan_estimate(req));
             if t == now {
-                let a = if pooled { now_cap.place_for(req.demand()).expect("profile says it fits now") } else { alloc };
+                let a = held.place(&now_cap, req.demand()).expect("the profile says it fits now");
                 now_cap.take(&a);
                 self.limits.take(req, &a, &mut used);
                 plan.starts.push(Start { job: req.id, alloc: a });
@@ -1716,10 +1753,10 @@ fn easy_backfill_one(
 
 impl Reservations {
     /// Reserves the earliest slot from `now` for a waiting job and records it.
-    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq, estimate: Time) -> (Time, Allocation) {
-        let (t, a) = self.profile.reserve(now, req.demand(), estimate.max(1));
-        self.res.insert(key.1, (t, t + estimate.max(1), a.clone()));
+    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq, estimate: Time) -> (Time, Held) {
+        let (t, held) = self.profile.reserve(now, req.demand(), estimate.max(1));
+        self.res.insert(key.1, (t, t + estimate.max(1), held.clone()));
         self.by_start.insert((t, key));
-        (t, a)
+        (t, held)
     }
 }

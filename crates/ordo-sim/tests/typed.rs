@@ -11,7 +11,7 @@ use ordo_sim::engine::{validate, validate_with};
 use ordo_sim::{simulate, SimConfig};
 use proptest::prelude::*;
 
-const POLICIES: [&str; 12] = [
+const POLICIES: [&str; 13] = [
     "fifo",
     "sjf",
     "fifo+easy",
@@ -20,6 +20,7 @@ const POLICIES: [&str; 12] = [
     "sjf+conservative",
     "srtf",
     "las:thresholds=100,promote=2",
+    "las:thresholds=100",
     "fair",
     "priority:age=100,fairshare=1000,size=-10,qos=1,half_life=300,max_age=600",
     "gittins:quantum=50,window=20",
