@@ -2,7 +2,7 @@
 //! each waiting job reserves the earliest slot that delays no reservation made before it.
 
 use crate::capacity::{Allocation, Demand, Placement};
-use crate::pools::Pools;
+use crate::pools::{scaled, Pools};
 use crate::time::Time;
 
 /// Free resources over future time, from `now` on; the last step lasts forever. Pooled
@@ -85,19 +85,25 @@ impl Profile {
         }
     }
 
-    /// Finds the earliest time from `now` at which a job asking `g` fits for `d`, takes it
-    /// there, and returns that time and what it holds (the nodes are chosen when the job
-    /// starts, except in a [`NodeProfile`]).
-    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Held) {
+    /// Finds the earliest time from `now` at which a job asking `g` fits for its run time,
+    /// takes it there, and returns that time, the reservation's end and what it holds (the
+    /// nodes are chosen when the job starts, except in a [`NodeProfile`]). Its run time is
+    /// `d` (at least 1), its estimate planned on the slowest pool it accepts; a [`PoolProfile`]
+    /// knows the pool and plans `base` (its estimate at speed 1) at that pool's speed.
+    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time, base: Time) -> (Time, Time, Held) {
+        let d = d.max(1);
         match self {
-            Profile::Count(p) => (p.reserve(now, g.gpus as i64, d), Held::Gpus),
+            Profile::Count(p) => {
+                let t = p.reserve(now, g.gpus as i64, d);
+                (t, t + d, Held::Gpus)
+            }
             Profile::Pools(p) => {
-                let (t, pool) = p.reserve(now, g, d);
-                (t, Held::Pool(pool))
+                let (t, d, pool) = p.reserve(now, g, base);
+                (t, t + d, Held::Pool(pool))
             }
             Profile::Nodes(p) => {
                 let (t, a) = p.reserve(now, g, d);
-                (t, Held::Nodes(a))
+                (t, t + d, Held::Nodes(a))
             }
         }
     }
@@ -122,25 +128,28 @@ impl PoolProfile {
         PoolProfile { pools, layout }
     }
 
-    fn reserve(&mut self, now: Time, d: Demand, dur: Time) -> (Time, u32) {
+    /// Reserves for a job asking `d` whose estimate at speed 1 is `base`: on each of its
+    /// pools it runs `base` at that pool's speed; returns the start, the run time and the pool.
+    fn reserve(&mut self, now: Time, d: Demand, base: Time) -> (Time, Time, u32) {
         let g = d.gpus as i64;
-        let mut best: Option<(Time, usize)> = None;
+        let mut best: Option<(Time, Time, usize)> = None;
         let cands: Vec<usize> = self.layout.candidates(d).collect();
         for p in cands {
             if (self.layout.pool_total(p) as i64) < g {
                 continue;
             }
+            let dur = scaled(base, self.layout.pool_speed(d.row, p)).max(1);
             let t = self.pools[p].find_slot(now, g, dur);
             if best.is_none_or(|b| t < b.0) {
-                best = Some((t, p));
+                best = Some((t, dur, p));
             }
             if t <= now {
                 break;
             }
         }
-        let (t, p) = best.expect("a job is only submitted where some pool can hold it");
+        let (t, dur, p) = best.expect("a job is only submitted where some pool can hold it");
         self.pools[p].take_at(t, g, dur);
-        (t, p as u32)
+        (t, dur, p as u32)
     }
 }
 
@@ -578,7 +587,7 @@ mod tests {
                 s.1 += g;
             }
         }
-        fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
+        fn find(&self, now: Time, g: i64, d: Time) -> Time {
             let first = self.0.partition_point(|s| s.0 <= now).saturating_sub(1);
             let i = (first..self.0.len())
                 .find(|&i| {
@@ -586,13 +595,19 @@ mod tests {
                     self.0[i].1 >= g && self.0[i + 1..].iter().take_while(|s| s.0 < t + d).all(|s| s.1 >= g)
                 })
                 .expect("the last step fits");
-            let t = self.0[i].0.max(now);
+            self.0[i].0.max(now)
+        }
+        fn reserve(&mut self, now: Time, g: i64, d: Time) -> Time {
+            let t = self.find(now, g, d);
+            self.take_at(t, g, d);
+            t
+        }
+        fn take_at(&mut self, t: Time, g: i64, d: Time) {
             let a = self.split_at(t);
             let b = self.split_at(t + d);
             for s in &mut self.0[a..b] {
                 s.1 -= g;
             }
-            t
         }
         fn steps(p: &CountProfile) -> Vec<(Time, i64)> {
             (0..p.blocks.len())
@@ -675,13 +690,12 @@ mod tests {
     }
 
     #[test]
-    fn pool_profile_reserves_as_a_node_profile_of_pool_counts() {
-        // Four kinds of node (pools 0..4, two of the same model with and without a feature),
-        // pick order fastest-first: the reference is a node-by-node profile over the pools'
-        // counters (pooled placement within a pool counts GPUs), whose reservation is the
-        // earliest step at which some pool holds the job throughout, the first such pool in
-        // pick order. Running jobs' ends (additions), reservations with random pools and
-        // passing time (trims).
+    fn pool_profile_reserves_as_a_scan_of_every_pool() {
+        // Five kinds of node (two of the same model with and without a feature), three pick
+        // orders. The reference scans each of a job's pools step by step for the earliest slot
+        // of its run time there (its estimate at that pool's speed) and takes the earliest,
+        // the first in pick order among equal ones. Running jobs' ends (additions),
+        // reservations with random pools and passing time (trims).
         use crate::model::ClusterSpec;
         use crate::speed::ModelPick;
         let mut cluster = ClusterSpec::parse("3x4:t4,2x8:v100,4x2:a100,1x8:h100,2x8:v100").unwrap();
@@ -707,22 +721,19 @@ mod tests {
                     ends.push((1 + rnd(3_000) as Time, a));
                 }
             }
-            let mut pools = PoolProfile::new(0, &now_cap);
-            let mut nodes = NodeProfile { segs: vec![(0, now_cap.pool_counters())] };
+            let mut prof = Profile::new(0, &now_cap);
+            let mut plain: Vec<Plain> = (0..5).map(|p| Plain(vec![(0, now_cap.pool_free(p) as i64)])).collect();
             for (t, a) in &ends {
-                let mut q = Profile::Pools(pools);
-                q.give_from(*t, a);
-                let Profile::Pools(back) = q else { unreachable!() };
-                pools = back;
-                nodes.give_from(*t, a);
+                prof.give_from(*t, a);
+                plain[empty.pool_of_alloc(a) as usize].add_from(*t, a.gpus() as i64);
             }
             let mut now = 0;
-            let mut differed_from_first = 0;
+            let (mut off_first, mut faster) = (0, 0);
             for step in 0..3_000 {
                 if step % 40 == 39 {
                     now += rnd(200) as Time;
-                    pools.pools.iter_mut().for_each(|c| c.trim(now));
-                    nodes.trim(now);
+                    prof.trim(now);
+                    plain.iter_mut().for_each(|p| p.trim(now));
                 }
                 let mask = loop {
                     let m = rnd(32) as u128;
@@ -734,16 +745,25 @@ mod tests {
                 if !empty.can_ever_fit_for(d) {
                     continue;
                 }
-                let dur = 1 + rnd(1_500) as Time;
-                let (t, p) = pools.reserve(now, d, dur);
-                let (tn, a) = nodes.reserve(now, d, dur);
-                assert_eq!((t, p), (tn, empty.pool_of_alloc(&a)), "step {step} ({pick:?})");
-                differed_from_first += usize::from(Some(p as usize) != empty.candidates(d).next());
+                let base = rnd(1_500) as Time;
+                let slowest = scaled(base, empty.slowest(d));
+                let (t, end, held) = prof.reserve(now, d, slowest, base);
+                let mut want: Option<(Time, Time, usize)> = None;
+                for p in empty.candidates(d).filter(|&p| empty.pool_total(p) >= d.gpus as u64) {
+                    let dur = scaled(base, empty.pool_speed(0, p)).max(1);
+                    let tp = plain[p].find(now, d.gpus as i64, dur);
+                    if want.is_none_or(|w| tp < w.0) {
+                        want = Some((tp, dur, p));
+                    }
+                }
+                let (tw, dw, pw) = want.unwrap();
+                plain[pw].take_at(tw, d.gpus as i64, dw);
+                assert_eq!((t, end, held), (tw, tw + dw, Held::Pool(pw as u32)), "step {step} ({pick:?})");
+                off_first += usize::from(Some(pw) != empty.candidates(d).next());
+                faster += usize::from(dw < slowest.max(1));
             }
-            assert!(
-                differed_from_first > 100,
-                "the test should reserve off the first pool often: {differed_from_first}"
-            );
+            assert!(off_first > 100, "the test should reserve off the first pool often: {off_first}");
+            assert!(faster > 100, "the test should reserve on faster pools often: {faster}");
         }
     }
 }

@@ -1753,9 +1753,11 @@ fn easy_backfill_one(
 
 impl Reservations {
     /// Reserves the earliest slot from `now` for a waiting job and records it.
+    /// `estimate`: on the slowest pool it accepts (a per-pool profile plans it on the pool it
+    /// reserves, from `req.estimate`).
     fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq, estimate: Time) -> (Time, Held) {
-        let (t, held) = self.profile.reserve(now, req.demand(), estimate.max(1));
-        self.res.insert(key.1, (t, t + estimate.max(1), held.clone()));
+        let (t, end, held) = self.profile.reserve(now, req.demand(), estimate, req.estimate);
+        self.res.insert(key.1, (t, end, held.clone()));
         self.by_start.insert((t, key));
         (t, held)
     }
