@@ -1093,56 +1093,60 @@ impl Scheduler {
             return None;
         }
         let n = self.run_keys_pool.len();
-        let mut free: Vec<u64> = (0..n).map(|p| self.cap.pool_total(p)).collect();
+        // Each pool's GPUs not yet kept or chosen (shared with the source of waiting jobs, which
+        // drops a group once its GPUs exceed every one of its pools').
+        let free: Vec<Cell<u64>> = (0..n).map(|p| Cell::new(self.cap.pool_total(p))).collect();
         let held: Vec<u64> = (0..n).map(|p| self.cap.pool_total(p) - self.cap.pool_free(p)).collect();
         // Where each pool's running jobs have been ranked up to (stored keys; `None`: none yet).
         let mut done: Vec<Option<(Key, JobId)>> = vec![None; n];
         let mut preempt: Vec<(Key, JobId)> = Vec::new();
         // Ranks pool `p`'s running jobs from where it stopped up to `hi` (`None`: past the
         // last): those whose GPUs still fit are kept, the others preempted.
-        let mut advance = |p: usize, hi: Option<&(Key, JobId)>, free: &mut [u64], preempt: &mut Vec<(Key, JobId)>| {
+        let mut advance = |p: usize, hi: Option<&(Key, JobId)>, free: &[Cell<u64>], preempt: &mut Vec<(Key, JobId)>| {
             let keys = &self.run_keys_pool[p];
             let lo = done[p].as_ref();
             let base = lo.map_or(0, |k| keys.sum_below(k));
             let top = hi.map_or(held[p], |k| keys.sum_below(k));
             done[p] = hi.copied();
-            if top - base <= free[p] {
-                free[p] -= top - base;
+            let mut f = free[p].get();
+            if top - base <= f {
+                free[p].set(f - (top - base));
                 return;
             }
-            let (first, before) = keys.first_exceeding(base + free[p]).expect("the range holds more");
-            free[p] -= before - base;
+            let (first, before) = keys.first_exceeding(base + f).expect("the range holds more");
+            f -= before - base;
             for (k, g) in keys.iter_from(&first) {
                 if hi.is_some_and(|h| k >= *h) {
                     break;
                 }
-                if g as u64 <= free[p] {
-                    free[p] -= g as u64;
+                if g as u64 <= f {
+                    f -= g as u64;
                 } else {
                     preempt.push(k);
                 }
             }
+            free[p].set(f);
         };
         // No pool has more free GPUs than its count so far (ranking only takes GPUs away).
-        let bound = Cell::new(free.iter().copied().max().unwrap_or(0));
+        let unbounded = Cell::new(u64::MAX);
         let waiting =
-            GroupMerge::new(std::iter::empty(), self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
+            GroupMerge::new(std::iter::empty(), self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &unbounded)
+                .with_pools(&free);
         let mut chosen = Vec::new();
         for (k, id, _) in waiting {
             let hi = (self.stored_run_key(k, now), id);
             let req = &self.queue[&(self.waiting[&id], id)];
             for p in self.cap.candidates(req.demand()) {
-                advance(p, Some(&hi), &mut free, &mut preempt);
-                if req.gpus as u64 <= free[p] {
-                    free[p] -= req.gpus as u64;
+                advance(p, Some(&hi), &free, &mut preempt);
+                if req.gpus as u64 <= free[p].get() {
+                    free[p].set(free[p].get() - req.gpus as u64);
                     chosen.push(req);
                     break;
                 }
             }
-            bound.set(free.iter().copied().max().unwrap_or(0));
         }
         for p in 0..n {
-            advance(p, None, &mut free, &mut preempt);
+            advance(p, None, &free, &mut preempt);
         }
         // In key order, as the general pass ranks them.
         preempt.sort_unstable();
@@ -1366,14 +1370,24 @@ impl Scheduler {
 struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> {
     running: std::iter::Peekable<R>,
     heap: BinaryHeap<Reverse<(Key, JobId, usize)>>,
-    groups: Vec<(u32, G)>,
+    /// Each group's (GPUs, pools accepted) and its jobs.
+    groups: Vec<((u32, u128), G)>,
     bound: &'a Cell<u64>,
+    /// On a cluster of several pools, the most GPUs each pool may still give (a group is
+    /// dropped once its GPUs exceed every one of its pools').
+    pool_bound: Option<&'a [Cell<u64>]>,
 }
 
 impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> GroupMerge<'a, R, G> {
-    /// The merge of `running` with the `(GPU count, sorted jobs)` groups.
-    fn new(running: R, groups: impl Iterator<Item = (u32, G)>, bound: &'a Cell<u64>) -> Self {
-        let mut m = GroupMerge { running: running.peekable(), heap: BinaryHeap::new(), groups: Vec::new(), bound };
+    /// The merge of `running` with the `((GPU count, pools), sorted jobs)` groups.
+    fn new(running: R, groups: impl Iterator<Item = ((u32, u128), G)>, bound: &'a Cell<u64>) -> Self {
+        let mut m = GroupMerge {
+            running: running.peekable(),
+            heap: BinaryHeap::new(),
+            groups: Vec::new(),
+            bound,
+            pool_bound: None,
+        };
         for (g, mut it) in groups {
             if let Some(&(k, id)) = it.next() {
                 m.heap.push(Reverse((k, id, m.groups.len())));
@@ -1381,6 +1395,12 @@ impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, Jo
             }
         }
         m
+    }
+
+    /// Also drops a group once its GPUs exceed what each of its pools may still give.
+    fn with_pools(mut self, pool_bound: &'a [Cell<u64>]) -> Self {
+        self.pool_bound = Some(pool_bound);
+        self
     }
 }
 
@@ -1390,7 +1410,12 @@ impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, Jo
     type Item = (Key, JobId, bool);
     fn next(&mut self) -> Option<Self::Item> {
         while let Some(&Reverse((k, id, gi))) = self.heap.peek() {
-            if self.groups[gi].0 as u64 > self.bound.get() {
+            let (g, pools) = self.groups[gi].0;
+            let too_big = g as u64 > self.bound.get()
+                || self.pool_bound.is_some_and(|b| {
+                    !b.iter().enumerate().any(|(p, f)| (pools == 0 || pools & (1u128 << p) != 0) && f.get() >= g as u64)
+                });
+            if too_big {
                 self.heap.pop();
                 continue;
             }

@@ -324,8 +324,9 @@ pub struct Scheduler {
     pub(crate) min_run: Time,
     /// Waiting jobs sorted by their dynamic key, kept between passes when those keys are fixed
     /// while a job waits (see `waiting_keys_static`), with each job's key.
-    /// Grouped by GPU count, so a pass can skip every group larger than the GPUs left.
-    pub(crate) dyn_wait: BTreeMap<u32, BTreeSet<(crate::dynamic::Key, JobId)>>,
+    /// Grouped by (GPU count, pools accepted), so a pass can skip every group larger than the
+    /// GPUs left (in its pools, on a cluster of several).
+    pub(crate) dyn_wait: BTreeMap<(u32, u128), BTreeSet<(crate::dynamic::Key, JobId)>>,
     pub(crate) dyn_key: HashMap<JobId, crate::dynamic::Key>,
     /// Running jobs by their stored key (where waiting keys are kept sorted) with their GPUs,
     /// so that a pass can sum the GPUs of a range of them; the stored key and until when it
@@ -743,10 +744,11 @@ impl Scheduler {
     /// withdrawing it share.
     fn unindex_waiting(&mut self, job: JobId, key: (i64, i64), req: &JobReq) {
         if let Some(k) = self.dyn_key.remove(&job) {
-            if let Some(set) = self.dyn_wait.get_mut(&req.gpus) {
+            let group = (req.gpus, req.elig.pools);
+            if let Some(set) = self.dyn_wait.get_mut(&group) {
                 set.remove(&(k, job));
                 if set.is_empty() {
-                    self.dyn_wait.remove(&req.gpus);
+                    self.dyn_wait.remove(&group);
                 }
             }
             self.promoted.remove(&(k, job));
@@ -903,7 +905,7 @@ impl Scheduler {
             if promoted.is_some() {
                 self.promoted.insert((k, job));
             } else {
-                self.dyn_wait.entry(req.gpus).or_default().insert((k, job));
+                self.dyn_wait.entry((req.gpus, req.elig.pools)).or_default().insert((k, job));
             }
         }
     }
@@ -922,11 +924,12 @@ impl Scheduler {
             .collect();
         for id in due {
             let (Some(&k), Some(&key)) = (self.dyn_key.get(&id), self.waiting.get(&id)) else { continue };
-            let gpus = self.queue[&(key, id)].gpus;
-            if let Some(set) = self.dyn_wait.get_mut(&gpus) {
+            let req = &self.queue[&(key, id)];
+            let group = (req.gpus, req.elig.pools);
+            if let Some(set) = self.dyn_wait.get_mut(&group) {
                 set.remove(&(k, id));
                 if set.is_empty() {
-                    self.dyn_wait.remove(&gpus);
+                    self.dyn_wait.remove(&group);
                 }
             }
             self.promoted.remove(&(k, id));
@@ -1008,12 +1011,13 @@ impl Scheduler {
             let req = self.queue[&(key, id)];
             // Not in `dyn_wait`: promoted when it was queued (in `promoted` already), or past
             // the guard.
-            let Some(set) = self.dyn_wait.get_mut(&req.gpus) else { continue };
+            let group = (req.gpus, req.elig.pools);
+            let Some(set) = self.dyn_wait.get_mut(&group) else { continue };
             if !set.remove(&(old, id)) {
                 continue;
             }
             if set.is_empty() {
-                self.dyn_wait.remove(&req.gpus);
+                self.dyn_wait.remove(&group);
             }
             let k = self.unguarded_key(&req, now, false);
             self.promoted.insert((k, id));
