@@ -1022,24 +1022,7 @@ impl Scheduler {
         // Keeps the running jobs in `[lo, hi)` (stored keys; `None`: from the first, to past
         // the last) that fit, in key order, and preempts the others.
         let run_range = |lo: Option<&(Key, JobId)>, hi: Option<&(Key, JobId)>, free: &mut u64, out: &mut Vec<JobId>| {
-            let base = lo.map_or(0, |k| self.run_keys.sum_below(k));
-            let top = hi.map_or(held, |k| self.run_keys.sum_below(k));
-            if top - base <= *free {
-                *free -= top - base;
-                return;
-            }
-            let (first, before) = self.run_keys.first_exceeding(base + *free).expect("the range holds more");
-            *free -= before - base;
-            for (k, g) in self.run_keys.iter_from(&first) {
-                if hi.is_some_and(|h| k >= *h) {
-                    break;
-                }
-                if g as u64 <= *free {
-                    *free -= g as u64;
-                } else {
-                    out.push(k.1);
-                }
-            }
+            keep_in_runs(&self.run_keys, lo, hi, held, free, |k| out.push(k.1));
         };
         let bound = Cell::new(free);
         let waiting =
@@ -1103,29 +1086,10 @@ impl Scheduler {
         // Ranks pool `p`'s running jobs from where it stopped up to `hi` (`None`: past the
         // last): those whose GPUs still fit are kept, the others preempted.
         let mut advance = |p: usize, hi: Option<&(Key, JobId)>, free: &[Cell<u64>], preempt: &mut Vec<(Key, JobId)>| {
-            let keys = &self.run_keys_pool[p];
-            let lo = done[p].as_ref();
-            let base = lo.map_or(0, |k| keys.sum_below(k));
-            let top = hi.map_or(held[p], |k| keys.sum_below(k));
-            done[p] = hi.copied();
             let mut f = free[p].get();
-            if top - base <= f {
-                free[p].set(f - (top - base));
-                return;
-            }
-            let (first, before) = keys.first_exceeding(base + f).expect("the range holds more");
-            f -= before - base;
-            for (k, g) in keys.iter_from(&first) {
-                if hi.is_some_and(|h| k >= *h) {
-                    break;
-                }
-                if g as u64 <= f {
-                    f -= g as u64;
-                } else {
-                    preempt.push(k);
-                }
-            }
+            keep_in_runs(&self.run_keys_pool[p], done[p].as_ref(), hi, held[p], &mut f, |k| preempt.push(k));
             free[p].set(f);
+            done[p] = hi.copied();
         };
         // No pool has more free GPUs than its count so far (ranking only takes GPUs away).
         let unbounded = Cell::new(u64::MAX);
@@ -1429,6 +1393,39 @@ impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, Jo
             return Some((k, id, false));
         }
         self.running.next()
+    }
+}
+
+/// Ranks the running jobs of `keys` (stored keys, with their GPUs) in `[lo, hi)` (`None`: from
+/// the first, to past the last) against `free` GPUs, in key order: those whose GPUs still fit
+/// are kept (taken from `free`), each other one is passed to `preempt`. `held`: the GPUs of all
+/// of `keys`. A run that fits whole costs one sum; only from the first that does not is each
+/// job looked at.
+fn keep_in_runs(
+    keys: &crate::sumset::SumSet<(Key, JobId)>,
+    lo: Option<&(Key, JobId)>,
+    hi: Option<&(Key, JobId)>,
+    held: u64,
+    free: &mut u64,
+    mut preempt: impl FnMut((Key, JobId)),
+) {
+    let base = lo.map_or(0, |k| keys.sum_below(k));
+    let top = hi.map_or(held, |k| keys.sum_below(k));
+    if top - base <= *free {
+        *free -= top - base;
+        return;
+    }
+    let (first, before) = keys.first_exceeding(base + *free).expect("the range holds more");
+    *free -= before - base;
+    for (k, g) in keys.iter_from(&first) {
+        if hi.is_some_and(|h| k >= *h) {
+            break;
+        }
+        if g as u64 <= *free {
+            *free -= g as u64;
+        } else {
+            preempt(k);
+        }
     }
 }
 
