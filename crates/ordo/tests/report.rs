@@ -198,7 +198,10 @@ fn philly_report_renders_in_headless_chromium() {
         let _ = writeln!(std::io::stderr(), "skipped: /usr/bin/chromium not found (apt-get install chromium)");
         return;
     }
+    // Kept in the repository's target/ for a look (made here: a build elsewhere, with
+    // CARGO_TARGET_DIR, leaves none).
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    std::fs::create_dir_all(&target).unwrap();
     let html_path = target.join("report-philly.html");
     let json_path = tmp("philly.json");
     let all = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,gittins,fair,priority,qssf,rr";
@@ -321,7 +324,10 @@ fn ten_policies_fit_at_1400_px_in_chromium() {
     let policies = "fifo,sjf,sgf,fifo+easy,sjf+easy,fifo+conservative,srtf,las,\
 las:thresholds=10/30/100/300/1000/3000/10000/30000/100000/300000/1000000/3000000,within=gpus,\
 priority:age=1000,fairshare=0,size=-10000,qos=0,half_life=604800,max_age=86400+easy";
+    // Kept in the repository's target/ for a look (made here: a build elsewhere, with
+    // CARGO_TARGET_DIR, leaves none).
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    std::fs::create_dir_all(&target).unwrap();
     let page = target.join(format!("report-1400-{}.html", std::process::id()));
     let p = page.to_str().unwrap();
     let args = ["report", "--quiet", "--workload", "online", "--jobs", "600", "--policies", policies, "--out", p];

@@ -373,7 +373,10 @@ fn dashboard_in_headless_chromium() {
     assert_eq!(b.eval("!!document.querySelector('#chart-2w svg')"), json!(true));
     // The screenshot: 1,400 px wide, the idle GPU red and the busy ones green.
     let shot = b.screenshot();
+    // Kept in the repository's target/ for a look (made here: a build elsewhere, with
+    // CARGO_TARGET_DIR, leaves none).
     let target = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    std::fs::create_dir_all(&target).unwrap();
     std::fs::write(target.join("dashboard-screenshot.png"), &shot).unwrap();
     let (w, h, bpp, px) = png::png_pixels(&shot);
     assert_eq!(w, 1400);
