@@ -474,6 +474,28 @@ impl Pools {
         Pools { parts, map: self.map.clone(), counters: true }
     }
 
+    /// The pool a job asking `d` would go to now ([`Pools::place_for`] takes the first of its
+    /// pools, in the pick rule's order, that holds it), without choosing its nodes.
+    pub(crate) fn first_fit_pool(&self, d: Demand) -> Option<usize> {
+        if self.is_single() {
+            return self.parts[0].fits_for(d).then_some(0);
+        }
+        self.candidates(d).find(|&p| self.parts[p].fits_for(d))
+    }
+
+    /// Counters ([`Pools::pool_counters`]): whether `g` GPUs can be taken from pool `q` and a
+    /// job asking `head` still fits afterwards, on one of its pools. The same answer as
+    /// `can_take`, `take`, `fits_for(head)` on an allocation of `g` GPUs in `q`, by counts.
+    pub(crate) fn fits_after_taking(&self, q: usize, g: u32, head: Demand) -> bool {
+        debug_assert!(self.counters || self.is_single());
+        let Some(fq) = self.parts[q].total_free().checked_sub(g as u64) else { return false };
+        let h = head.gpus as u64;
+        if self.is_single() {
+            return fq >= h;
+        }
+        self.candidates(head).any(|p| if p == q { fq >= h } else { self.parts[p].total_free() >= h })
+    }
+
     /// GPUs of `alloc` per pool (counters).
     pub(crate) fn gpus_by_pool(&self, alloc: &Allocation) -> Vec<(usize, u32)> {
         let mut v: Vec<(usize, u32)> = Vec::new();
@@ -675,8 +697,9 @@ impl Pools {
     #[inline]
     pub fn take(&mut self, alloc: &Allocation) {
         if self.counters {
-            for (p, g) in self.gpus_by_pool(alloc) {
-                self.parts[p].take_count(g);
+            for &(n, k) in &alloc.parts {
+                let p = self.pool_of(n) as usize;
+                self.parts[p].take_count(k);
             }
             return;
         }
@@ -692,8 +715,9 @@ impl Pools {
     #[inline]
     pub fn give(&mut self, alloc: &Allocation) {
         if self.counters {
-            for (p, g) in self.gpus_by_pool(alloc) {
-                self.parts[p].give_count(g);
+            for &(n, k) in &alloc.parts {
+                let p = self.pool_of(n) as usize;
+                self.parts[p].give_count(k);
             }
             return;
         }

@@ -276,13 +276,23 @@ pub(crate) struct Running {
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
 
-/// EASY's backfill groups: (GPUs, gang nodes, estimate class, pools accepted, speed row). Jobs
+/// EASY's backfill groups: (GPUs, gang nodes, pools accepted, speed row, estimate class). Jobs
 /// of one group are placed alike (the pool a job gets depends on its pools and speed row).
-pub(crate) type BucketKey = (u32, u32, u32, u128, u16);
+pub(crate) type BucketKey = (u32, u32, u128, u16, u32);
 
 /// A waiting job's EASY group.
 fn bucket_key(r: &JobReq) -> BucketKey {
-    (r.gpus, r.nodes, est_class(r.estimate), r.elig.pools, r.elig.row)
+    (r.gpus, r.nodes, r.elig.pools, r.elig.row, est_class(r.estimate))
+}
+
+/// EASY on several count-only pools: the tail of a run of groups (one GPU count, gang, pools
+/// and speed row; estimate classes from `from` on) whose every job runs past the reservation
+/// and would be refused, parked until a start in pool `on`, where its jobs would go.
+struct ParkedTail {
+    prefix: (u32, u32, u128, u16),
+    from: u32,
+    speed: f64,
+    on: u32,
 }
 
 /// Conservative backfill's standing reservations: a profile of free GPUs over future time with
@@ -1468,46 +1478,104 @@ impl Scheduler {
         struct Group<'s> {
             key: BucketKey,
             speed: f64,
-            it: std::collections::btree_set::Range<'s, (QueueKey, Time)>,
+            set: &'s BTreeSet<(QueueKey, Time)>,
+            // Made when the group's first job is read (most groups never are).
+            it: Option<std::collections::btree_set::Range<'s, (QueueKey, Time)>>,
             epoch: u32,
             parked: bool,
             refused: bool,
             on: u32,
         }
         let mut groups: Vec<Group<'_>> = Vec::new();
-        let mut heap = BinaryHeap::new();
+        // First entries, heapified once built.
+        let mut firsts = Vec::new();
         let free = cap.total_free();
-        for (&key, set) in &self.buckets {
-            let (g, nodes, c, pools, row) = key;
-            // Groups come in GPU order (a count-only cluster here): none from here on fits.
-            if g as u64 > free {
-                break;
-            }
-            let speed = cap.slowest(Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) });
-            if !may(g, nodes, c, pools, speed, cap, shadow_cap) {
-                continue;
-            }
-            let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
-            if let Some(&k) = it.next() {
-                heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
-                groups.push(Group { key, speed, it, epoch: 0, parked: false, refused: false, on: 0 });
-            }
-        }
         let pooled = cap.placement() == Placement::Pooled;
-        let limited = self.limits.active();
+        let by_model = self.limits.q.limits_models();
         // Groups with a job past the reservation refused at the present state (`refused`; the
         // parked ones among them): a later job of theirs past it is refused alike, unread.
         let mut watched: Vec<usize> = Vec::new();
-        let by_model = self.limits.q.limits_models();
+        // Several count-only pools (typed, pooled): whether a job past the reservation is
+        // refused is known by counts, before any job is read: the pool it would go to (the
+        // first of its pools with room in `cap`) and whether the head still fits at the shadow
+        // time once its GPUs leave that pool (`shadow_cap`'s counters), as `easy_backfill_one`
+        // decides on the real allocation. `Some(pool)`: refused, and where it would have gone.
+        let counters = pooled && !cap.is_single() && !cap.is_detailed();
+        let refused_at = |d: Demand, cap: &Pools, sc: &Pools| -> Option<u32> {
+            let q = cap.first_fit_pool(d)?;
+            (!sc.fits_after_taking(q, d.gpus, head.demand())).then_some(q as u32)
+        };
+        // Buckets come by (GPUs, nodes, pools, row), then estimate class: a run of one prefix
+        // shares where its jobs would go, so whether they fit now, their speed and (several
+        // pools) whether a past job is refused are worked out once per run. Past jobs form the
+        // run's tail (classes from the first whose shortest job ends past the reservation); a
+        // tail that cannot take part is skipped whole with one seek: when its GPUs exceed what
+        // the head leaves (for the rest of the pass), or, parked on the pool its jobs would go
+        // to, until a start there (`tails`).
+        let mut tails: Vec<ParkedTail> = Vec::new();
+        let mut lower = Unbounded;
+        'scan: loop {
+            let mut prefix = None;
+            let (mut speed, mut fit) = (1.0, false);
+            for (&key, set) in self.buckets.range((lower, Unbounded)) {
+                let (g, nodes, pools, row, c) = key;
+                // Groups come in GPU order (a count-only cluster here): none from here on fits.
+                if g as u64 > free {
+                    break 'scan;
+                }
+                let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
+                if prefix != Some((g, nodes, pools, row)) {
+                    prefix = Some((g, nodes, pools, row));
+                    speed = cap.slowest(demand);
+                    fit = fits(g, nodes, pools, cap);
+                }
+                let skip = Excluded((g, nodes, pools, row, u32::MAX));
+                if !fit {
+                    lower = skip;
+                    continue 'scan;
+                }
+                if scaled(class_min(c), speed) > limit {
+                    if g as u64 > extra(shadow_cap) {
+                        lower = skip;
+                        continue 'scan;
+                    }
+                    // Every job from here on runs past the reservation and would be refused
+                    // (not under limits by model: see below).
+                    if let Some(on) = (counters && !by_model).then(|| refused_at(demand, cap, shadow_cap)).flatten() {
+                        tails.push(ParkedTail { prefix: (g, nodes, pools, row), from: c, speed, on });
+                        lower = skip;
+                        continue 'scan;
+                    }
+                }
+                // Usually every job of the group comes after the head (only jobs this pass
+                // starts ahead of it come before): then the first is it, found without search.
+                let (first, it) = match set.first() {
+                    Some(&f) if f.0 > head_key => (Some(f), None),
+                    _ => {
+                        let mut it = set.range((Excluded((head_key, Time::MAX)), Unbounded));
+                        (it.next().copied(), Some(it))
+                    }
+                };
+                if let Some(k) = first {
+                    firsts.push(std::cmp::Reverse((k, groups.len(), 0u32)));
+                    groups.push(Group { key, speed, set, it, epoch: 0, parked: false, refused: false, on: 0 });
+                }
+            }
+            break;
+        }
+        let mut heap = BinaryHeap::from(firsts);
+        let limited = self.limits.active();
         while let Some(std::cmp::Reverse(((key, est), b, epoch))) = heap.pop() {
             if groups[b].parked || groups[b].epoch != epoch {
                 continue;
             }
-            let ((g, nodes, c, pools, _), speed) = (groups[b].key, groups[b].speed);
+            let ((g, nodes, pools, _, c), speed) = (groups[b].key, groups[b].speed);
             if !may(g, nodes, c, pools, speed, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
-            if let Some(&k) = groups[b].it.next() {
+            let gr = &mut groups[b];
+            let set = gr.set;
+            if let Some(&k) = gr.it.get_or_insert_with(|| set.range((Excluded((key, est)), Unbounded))).next() {
                 heap.push(std::cmp::Reverse((k, b, epoch)));
             }
             if !fits(g, nodes, pools, cap) {
@@ -1532,7 +1600,20 @@ impl Scheduler {
             // owner's job of the group may go where it may not.
             let narrowed = matches!(admitted, Cow::Owned(_));
             let req: &JobReq = &admitted;
-            match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap) {
+            // Refused by counts (several pools), without choosing its nodes.
+            let known = if counters && past && !narrowed { refused_at(req.demand(), cap, shadow_cap) } else { None };
+            debug_assert!(
+                known.is_none()
+                    || easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
+                        .is_none(),
+                "counts refuse job {} but easy_backfill_one takes it",
+                req.id
+            );
+            let got = match known {
+                Some(_) => None,
+                None => easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap),
+            };
+            match got {
                 Some(a) => {
                     let pool = cap.pool_of_alloc(&a);
                     self.limits.take(req, &a, used);
@@ -1546,19 +1627,55 @@ impl Scheduler {
                         if gr.parked {
                             gr.parked = false;
                             gr.epoch += 1;
-                            gr.it = self.buckets[&gr.key].range((Excluded((key, Time::MAX)), Unbounded));
-                            if let Some(&k) = gr.it.next() {
+                            let it = gr.it.insert(gr.set.range((Excluded((key, Time::MAX)), Unbounded)));
+                            if let Some(&k) = it.next() {
                                 heap.push(std::cmp::Reverse((k, p, gr.epoch)));
                             }
                         }
                         false
                     });
+                    // Parked tails on that pool: their groups from the started job on.
+                    tails.retain(|t| {
+                        if t.on != pool {
+                            return true;
+                        }
+                        let (g, nodes, pools, row) = t.prefix;
+                        let run = (g, nodes, pools, row, t.from)..=(g, nodes, pools, row, u32::MAX);
+                        for (&bk, set) in self.buckets.range(run) {
+                            let mut it = set.range((Excluded((key, Time::MAX)), Unbounded));
+                            if let Some(&k) = it.next() {
+                                heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
+                                groups.push(Group {
+                                    key: bk,
+                                    speed: t.speed,
+                                    set,
+                                    it: Some(it),
+                                    epoch: 0,
+                                    parked: false,
+                                    refused: false,
+                                    on: 0,
+                                });
+                            }
+                        }
+                        false
+                    });
+                    // A start only lowers what `may` reads: the groups it rules out go now,
+                    // not one pop at a time (often all of them, the start having taken the
+                    // only free GPUs they could use).
+                    if heap.len() > 8 {
+                        heap.retain(|std::cmp::Reverse((_, p, e))| {
+                            let gr = &groups[*p];
+                            let (g, nodes, pools, _, c) = gr.key;
+                            !gr.parked && gr.epoch == *e && may(g, nodes, c, pools, gr.speed, cap, shadow_cap)
+                        });
+                    }
                 }
                 None if past && !narrowed => {
                     // Where it would have gone (it fits: `fits` said so); nowhere: it never
                     // will in this pass.
                     let gr = &mut groups[b];
-                    gr.on = cap.place_for(req.demand()).map_or(u32::MAX, |a| cap.pool_of_alloc(&a));
+                    gr.on = known
+                        .unwrap_or_else(|| cap.place_for(req.demand()).map_or(u32::MAX, |a| cap.pool_of_alloc(&a)));
                     gr.refused = true;
                     // Not under limits by model: a later job of the group may be narrowed
                     // away from the pool this one would have taken, and fit elsewhere.
