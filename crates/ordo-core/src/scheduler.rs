@@ -1486,9 +1486,9 @@ impl Scheduler {
             refused: bool,
             on: u32,
         }
-        let mut groups: Vec<Group<'_>> = Vec::new();
+        let mut groups: Vec<Group<'_>> = Vec::with_capacity(self.buckets.len().min(64));
         // First entries, heapified once built.
-        let mut firsts = Vec::new();
+        let mut firsts = Vec::with_capacity(self.buckets.len().min(64));
         let free = cap.total_free();
         let pooled = cap.placement() == Placement::Pooled;
         let by_model = self.limits.q.limits_models();
@@ -1513,6 +1513,8 @@ impl Scheduler {
         // the head leaves (for the rest of the pass), or, parked on the pool its jobs would go
         // to, until a start there (`tails`).
         let mut tails: Vec<ParkedTail> = Vec::new();
+        // The most GPUs any group asks.
+        let mut max_g = 0u32;
         let mut lower = Unbounded;
         'scan: loop {
             let mut prefix = None;
@@ -1557,6 +1559,7 @@ impl Scheduler {
                     }
                 };
                 if let Some(k) = first {
+                    max_g = max_g.max(g);
                     firsts.push(std::cmp::Reverse((k, groups.len(), 0u32)));
                     groups.push(Group { key, speed, set, it, epoch: 0, parked: false, refused: false, on: 0 });
                 }
@@ -1644,6 +1647,7 @@ impl Scheduler {
                         for (&bk, set) in self.buckets.range(run) {
                             let mut it = set.range((Excluded((key, Time::MAX)), Unbounded));
                             if let Some(&k) = it.next() {
+                                max_g = max_g.max(g);
                                 heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
                                 groups.push(Group {
                                     key: bk,
@@ -1661,8 +1665,9 @@ impl Scheduler {
                     });
                     // A start only lowers what `may` reads: the groups it rules out go now,
                     // not one pop at a time (often all of them, the start having taken the
-                    // only free GPUs they could use).
-                    if heap.len() > 8 {
+                    // only free GPUs they could use). Nothing to drop while the pool keeps what
+                    // every group asks and the head's share is untouched.
+                    if heap.len() > 8 && (past || cap.pool_free(pool as usize) < u64::from(max_g)) {
                         heap.retain(|std::cmp::Reverse((_, p, e))| {
                             let gr = &groups[*p];
                             let (g, nodes, pools, _, c) = gr.key;

@@ -181,13 +181,14 @@ pub fn waiting_text(
             cx.policy
         )),
         // ordo kube sets no quotas; an array's or owner's limit would read so.
-        Reason::Quota { scope, holds, limit, need, .. } => {
+        Reason::Quota { scope, holds, limit, need, model, .. } => {
             let whose = match scope {
                 ordo_core::QuotaScope::User => "its user's",
                 ordo_core::QuotaScope::Group => "its group's",
                 ordo_core::QuotaScope::Array => "its array's",
             };
-            tail(format!("{need} more would pass {whose} quota ({holds} of {limit} held)"))
+            let of = model.as_ref().map_or(String::new(), |m| format!(" for {m}"));
+            tail(format!("{need} more would pass {whose} quota{of} ({holds} of {limit} held)"))
         }
     }
 }
@@ -227,6 +228,18 @@ mod tests {
             t,
             "waiting behind default/train-7 under fifo (strict order: nothing starts before it); position 3; expected start 14:10 UTC by time limits"
         );
+        let quota = |model: Option<&str>| Reason::Quota {
+            scope: ordo_core::QuotaScope::User,
+            id: 1,
+            holds: 4,
+            limit: 4,
+            need: 2,
+            model: model.map(String::from),
+        };
+        let t = waiting_text(&cx, &quota(Some("a100")), Ask { gpus: 2, ..a }, 1, None, 2, None);
+        assert_eq!(t, "2 more would pass its user's quota for a100 (4 of 4 held); position 2");
+        let t = waiting_text(&cx, &quota(None), Ask { gpus: 2, ..a }, 1, None, 2, None);
+        assert_eq!(t, "2 more would pass its user's quota (4 of 4 held); position 2");
         assert_eq!(clock(now + 86_400_000, now), "2026-01-02 12:10 UTC");
         assert_eq!(
             ask_text(Ask { gpus: 2, cpu_milli: 1500, mem_bytes: 16 << 30 }, "nvidia.com/gpu"),

@@ -660,7 +660,10 @@ fn plan_partition(
             Reason::Outranked { need } => {
                 (format!("outranked (needs {} held by jobs ahead)", count(*need as usize, "GPU")), Time::MIN)
             }
-            Reason::Quota { holds, limit, .. } => (format!("at a quota ({holds} of {limit} held)"), Time::MIN),
+            Reason::Quota { holds, limit, model, .. } => {
+                let of = model.as_ref().map_or(String::new(), |m| format!(" for {m}"));
+                (format!("at a quota{of} ({holds} of {limit} held)"), Time::MIN)
+            }
         };
         // The constraint reason says what the job asks already.
         let text = if matches!(r, Reason::Constraint { .. }) { text } else { with_asks(text, asks_of(i)) };
