@@ -973,10 +973,26 @@ impl Capacity {
             return;
         }
         for &(n, k) in &alloc.parts {
-            let f = self.free[n as usize];
-            assert!(f >= k, "taking {k} GPUs on node {n} with only {f} free");
-            self.set_free(n as usize, f - k);
+            self.take_part(n, k);
         }
+    }
+
+    /// Takes `k` GPUs of node `n` (count-only: not on a detailed capacity).
+    #[inline]
+    pub(crate) fn take_part(&mut self, n: u32, k: u32) {
+        debug_assert!(self.det.is_none());
+        let f = self.free[n as usize];
+        assert!(f >= k, "taking {k} GPUs on node {n} with only {f} free");
+        self.set_free(n as usize, f - k);
+    }
+
+    /// Gives back `k` GPUs of node `n` (count-only: not on a detailed capacity).
+    #[inline]
+    pub(crate) fn give_part(&mut self, n: u32, k: u32) {
+        debug_assert!(self.det.is_none());
+        let f = self.free[n as usize];
+        assert!(f + k <= self.cap[n as usize], "giving back more GPUs than node {n} has");
+        self.set_free(n as usize, f + k);
     }
 
     /// Gives `alloc` back.
@@ -987,9 +1003,7 @@ impl Capacity {
             return;
         }
         for &(n, k) in &alloc.parts {
-            let f = self.free[n as usize];
-            assert!(f + k <= self.cap[n as usize], "giving back more GPUs than node {n} has");
-            self.set_free(n as usize, f + k);
+            self.give_part(n, k);
         }
     }
 

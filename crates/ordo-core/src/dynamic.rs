@@ -1345,20 +1345,17 @@ struct GroupMerge<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item =
 impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, JobId)>> GroupMerge<'a, R, G> {
     /// The merge of `running` with the `((GPU count, pools), sorted jobs)` groups.
     fn new(running: R, groups: impl Iterator<Item = ((u32, u128), G)>, bound: &'a Cell<u64>) -> Self {
-        let mut m = GroupMerge {
-            running: running.peekable(),
-            heap: BinaryHeap::new(),
-            groups: Vec::new(),
-            bound,
-            pool_bound: None,
-        };
+        // Heapified once, from each group's first entry (entries are distinct: the order of
+        // pops is the same as from pushes one by one).
+        let lo = groups.size_hint().0;
+        let (mut firsts, mut gs) = (Vec::with_capacity(lo), Vec::with_capacity(lo));
         for (g, mut it) in groups {
             if let Some(&(k, id)) = it.next() {
-                m.heap.push(Reverse((k, id, m.groups.len())));
-                m.groups.push((g, it));
+                firsts.push(Reverse((k, id, gs.len())));
+                gs.push((g, it));
             }
         }
-        m
+        GroupMerge { running: running.peekable(), heap: BinaryHeap::from(firsts), groups: gs, bound, pool_bound: None }
     }
 
     /// Also drops a group once its GPUs exceed what each of its pools may still give.

@@ -703,6 +703,11 @@ impl Pools {
         if self.is_single() {
             return self.parts[0].can_take(alloc);
         }
+        if !self.is_detailed() {
+            return alloc.parts.iter().all(|&(n, k)| {
+                self.map.at.get(n as usize).is_some_and(|&(p, l)| self.parts[p as usize].free()[l as usize] >= k)
+            });
+        }
         self.split(alloc).is_some_and(|s| s.iter().all(|(p, a)| self.parts[*p].can_take(a)))
     }
 
@@ -718,6 +723,14 @@ impl Pools {
         }
         if self.is_single() {
             return self.parts[0].take(alloc);
+        }
+        if !self.is_detailed() {
+            // Count-only: node by node, without splitting the allocation.
+            for &(n, k) in &alloc.parts {
+                let (p, local) = self.map.at[n as usize];
+                self.parts[p as usize].take_part(local, k);
+            }
+            return;
         }
         for (p, a) in self.split(alloc).expect("an allocation on this cluster's nodes") {
             self.parts[p].take(&a);
@@ -736,6 +749,13 @@ impl Pools {
         }
         if self.is_single() {
             return self.parts[0].give(alloc);
+        }
+        if !self.is_detailed() {
+            for &(n, k) in &alloc.parts {
+                let (p, local) = self.map.at[n as usize];
+                self.parts[p as usize].give_part(local, k);
+            }
+            return;
         }
         for (p, a) in self.split(alloc).expect("an allocation on this cluster's nodes") {
             self.parts[p].give(&a);
