@@ -586,19 +586,11 @@ impl Pools {
             return self.parts[0].fits_for(d);
         }
         if self.placement() == Placement::Pooled && !self.is_detailed() {
-            // Pooled count-only pools: a count per pool decides, in any order.
+            // Pooled count-only pools: a count per pool decides.
             let g = d.gpus as u64;
-            return g == 0 || self.pools_of(d).any(|p| self.parts[p].total_free() >= g);
+            return g == 0 || self.candidates(d).any(|p| self.parts[p].total_free() >= g);
         }
         self.candidates(d).any(|p| self.parts[p].fits_for(d))
-    }
-
-    /// The pools a demand accepts, in index order (every pool for `pools == 0`).
-    #[inline]
-    fn pools_of(&self, d: Demand) -> impl Iterator<Item = usize> + '_ {
-        let n = self.parts.len();
-        let mask = if d.pools == 0 { u128::MAX } else { d.pools };
-        (0..n).filter(move |&p| mask & (1u128 << p) != 0)
     }
 
     /// Where a job asking `d` would go now: the first of its pools, in the pick rule's order,
