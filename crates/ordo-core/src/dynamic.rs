@@ -1199,7 +1199,7 @@ impl Scheduler {
             self.limits.take(&r.req, &r.alloc, &mut used);
         }
         let mut running_left = self.running.len();
-        let gpu_less_waiting = self.buckets.range((0, 0, 0, 0, 0)..(1, 0, 0, 0, 0)).next().is_some();
+        let gpu_less_waiting = self.buckets.range((0, 0, 0, 0)..(1, 0, 0, 0)).next().is_some();
         for (_, id, running) in keyed {
             if !explain && running_left == 0 && virt.total_free() == 0 && !gpu_less_waiting && !self.cap.is_detailed() {
                 break;

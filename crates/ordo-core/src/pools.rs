@@ -681,6 +681,12 @@ impl Pools {
         self.parts[0].give_count(g);
     }
 
+    /// Counters ([`Pools::pool_counters`]): gives `g` GPUs back to pool `p`.
+    pub(crate) fn give_pool_count(&mut self, p: usize, g: u32) {
+        debug_assert!(self.counters);
+        self.parts[p].give_count(g);
+    }
+
     /// Takes `g` GPUs from a counter (see [`Capacity::take_count`]).
     pub(crate) fn take_count(&mut self, g: u32) {
         self.parts[0].take_count(g);

@@ -280,9 +280,20 @@ pub(crate) type QueueKey = ((i64, i64), JobId);
 /// of one group are placed alike (the pool a job gets depends on its pools and speed row).
 pub(crate) type BucketKey = (u32, u32, u128, u16, u32);
 
-/// A waiting job's EASY group.
-fn bucket_key(r: &JobReq) -> BucketKey {
-    (r.gpus, r.nodes, r.elig.pools, r.elig.row, est_class(r.estimate))
+/// A run of EASY groups: (GPUs, gang nodes, pools accepted, speed row).
+pub(crate) type Prefix = (u32, u32, u128, u16);
+
+/// The groups of one [`Prefix`], by estimate class, and the speed their jobs are planned at
+/// (the slowest of the pools they accept for their row: fixed by the cluster).
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub(crate) speed: f64,
+    pub(crate) classes: BTreeMap<u32, BTreeSet<(QueueKey, Time)>>,
+}
+
+/// A waiting job's EASY run.
+fn prefix_of(r: &JobReq) -> Prefix {
+    (r.gpus, r.nodes, r.elig.pools, r.elig.row)
 }
 
 /// EASY on several count-only pools: the tail of a run of groups (one GPU count, gang, pools
@@ -290,6 +301,8 @@ fn bucket_key(r: &JobReq) -> BucketKey {
 /// and would be refused, parked until a start in pool `on`, where its jobs would go.
 struct ParkedTail {
     prefix: (u32, u32, u128, u16),
+    /// The run's index in the pass (see `easy_backfill_indexed`).
+    pi: u32,
     from: u32,
     speed: f64,
     on: u32,
@@ -321,9 +334,9 @@ pub struct Scheduler {
     pub(crate) queue: BTreeMap<QueueKey, JobReq>,
     pub(crate) waiting: HashMap<JobId, (i64, i64)>,
     pub(crate) running: HashMap<JobId, Running>,
-    /// Running jobs by expected end, each with its GPUs (EASY's shadow under pooled placement
-    /// reads only the count, without looking the job up).
-    pub(crate) by_end: BTreeMap<(Time, JobId), u32>,
+    /// Running jobs by expected end, each with its GPUs and its pool (EASY's shadow under
+    /// pooled placement reads only the count, per pool, without looking the job up).
+    pub(crate) by_end: BTreeMap<(Time, JobId), (u32, u32)>,
     /// Progress of every waiting or running job.
     pub(crate) progress: HashMap<JobId, Progress>,
     /// What finished jobs taught (for policies that learn service distributions).
@@ -350,11 +363,14 @@ pub struct Scheduler {
     /// path).
     pub(crate) run_keys_pool: Vec<SumSet<(crate::dynamic::Key, JobId)>>,
     pub(crate) run_spanning: usize,
-    /// Waiting jobs by (GPUs, gang nodes, estimate class): lets EASY skip whole groups of jobs that cannot
-    /// backfill (too big for the free GPUs, or too long for the head's reservation).
-    /// Each entry carries the job's estimate, so the scan rejects a job that would run past
-    /// the reservation without looking it up.
-    pub(crate) buckets: BTreeMap<BucketKey, BTreeSet<(QueueKey, Time)>>,
+    /// Waiting jobs by (GPUs, gang nodes, pools, speed row), then estimate class: lets EASY
+    /// skip whole groups of jobs that cannot backfill (too big for the free GPUs, or too long
+    /// for the head's reservation), and a run's past classes at once. Each entry carries the
+    /// job's estimate, so the scan rejects a job that would run past the reservation without
+    /// looking it up.
+    pub(crate) buckets: BTreeMap<Prefix, Run>,
+    /// Groups in `buckets` (estimate classes of all runs).
+    pub(crate) n_groups: usize,
     /// `priority`: waiting jobs by (user, GPUs, static priority); `qssf`: by (user, group, 0).
     /// Each class in (submit, id) order, which is its key order at any instant (merged lazily
     /// by `schedule_dynamic`).
@@ -470,6 +486,7 @@ impl Scheduler {
             run_keys_pool,
             run_spanning: 0,
             buckets: BTreeMap::new(),
+            n_groups: 0,
             wait_due: BTreeSet::new(),
             due_fresh: BTreeSet::new(),
             due_resumed: BTreeSet::new(),
@@ -652,7 +669,7 @@ impl Scheduler {
         self.class_insert(&req);
         self.progress.insert(req.id, Progress { waiting_since: now, queue_entry: now, ..Progress::default() });
         self.tiresias_submit(req.id);
-        self.buckets.entry(bucket_key(&req)).or_default().insert(((key, req.id), req.estimate));
+        self.bucket_insert(&req, key);
         self.waiting.insert(req.id, key);
         self.index_due(req.id, req.submit);
         self.index_waiting(req.id, now);
@@ -739,7 +756,7 @@ impl Scheduler {
             gpu_ids.push(n, &ids);
         }
         let gpu_ids = gpu_ids.finish();
-        self.by_end.insert((expected_end, job), req.gpus);
+        self.by_end.insert((expected_end, job), (req.gpus, self.cap.pool_of_alloc(alloc)));
         self.running
             .insert(job, Running { req, start: now, expected_end, alloc: alloc.clone(), gpu_ids: gpu_ids.clone() });
         self.store_run_key(job, now);
@@ -777,13 +794,34 @@ impl Scheduler {
         self.waiting.remove(&job);
         self.queue.remove(&(key, job));
         self.class_remove(req);
-        let b = bucket_key(req);
-        if let Some(set) = self.buckets.get_mut(&b) {
-            set.remove(&((key, job), req.estimate));
-            if set.is_empty() {
-                self.buckets.remove(&b);
+        let b = prefix_of(req);
+        let c = est_class(req.estimate);
+        if let Some(run) = self.buckets.get_mut(&b) {
+            if let Some(set) = run.classes.get_mut(&c) {
+                set.remove(&((key, job), req.estimate));
+                if set.is_empty() {
+                    run.classes.remove(&c);
+                    self.n_groups -= 1;
+                    if run.classes.is_empty() {
+                        self.buckets.remove(&b);
+                    }
+                }
             }
         }
+    }
+
+    /// Files a waiting job in its EASY group.
+    fn bucket_insert(&mut self, req: &JobReq, key: (i64, i64)) {
+        let b = prefix_of(req);
+        let run = self.buckets.entry(b).or_insert_with(|| {
+            let demand = Demand { pools: b.2, row: b.3, ..Demand::gpus(b.0).on_nodes(b.1) };
+            Run { speed: self.cap.slowest(demand), classes: BTreeMap::new() }
+        });
+        let set = run.classes.entry(est_class(req.estimate)).or_insert_with(|| {
+            self.n_groups += 1;
+            BTreeSet::new()
+        });
+        set.insert(((key, req.id), req.estimate));
     }
 
     /// Takes a waiting job out of the scheduler, as if it had never been submitted (it was
@@ -839,7 +877,7 @@ impl Scheduler {
         self.queue.insert((key, job), r.req);
         self.class_insert(&r.req);
         self.waiting.insert(job, key);
-        self.buckets.entry(bucket_key(&r.req)).or_default().insert(((key, job), r.req.estimate));
+        self.bucket_insert(&r.req, key);
         self.index_due(job, r.req.submit);
         self.index_waiting(job, now);
         Ok(())
@@ -1340,9 +1378,11 @@ impl Scheduler {
         started.sort_by_key(|e| e.0);
         // Pooled (count-only) placement: the shadow state only needs a count.
         let pooled = cap.counts_only();
+        // Several pools, pooled, count-only: a count per pool (a job's GPUs are all in one).
+        let per_pool = !pooled && cap.placement() == Placement::Pooled && !cap.is_detailed();
         let mut shadow_cap = if pooled {
             WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
-        } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
+        } else if per_pool {
             // Several pools, pooled: a counter per pool (`cap` already has this pass's starts).
             WhatIf::Owned(cap.pool_counters())
         } else {
@@ -1364,9 +1404,11 @@ impl Scheduler {
             };
             // Pooled: a count is all the shadow needs (a running job's GPUs, kept in `by_end`).
             let t = if take_running {
-                let (&(t, id), &g) = running.next().expect("peeked");
+                let (&(t, id), &(g, pool)) = running.next().expect("peeked");
                 if pooled {
                     shadow_cap.give_count(g);
+                } else if per_pool {
+                    shadow_cap.give_pool_count(pool as usize, g);
                 } else {
                     shadow_cap.give(&self.running[&id].alloc);
                 }
@@ -1435,6 +1477,7 @@ impl Scheduler {
     /// compare them), but it visits only (GPUs, estimate class) groups that could still
     /// backfill, merged in queue order.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn easy_backfill_indexed(
         &self,
         now: Time,
@@ -1461,8 +1504,10 @@ impl Scheduler {
         };
         // A group's jobs are planned at one speed, the slowest of the pools they accept for
         // their speed row (`planned`): `scaled(t, speed)` is a job's planned run time, exactly.
-        let may = |g: u32, nodes: u32, c: u32, pools: u128, speed: f64, cap: &Pools, sc: &Pools| {
-            fits(g, nodes, pools, cap) && ((g as u64) <= extra(sc) || scaled(class_min(c), speed) <= limit)
+        // `short`: the group's shortest job ends before the reservation (`scaled(class_min(c),
+        // speed) <= limit`), fixed for the pass.
+        let may = |g: u32, nodes: u32, pools: u128, short: bool, cap: &Pools, sc: &Pools| {
+            fits(g, nodes, pools, cap) && (short || (g as u64) <= extra(sc))
         };
         // A group whose every job runs past the reservation (`scaled(class_min(c), speed) > limit`) and
         // whose job was just refused is *parked*: its later jobs would be refused alike, since
@@ -1481,14 +1526,23 @@ impl Scheduler {
             set: &'s BTreeSet<(QueueKey, Time)>,
             // Made when the group's first job is read (most groups never are).
             it: Option<std::collections::btree_set::Range<'s, (QueueKey, Time)>>,
+            // Its run's index in `runs`.
+            pi: u32,
+            // Its shortest job ends before the reservation (see `may`).
+            short: bool,
             epoch: u32,
             parked: bool,
             refused: bool,
             on: u32,
         }
-        let mut groups: Vec<Group<'_>> = Vec::with_capacity(self.buckets.len().min(64));
+        // The runs (GPUs, nodes, pools) the pass made groups of, so that a sweep asks whether a
+        // run still fits once for all its groups.
+        let mut runs: Vec<(u32, u32, u128)> = Vec::new();
+        // Sized for every group at once: growing them pass after pass cost more than the
+        // allocation.
+        let mut groups: Vec<Group<'_>> = Vec::with_capacity(self.n_groups);
         // First entries, heapified once built.
-        let mut firsts = Vec::with_capacity(self.buckets.len().min(64));
+        let mut firsts = Vec::with_capacity(self.n_groups);
         let free = cap.total_free();
         let pooled = cap.placement() == Placement::Pooled;
         let by_model = self.limits.q.limits_models();
@@ -1509,44 +1563,42 @@ impl Scheduler {
         // shares where its jobs would go, so whether they fit now, their speed and (several
         // pools) whether a past job is refused are worked out once per run. Past jobs form the
         // run's tail (classes from the first whose shortest job ends past the reservation); a
-        // tail that cannot take part is skipped whole with one seek: when its GPUs exceed what
-        // the head leaves (for the rest of the pass), or, parked on the pool its jobs would go
-        // to, until a start there (`tails`).
+        // tail that cannot take part is left whole: when its GPUs exceed what the head leaves
+        // (for the rest of the pass), or, parked on the pool its jobs would go to, until a
+        // start there (`tails`).
         let mut tails: Vec<ParkedTail> = Vec::new();
         // The most GPUs any group asks.
         let mut max_g = 0u32;
-        let mut lower = Unbounded;
-        'scan: loop {
-            let mut prefix = None;
-            let (mut speed, mut fit) = (1.0, false);
-            for (&key, set) in self.buckets.range((lower, Unbounded)) {
-                let (g, nodes, pools, row, c) = key;
-                // Groups come in GPU order (a count-only cluster here): none from here on fits.
-                if g as u64 > free {
-                    break 'scan;
-                }
-                let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
-                if prefix != Some((g, nodes, pools, row)) {
-                    prefix = Some((g, nodes, pools, row));
-                    speed = cap.slowest(demand);
-                    fit = fits(g, nodes, pools, cap);
-                }
-                let skip = Excluded((g, nodes, pools, row, u32::MAX));
-                if !fit {
-                    lower = skip;
-                    continue 'scan;
-                }
-                if scaled(class_min(c), speed) > limit {
+        for (&prefix, run) in &self.buckets {
+            let (g, nodes, pools, row) = prefix;
+            // Runs come in GPU order (a count-only cluster here): none from here on fits.
+            if g as u64 > free {
+                break;
+            }
+            if !fits(g, nodes, pools, cap) {
+                continue;
+            }
+            let pi = runs.len() as u32;
+            runs.push((g, nodes, pools));
+            let speed = run.speed;
+            // Whether the run's past jobs are refused (and where they would go): one answer for
+            // the run, worked out at its first past class.
+            let mut tail_refused: Option<Option<u32>> = None;
+            for (&c, set) in &run.classes {
+                let short = scaled(class_min(c), speed) <= limit;
+                if !short {
                     if g as u64 > extra(shadow_cap) {
-                        lower = skip;
-                        continue 'scan;
+                        break;
                     }
                     // Every job from here on runs past the reservation and would be refused
                     // (not under limits by model: see below).
-                    if let Some(on) = (counters && !by_model).then(|| refused_at(demand, cap, shadow_cap)).flatten() {
-                        tails.push(ParkedTail { prefix: (g, nodes, pools, row), from: c, speed, on });
-                        lower = skip;
-                        continue 'scan;
+                    let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
+                    let refused = *tail_refused.get_or_insert_with(|| {
+                        (counters && !by_model).then(|| refused_at(demand, cap, shadow_cap)).flatten()
+                    });
+                    if let Some(on) = refused {
+                        tails.push(ParkedTail { prefix, pi, from: c, speed, on });
+                        break;
                     }
                 }
                 // Usually every job of the group comes after the head (only jobs this pass
@@ -1561,10 +1613,20 @@ impl Scheduler {
                 if let Some(k) = first {
                     max_g = max_g.max(g);
                     firsts.push(std::cmp::Reverse((k, groups.len(), 0u32)));
-                    groups.push(Group { key, speed, set, it, epoch: 0, parked: false, refused: false, on: 0 });
+                    groups.push(Group {
+                        key: (g, nodes, pools, row, c),
+                        speed,
+                        set,
+                        it,
+                        pi,
+                        short,
+                        epoch: 0,
+                        parked: false,
+                        refused: false,
+                        on: 0,
+                    });
                 }
             }
-            break;
         }
         let mut heap = BinaryHeap::from(firsts);
         let limited = self.limits.active();
@@ -1573,7 +1635,7 @@ impl Scheduler {
                 continue;
             }
             let ((g, nodes, pools, _, c), speed) = (groups[b].key, groups[b].speed);
-            if !may(g, nodes, c, pools, speed, cap, shadow_cap) {
+            if !may(g, nodes, pools, groups[b].short, cap, shadow_cap) {
                 continue; // thresholds only fall within a pass: the group is done
             }
             let gr = &mut groups[b];
@@ -1637,23 +1699,36 @@ impl Scheduler {
                         }
                         false
                     });
-                    // Parked tails on that pool: their groups from the started job on.
-                    tails.retain(|t| {
+                    // Parked tails on that pool: their groups from the started job on, unless
+                    // they can no longer take part (too big for what the head leaves, or their
+                    // pools full: for the rest of the pass) or their jobs are still refused by
+                    // counts, now parked on the pool they would now go to.
+                    tails.retain_mut(|t| {
                         if t.on != pool {
                             return true;
                         }
                         let (g, nodes, pools, row) = t.prefix;
-                        let run = (g, nodes, pools, row, t.from)..=(g, nodes, pools, row, u32::MAX);
-                        for (&bk, set) in self.buckets.range(run) {
+                        let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
+                        if g as u64 > extra(shadow_cap) || !fits(g, nodes, pools, cap) {
+                            return false;
+                        }
+                        if let Some(on) = refused_at(demand, cap, shadow_cap) {
+                            t.on = on;
+                            return true;
+                        }
+                        let Some(run) = self.buckets.get(&t.prefix) else { return false };
+                        for (&c, set) in run.classes.range(t.from..) {
                             let mut it = set.range((Excluded((key, Time::MAX)), Unbounded));
                             if let Some(&k) = it.next() {
                                 max_g = max_g.max(g);
                                 heap.push(std::cmp::Reverse((k, groups.len(), 0u32)));
                                 groups.push(Group {
-                                    key: bk,
+                                    key: (g, nodes, pools, row, c),
                                     speed: t.speed,
                                     set,
                                     it: Some(it),
+                                    pi: t.pi,
+                                    short: false,
                                     epoch: 0,
                                     parked: false,
                                     refused: false,
@@ -1668,10 +1743,20 @@ impl Scheduler {
                     // only free GPUs they could use). Nothing to drop while the pool keeps what
                     // every group asks and the head's share is untouched.
                     if heap.len() > 8 && (past || cap.pool_free(pool as usize) < u64::from(max_g)) {
+                        // `may`, with each run's fit asked once (0: not yet asked).
+                        let mut fit = vec![0u8; runs.len()];
+                        let room = extra(shadow_cap);
                         heap.retain(|std::cmp::Reverse((_, p, e))| {
                             let gr = &groups[*p];
-                            let (g, nodes, pools, _, c) = gr.key;
-                            !gr.parked && gr.epoch == *e && may(g, nodes, c, pools, gr.speed, cap, shadow_cap)
+                            if gr.parked || gr.epoch != *e || !(gr.short || u64::from(gr.key.0) <= room) {
+                                return false;
+                            }
+                            let f = &mut fit[gr.pi as usize];
+                            if *f == 0 {
+                                let (g, nodes, pools) = runs[gr.pi as usize];
+                                *f = if fits(g, nodes, pools, cap) { 1 } else { 2 };
+                            }
+                            *f == 1
                         });
                     }
                 }

@@ -8,7 +8,8 @@
 //! `fifo+easy`; `ORDO_SCALE=longlog` only `longlog`, three runs per policy (median);
 //! `ORDO_SCALE=typed` only the typed cluster (200,000 jobs on 25,000 one-GPU nodes of four GPU
 //! models, 30% of the jobs constrained, a speed matrix) beside the same jobs untyped, three runs
-//! per policy (median). `ORDO_SCALE_POLICIES=fifo,fifo+easy` runs only the policies named.
+//! per policy (median). `ORDO_SCALE_POLICIES=fifo,fifo+easy` runs only the policies named;
+//! `ORDO_SCALE_REPEAT=1` one run where three are the default (under a profiler).
 
 #![allow(clippy::unwrap_used)]
 
@@ -177,10 +178,12 @@ fn main() {
     let only = std::env::var("ORDO_SCALE_POLICIES").ok();
     let all: Vec<&str> =
         every.into_iter().filter(|p| only.as_deref().is_none_or(|o| o.split(',').any(|x| x.trim() == *p))).collect();
+    // `ORDO_SCALE_REPEAT=1`: one run per policy where three are the default (for profilers).
+    let repeat = std::env::var("ORDO_SCALE_REPEAT").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
     match std::env::var("ORDO_SCALE").as_deref() {
         Ok("quick") => return growth(&["fifo", "fifo+easy"]),
-        Ok("longlog") => return longlog(&all, 3),
-        Ok("typed") => return typed(&all, 3),
+        Ok("longlog") => return longlog(&all, repeat),
+        Ok("typed") => return typed(&all, repeat),
         _ => {}
     }
     longlog(&all, 1);
