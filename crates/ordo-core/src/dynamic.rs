@@ -1019,28 +1019,27 @@ impl Scheduler {
         let mut plan = Plan::default();
         let mut free = self.cap.total();
         let held = self.cap.total() - self.cap.total_free();
-        // Keeps the running jobs in `[lo, hi)` (stored keys; `None`: from the first, to past
-        // the last) that fit, in key order, and preempts the others.
-        let run_range = |lo: Option<&(Key, JobId)>, hi: Option<&(Key, JobId)>, free: &mut u64, out: &mut Vec<JobId>| {
-            keep_in_runs(&self.run_keys, lo, hi, held, free, |k| out.push(k.1));
+        // Keeps the running jobs from where it stopped (`base`: the GPUs below) up to `hi`
+        // (stored keys; `None`: past the last) that fit, in key order, and preempts the others.
+        let run_range = |base: u64, hi: Option<&(Key, JobId)>, free: &mut u64, out: &mut Vec<JobId>| {
+            keep_in_runs(&self.run_keys, base, hi, held, free, |k| out.push(k.1))
         };
         let bound = Cell::new(free);
         let waiting =
             GroupMerge::new(std::iter::empty(), self.dyn_wait.iter().map(|(&g, set)| (g, set.iter())), &bound);
         let mut chosen = Vec::new();
-        let mut lo: Option<(Key, JobId)> = None;
+        let mut base = 0;
         for (k, id, _) in waiting {
             let hi = (self.stored_run_key(k, now), id);
-            run_range(lo.as_ref(), Some(&hi), &mut free, &mut plan.preempt);
+            base = run_range(base, Some(&hi), &mut free, &mut plan.preempt);
             let req = &self.queue[&(self.waiting[&id], id)];
             if req.gpus as u64 <= free {
                 free -= req.gpus as u64;
                 chosen.push(req);
             }
             bound.set(free);
-            lo = Some(hi);
         }
-        run_range(lo.as_ref(), None, &mut free, &mut plan.preempt);
+        run_range(base, None, &mut free, &mut plan.preempt);
         let mut real = self.what_if();
         for id in &plan.preempt {
             real.give(&self.running[id].alloc);
@@ -1080,16 +1079,15 @@ impl Scheduler {
         // drops a group once its GPUs exceed every one of its pools').
         let free: Vec<Cell<u64>> = (0..n).map(|p| Cell::new(self.cap.pool_total(p))).collect();
         let held: Vec<u64> = (0..n).map(|p| self.cap.pool_total(p) - self.cap.pool_free(p)).collect();
-        // Where each pool's running jobs have been ranked up to (stored keys; `None`: none yet).
-        let mut done: Vec<Option<(Key, JobId)>> = vec![None; n];
+        // The GPUs of each pool's running jobs ranked so far (below where it stopped).
+        let mut done: Vec<u64> = vec![0; n];
         let mut preempt: Vec<(Key, JobId)> = Vec::new();
         // Ranks pool `p`'s running jobs from where it stopped up to `hi` (`None`: past the
         // last): those whose GPUs still fit are kept, the others preempted.
         let mut advance = |p: usize, hi: Option<&(Key, JobId)>, free: &[Cell<u64>], preempt: &mut Vec<(Key, JobId)>| {
             let mut f = free[p].get();
-            keep_in_runs(&self.run_keys_pool[p], done[p].as_ref(), hi, held[p], &mut f, |k| preempt.push(k));
+            done[p] = keep_in_runs(&self.run_keys_pool[p], done[p], hi, held[p], &mut f, |k| preempt.push(k));
             free[p].set(f);
-            done[p] = hi.copied();
         };
         // No pool has more free GPUs than its count so far (ranking only takes GPUs away).
         let unbounded = Cell::new(u64::MAX);
@@ -1393,24 +1391,24 @@ impl<'a, R: Iterator<Item = (Key, JobId, bool)>, G: Iterator<Item = &'a (Key, Jo
     }
 }
 
-/// Ranks the running jobs of `keys` (stored keys, with their GPUs) in `[lo, hi)` (`None`: from
-/// the first, to past the last) against `free` GPUs, in key order: those whose GPUs still fit
-/// are kept (taken from `free`), each other one is passed to `preempt`. `held`: the GPUs of all
-/// of `keys`. A run that fits whole costs one sum; only from the first that does not is each
-/// job looked at.
+/// Ranks the running jobs of `keys` (stored keys, with their GPUs) from where the last call
+/// stopped (`base`: the GPUs of the entries below that point, 0 at first) up to `hi` (`None`:
+/// past the last) against `free` GPUs, in key order: those whose GPUs still fit are kept
+/// (taken from `free`), each other one is passed to `preempt`. `held`: the GPUs of all of
+/// `keys`. Returns the GPUs of the entries below `hi` (the next call's `base`). A run that fits
+/// whole costs one sum; only from the first that does not is each job looked at.
 fn keep_in_runs(
     keys: &crate::sumset::SumSet<(Key, JobId)>,
-    lo: Option<&(Key, JobId)>,
+    base: u64,
     hi: Option<&(Key, JobId)>,
     held: u64,
     free: &mut u64,
     mut preempt: impl FnMut((Key, JobId)),
-) {
-    let base = lo.map_or(0, |k| keys.sum_below(k));
+) -> u64 {
     let top = hi.map_or(held, |k| keys.sum_below(k));
     if top - base <= *free {
         *free -= top - base;
-        return;
+        return top;
     }
     let (first, before) = keys.first_exceeding(base + *free).expect("the range holds more");
     *free -= before - base;
@@ -1424,6 +1422,7 @@ fn keep_in_runs(
             preempt(k);
         }
     }
+    top
 }
 
 /// Merges waiting and running jobs, each sorted by (key, job), for `select_preemptive`; once

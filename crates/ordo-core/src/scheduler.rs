@@ -276,6 +276,10 @@ pub(crate) struct Running {
 
 pub(crate) type QueueKey = ((i64, i64), JobId);
 
+/// `run_key_of`'s pool of a running job without GPUs, and of one over several pools.
+const NO_POOL: u32 = u32::MAX;
+const SPANNING: u32 = u32::MAX - 1;
+
 /// EASY's backfill groups: (GPUs, gang nodes, pools accepted, speed row, estimate class). Jobs
 /// of one group are placed alike (the pool a job gets depends on its pools and speed row).
 pub(crate) type BucketKey = (u32, u32, u128, u16, u32);
@@ -352,10 +356,11 @@ pub struct Scheduler {
     pub(crate) dyn_wait: BTreeMap<(u32, u128), BTreeSet<(crate::dynamic::Key, JobId)>>,
     pub(crate) dyn_key: HashMap<JobId, crate::dynamic::Key>,
     /// Running jobs by their stored key (where waiting keys are kept sorted) with their GPUs,
-    /// so that a pass can sum the GPUs of a range of them; the stored key and until when it
-    /// holds, and those validity ends in time order.
+    /// so that a pass can sum the GPUs of a range of them; the stored key, until when it holds
+    /// and the pool set that holds it (`NO_POOL`, `SPANNING`), and those validity ends in time
+    /// order (a key that never expires is not among them).
     pub(crate) run_keys: SumSet<(crate::dynamic::Key, JobId)>,
-    pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time)>,
+    pub(crate) run_key_of: HashMap<JobId, (crate::dynamic::Key, Time, u32)>,
     pub(crate) run_expiry: BTreeSet<(Time, JobId)>,
     /// On a cluster of several pools: `run_keys` split by the pool that holds each job's GPUs
     /// (`run_keys_pool[p]`; empty on one pool), and how many stored running jobs hold GPUs of
@@ -992,34 +997,45 @@ impl Scheduler {
         }
         self.drop_run_key(job);
         let (k, until) = self.run_key(job, now);
-        self.run_keys.insert((k, job), self.running[&job].req.gpus);
-        self.run_key_of.insert(job, (k, until));
-        self.run_expiry.insert((until, job));
+        let r = &self.running[&job];
+        let gpus = r.req.gpus;
+        // Its pool's set: `NO_POOL` without GPUs, `SPANNING` over several pools.
+        let mut pool = NO_POOL;
         if !self.run_keys_pool.is_empty() {
-            let mask = self.cap.pools_in(&self.running[&job].alloc);
+            let mask = self.cap.pools_in(&r.alloc);
             match mask.count_ones() {
                 0 => {}
-                1 => {
-                    self.run_keys_pool[mask.trailing_zeros() as usize].insert((k, job), self.running[&job].req.gpus);
-                }
-                _ => self.run_spanning += 1,
+                1 => pool = mask.trailing_zeros(),
+                _ => pool = SPANNING,
+            }
+        }
+        self.run_keys.insert((k, job), gpus);
+        self.run_key_of.insert(job, (k, until, pool));
+        // A key that never expires (`Time::MAX`) is not indexed by expiry.
+        if until != Time::MAX {
+            self.run_expiry.insert((until, job));
+        }
+        match pool {
+            NO_POOL => {}
+            SPANNING => self.run_spanning += 1,
+            p => {
+                self.run_keys_pool[p as usize].insert((k, job), gpus);
             }
         }
     }
 
     /// Forgets a running job's stored key (the job must still be in `running`).
     fn drop_run_key(&mut self, job: JobId) {
-        if let Some((k, until)) = self.run_key_of.remove(&job) {
+        if let Some((k, until, pool)) = self.run_key_of.remove(&job) {
             self.run_keys.remove(&(k, job));
-            self.run_expiry.remove(&(until, job));
-            if !self.run_keys_pool.is_empty() {
-                let mask = self.cap.pools_in(&self.running[&job].alloc);
-                match mask.count_ones() {
-                    0 => {}
-                    1 => {
-                        self.run_keys_pool[mask.trailing_zeros() as usize].remove(&(k, job));
-                    }
-                    _ => self.run_spanning -= 1,
+            if until != Time::MAX {
+                self.run_expiry.remove(&(until, job));
+            }
+            match pool {
+                NO_POOL => {}
+                SPANNING => self.run_spanning -= 1,
+                p => {
+                    self.run_keys_pool[p as usize].remove(&(k, job));
                 }
             }
         }
@@ -1271,7 +1287,8 @@ impl Scheduler {
             ));
         }
         if self.run_keys_stored()
-            && (self.run_keys.len() != self.running.len() || self.run_expiry.len() != self.running.len())
+            && (self.run_keys.len() != self.running.len()
+                || self.run_expiry.len() != self.run_key_of.values().filter(|e| e.1 != Time::MAX).count())
         {
             return Err(format!("{} stored running keys for {} running jobs", self.run_keys.len(), self.running.len()));
         }

@@ -2,7 +2,7 @@
 //! preemptive pass keep a whole run of running jobs in one step instead of one job at a time.
 
 /// Entries per block before it is split in two.
-const MAX_BLOCK: usize = 256;
+const MAX_BLOCK: usize = 64;
 
 /// Sorted entries `(key, weight)` in blocks of at most [`MAX_BLOCK`], each block's weight sum
 /// kept beside it. Insert and remove cost O(log n + block); the sum of the weights below a key,
