@@ -1116,21 +1116,26 @@ impl Capacity {
     /// in both (on a detailed capacity, each GPU's larger use, each node's smaller free CPUs
     /// and memory).
     pub fn min_with(&mut self, other: &Capacity) {
-        if let (Some(det), Some(od)) = (self.det.as_mut(), other.det.as_ref()) {
-            let mut frees = Vec::new();
-            for n in 0..self.cap.len() {
-                for (u, &o) in det.used.node_mut(n).iter_mut().zip(od.used.node(n)) {
-                    *u = (*u).max(o);
-                }
-                det.cpu_free[n] = det.cpu_free[n].min(od.cpu_free[n]);
-                det.mem_free[n] = det.mem_free[n].min(od.mem_free[n]);
-                frees.push(det.used.node(n).iter().filter(|&&u| u == 0).count() as u32);
+        if let (true, Some(od)) = (self.det.is_some(), other.det.as_ref()) {
+            let mut det = self.det.take().expect("checked");
+            // Flat, element by element (the GPUs of all nodes are one vector): conservative
+            // backfill on a detailed cluster takes this minimum over every step of a window.
+            for (u, &o) in det.used.v.iter_mut().zip(&od.used.v) {
+                *u = (*u).max(o);
             }
-            for (n, f) in frees.into_iter().enumerate() {
+            for (c, &o) in det.cpu_free.iter_mut().zip(&od.cpu_free) {
+                *c = (*c).min(o);
+            }
+            for (m, &o) in det.mem_free.iter_mut().zip(&od.mem_free) {
+                *m = (*m).min(o);
+            }
+            for n in 0..self.cap.len() {
+                let f = det.used.node(n).iter().filter(|&&u| u == 0).count() as u32;
                 if f != self.free[n] {
                     self.set_free(n, f);
                 }
             }
+            self.det = Some(det);
             return;
         }
         for n in 0..self.free.len() {

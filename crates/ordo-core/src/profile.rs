@@ -201,8 +201,10 @@ impl NodeProfile {
     fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let mut found = None;
         let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
+        let mut next = first;
         for i in first..self.segs.len() {
-            if !self.segs[i].1.fits_for(g) {
+            // Steps before `next` start windows that hold a step where the job does not fit.
+            if i < next || !self.segs[i].1.fits_for(g) {
                 continue;
             }
             let t = self.segs[i].0.max(now);
@@ -212,6 +214,8 @@ impl NodeProfile {
             while j < self.segs.len() && self.segs[j].0 < t + d {
                 let seg = &self.segs[j].1;
                 if !seg.fits_for(g) {
+                    // Every later start up to `j` has step `j` in its window too.
+                    next = j + 1;
                     ok = false;
                     break;
                 }
