@@ -1555,11 +1555,12 @@ impl Scheduler {
         // The runs (GPUs, nodes, pools) the pass made groups of, so that a sweep asks whether a
         // run still fits once for all its groups.
         let mut runs: Vec<(u32, u32, u128)> = Vec::new();
-        // Sized for every group at once: growing them pass after pass cost more than the
-        // allocation.
-        let mut groups: Vec<Group<'_>> = Vec::with_capacity(self.n_groups);
+        // On several pools, sized for every group at once (a typed pass makes dozens: growing
+        // them pass after pass cost more than the allocation); on one, a few.
+        let many = if cap.is_single() { self.n_groups.min(8) } else { self.n_groups };
+        let mut groups: Vec<Group<'_>> = Vec::with_capacity(many);
         // First entries, heapified once built.
-        let mut firsts = Vec::with_capacity(self.n_groups);
+        let mut firsts = Vec::with_capacity(many);
         let free = cap.total_free();
         let pooled = cap.placement() == Placement::Pooled;
         let by_model = self.limits.q.limits_models();
