@@ -1494,7 +1494,6 @@ impl Scheduler {
     /// compare them), but it visits only (GPUs, estimate class) groups that could still
     /// backfill, merged in queue order.
     #[allow(clippy::too_many_arguments)]
-    #[allow(clippy::too_many_arguments)]
     fn easy_backfill_indexed(
         &self,
         now: Time,
@@ -1543,7 +1542,7 @@ impl Scheduler {
             set: &'s BTreeSet<(QueueKey, Time)>,
             // Made when the group's first job is read (most groups never are).
             it: Option<std::collections::btree_set::Range<'s, (QueueKey, Time)>>,
-            // Its run's index in `runs`.
+            // Its run's index among the runs this pass made groups of (`n_runs`).
             pi: u32,
             // Its shortest job ends before the reservation (see `may`).
             short: bool,
@@ -1552,9 +1551,9 @@ impl Scheduler {
             refused: bool,
             on: u32,
         }
-        // The runs (GPUs, nodes, pools) the pass made groups of, so that a sweep asks whether a
-        // run still fits once for all its groups.
-        let mut runs: Vec<(u32, u32, u128)> = Vec::new();
+        // The runs the pass made groups of, numbered, so that a sweep asks whether a run still
+        // fits once for all its groups.
+        let mut n_runs = 0u32;
         // On several pools, sized for every group at once (a typed pass makes dozens: growing
         // them pass after pass cost more than the allocation); on one, a few.
         let many = if cap.is_single() { self.n_groups.min(8) } else { self.n_groups };
@@ -1596,8 +1595,8 @@ impl Scheduler {
             if !fits(g, nodes, pools, cap) {
                 continue;
             }
-            let pi = runs.len() as u32;
-            runs.push((g, nodes, pools));
+            let pi = n_runs;
+            n_runs += 1;
             let speed = run.speed;
             // Whether the run's past jobs are refused (and where they would go): one answer for
             // the run, worked out at its first past class.
@@ -1762,7 +1761,7 @@ impl Scheduler {
                     // every group asks and the head's share is untouched.
                     if heap.len() > 8 && (past || cap.pool_free(pool as usize) < u64::from(max_g)) {
                         // `may`, with each run's fit asked once (0: not yet asked).
-                        let mut fit = vec![0u8; runs.len()];
+                        let mut fit = vec![0u8; n_runs as usize];
                         let room = extra(shadow_cap);
                         heap.retain(|std::cmp::Reverse((_, p, e))| {
                             let gr = &groups[*p];
@@ -1771,7 +1770,7 @@ impl Scheduler {
                             }
                             let f = &mut fit[gr.pi as usize];
                             if *f == 0 {
-                                let (g, nodes, pools) = runs[gr.pi as usize];
+                                let (g, nodes, pools, ..) = gr.key;
                                 *f = if fits(g, nodes, pools, cap) { 1 } else { 2 };
                             }
                             *f == 1
