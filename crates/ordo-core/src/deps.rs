@@ -281,6 +281,10 @@ impl Dependencies {
     /// settled + jobs released or removed), each with a small constant.
     pub fn ended(&mut self, job: JobId, ok: bool) -> Released {
         let mut out = Released::default();
+        if self.dependents.is_empty() && self.member_of.is_empty() {
+            // Nothing waits on any job and no group is open: nothing to settle.
+            return out;
+        }
         let mut todo = vec![(job, ok)];
         while let Some((j, ok)) = todo.pop() {
             // Dependencies on `j` itself (not when `j` names a group: those wait for its members).

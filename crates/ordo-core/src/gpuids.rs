@@ -18,6 +18,12 @@ impl GpuIds {
         Builder::default()
     }
 
+    /// An empty builder with room for `nodes` pairs holding `gpus` indices in all (what a start
+    /// of that shape pushes when no two consecutive nodes merge into one run).
+    pub fn builder_for(nodes: usize, gpus: usize) -> Builder {
+        Builder { out: Vec::with_capacity(3 * nodes + gpus), run: None }
+    }
+
     /// Stores `(node, ids)` pairs in their order.
     pub fn from_pairs<'a, I>(pairs: I) -> Self
     where

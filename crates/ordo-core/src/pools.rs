@@ -203,15 +203,19 @@ impl Pools {
 
     /// One pool holding `cap` as it is.
     pub fn from_capacity(cap: Capacity) -> Pools {
-        let map = Map {
-            keys: vec![PoolKey { model: None, mem_mib: None, features: Vec::new() }],
-            at: Vec::new(),
-            nodes: Vec::new(),
-            speed: vec![vec![1.0]],
-            order: vec![vec![0]],
-            unit_speed: true,
-        };
-        Pools { parts: vec![cap], map: Arc::new(map), counters: false }
+        // One layout shared by every single pool: what-if planning builds one per pass.
+        static SINGLE: std::sync::OnceLock<Arc<Map>> = std::sync::OnceLock::new();
+        let map = SINGLE.get_or_init(|| {
+            Arc::new(Map {
+                keys: vec![PoolKey { model: None, mem_mib: None, features: Vec::new() }],
+                at: Vec::new(),
+                nodes: Vec::new(),
+                speed: vec![vec![1.0]],
+                order: vec![vec![0]],
+                unit_speed: true,
+            })
+        });
+        Pools { parts: vec![cap], map: Arc::clone(map), counters: false }
     }
 
     /// A single virtual node of `total` GPUs with `free` free (see [`Capacity::counter`]).
@@ -580,11 +584,17 @@ impl Pools {
     }
 
     /// Whether a job asking `d` fits now on one of its pools.
-    #[inline]
+    #[inline(always)]
     pub fn fits_for(&self, d: Demand) -> bool {
         if self.is_single() {
             return self.parts[0].fits_for(d);
         }
+        self.fits_for_pools(d)
+    }
+
+    /// [`Pools::fits_for`] on several pools (kept out of line: the one-pool path is inlined).
+    #[inline(never)]
+    fn fits_for_pools(&self, d: Demand) -> bool {
         if self.placement() == Placement::Pooled && !self.is_detailed() {
             // Pooled count-only pools: a count per pool decides.
             let g = d.gpus as u64;
@@ -595,11 +605,16 @@ impl Pools {
 
     /// Where a job asking `d` would go now: the first of its pools, in the pick rule's order,
     /// that holds it (see [`Capacity::place_for`] within a pool).
-    #[inline]
+    #[inline(always)]
     pub fn place_for(&self, d: Demand) -> Option<Allocation> {
         if self.is_single() {
             return self.parts[0].place_for(d);
         }
+        self.place_for_pools(d)
+    }
+
+    #[inline(never)]
+    fn place_for_pools(&self, d: Demand) -> Option<Allocation> {
         self.candidates(d).find_map(|p| self.parts[p].place_for(d).map(|a| self.to_cluster(p, a)))
     }
 
@@ -693,8 +708,16 @@ impl Pools {
     }
 
     /// Whether every part of `alloc` is free now.
-    #[inline]
+    #[inline(always)]
     pub fn can_take(&self, alloc: &Allocation) -> bool {
+        if !self.counters && self.is_single() {
+            return self.parts[0].can_take(alloc);
+        }
+        self.can_take_pools(alloc)
+    }
+
+    #[inline(never)]
+    fn can_take_pools(&self, alloc: &Allocation) -> bool {
         if self.counters {
             return self.gpus_by_pool(alloc).iter().all(|&(p, g)| self.parts[p].total_free() >= g as u64);
         }
@@ -710,8 +733,16 @@ impl Pools {
     }
 
     /// Takes `alloc` (which must be free).
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self, alloc: &Allocation) {
+        if !self.counters && self.is_single() {
+            return self.parts[0].take(alloc);
+        }
+        self.take_pools(alloc)
+    }
+
+    #[inline(never)]
+    fn take_pools(&mut self, alloc: &Allocation) {
         if self.counters {
             for &(n, k) in &alloc.parts {
                 let p = self.pool_of(n) as usize;
@@ -736,8 +767,16 @@ impl Pools {
     }
 
     /// Gives `alloc` back.
-    #[inline]
+    #[inline(always)]
     pub fn give(&mut self, alloc: &Allocation) {
+        if !self.counters && self.is_single() {
+            return self.parts[0].give(alloc);
+        }
+        self.give_pools(alloc)
+    }
+
+    #[inline(never)]
+    fn give_pools(&mut self, alloc: &Allocation) {
         if self.counters {
             for &(n, k) in &alloc.parts {
                 let p = self.pool_of(n) as usize;

@@ -732,7 +732,7 @@ impl Scheduler {
                 off_slot = t0 != now || t1 != expected_end || held.differs(&self.cap, alloc);
             }
         }
-        let mut gpu_ids = GpuIds::builder();
+        let mut gpu_ids = GpuIds::builder_for(alloc.parts.len(), alloc.gpus() as usize);
         if let Some(d) = &alloc.detail {
             // Detailed: the capacity chose the GPUs; whole ones get an owner, shared ones are
             // told apart by their used thousandths.
@@ -1092,6 +1092,9 @@ impl Scheduler {
 
     /// Re-keys running jobs whose stored key stopped holding by `now`.
     fn refresh_run_keys(&mut self, now: Time) {
+        if self.run_expiry.is_empty() {
+            return;
+        }
         let due: Vec<JobId> = self.run_expiry.range(..=(now, JobId(u32::MAX))).map(|&(_, id)| id).collect();
         for id in due {
             self.store_run_key(id, now);
