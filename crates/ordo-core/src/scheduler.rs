@@ -1401,7 +1401,7 @@ impl Scheduler {
         // Several pools, pooled, count-only: a count per pool (a job's GPUs are all in one).
         let per_pool = !pooled && cap.placement() == Placement::Pooled && !cap.is_detailed();
         let mut shadow_cap = if pooled {
-            WhatIf::Owned(Pools::counter(cap.total(), cap.total_free()))
+            self.scratch.counter(cap.total(), cap.total_free())
         } else if per_pool {
             // Several pools, pooled: a counter per pool (`cap` already has this pass's starts).
             WhatIf::Owned(cap.pool_counters())

@@ -15,6 +15,9 @@ use std::sync::{Mutex, MutexGuard};
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     slots: [Mutex<Option<Pools>>; 2],
+    /// A pooled counter for EASY's shadow on a count-only pool ([`Scratch::counter`]), kept
+    /// between passes so that a pass does not allocate one. Commits are not applied to it.
+    counter: Mutex<Option<Pools>>,
 }
 
 impl Clone for Scratch {
@@ -54,6 +57,26 @@ impl Scratch {
             }
         }
         WhatIf::Owned(base.clone())
+    }
+
+    /// A pooled counter of `total` GPUs with `free` free (see [`Pools::counter`]), reused
+    /// from pass to pass when its slot is not busy.
+    pub(crate) fn counter(&self, total: u64, free: u64) -> WhatIf<'_> {
+        if let Ok(mut g) = self.counter.try_lock() {
+            let c = g.get_or_insert_with(|| Pools::counter(total, free));
+            if c.total() != total {
+                *c = Pools::counter(total, free);
+            }
+            let f = c.total_free();
+            if f < free {
+                c.give_count((free - f) as u32);
+            } else if f > free {
+                c.take_count((f - free) as u32);
+            }
+            // Not logging: the drop's rollback has nothing to undo; the next use sets the count.
+            return WhatIf::Scratch(g);
+        }
+        WhatIf::Owned(Pools::counter(total, free))
     }
 
     /// Checks that every copy equals `base` (for `sanity_check`).
