@@ -39,6 +39,9 @@ impl Quantity {
         if int.is_empty() && frac.is_empty() {
             return Err(err("no number"));
         }
+        if frac.contains('.') {
+            return Err(err("more than one decimal point"));
+        }
         if int.len() + frac.len() > 24 {
             return Err(err("too many digits"));
         }
@@ -158,7 +161,21 @@ mod tests {
 
     #[test]
     fn refuses_bad_text() {
-        for bad in ["", "-1", "abc", "1x", "1e", "1e99", "99999999999999999999999999", "1Ei1", "."] {
+        for bad in [
+            "",
+            "-1",
+            "abc",
+            "1x",
+            "1e",
+            "1e99",
+            "99999999999999999999999999",
+            "1Ei1",
+            ".",
+            "1.2.3",
+            "1..5",
+            "..",
+            "1.5.Gi",
+        ] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
         assert!(Quantity::parse("9Ei").is_err());

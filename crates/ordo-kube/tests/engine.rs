@@ -240,3 +240,40 @@ fn a_pod_says_which_terms_the_nodes_fail() {
         text("uid-000002")
     );
 }
+
+/// An incomplete gang that arrives just after an explained pass, while nothing else waits,
+/// still says why it waits at the next explained pass: the engine asks to be woken for it
+/// (it once asked for nothing, and the gang's pods stayed silent until some other event).
+#[test]
+fn an_incomplete_gang_says_why_without_another_event() {
+    let mut e = Engine::new(EngineConfig::new("ordo", "fifo".parse().unwrap()));
+    e.nodes_listed(vec![fixtures::node(0, 4), fixtures::node(1, 4)]);
+    let t0 = 1_000_000;
+    let x = fixtures::pod(0, 4, 3_600_000);
+    e.pods_listed(vec![x.clone()], t0);
+    let out = e.pass(t0);
+    assert!(out.explained);
+    assert_eq!(out.binds.len(), 1, "{:?}", out.binds);
+    let mut bound = x;
+    bound.node = Some(out.binds[0].node.clone());
+    e.pod_event(bound, t0);
+    let gang = |i: u32| {
+        let mut p = fixtures::pod(i, 2, 60_000);
+        p.namespace = "ns".into();
+        p.gang = Some(ordo_kube::objects::GangRef { name: "train".into(), size: 3 });
+        p
+    };
+    e.pod_event(gang(1), t0 + 100);
+    e.pod_event(gang(2), t0 + 100);
+    let out = e.pass(t0 + 100);
+    assert!(!out.explained && out.notes.is_empty());
+    let wake = out.wake_at.expect("a pass is due to say why the gang waits");
+    assert!(wake <= t0 + 1_100, "woken at {wake}");
+    let out = e.pass(wake);
+    assert!(out.explained);
+    let texts: Vec<&str> = out.notes.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(texts.iter().all(|t| t.contains("gang ns/train has 2 of its 3 pods")), "{texts:?}");
+    // Said: no further wake-up for it.
+    assert_eq!(e.pass(wake + 5_000).wake_at, None);
+}

@@ -121,10 +121,20 @@ impl Engine {
         }
         out.wake_at = match plan.wake_at {
             Some(w) => Some(w.min(explain_at.max(now + 1000))),
-            None if !plan.waiting.is_empty() || self.core.waiting_len() > 0 => Some(explain_at.max(now + 1000)),
+            // Held units (incomplete gangs, pods no node could ever take) are not in ordo-core's
+            // queue: their reasons are written by an explained pass, so one is due while any of
+            // them has not said its current reason yet.
+            None if !plan.waiting.is_empty() || self.core.waiting_len() > 0 || self.held_unsaid() => {
+                Some(explain_at.max(now + 1000))
+            }
             None => None,
         };
         out
+    }
+
+    /// Whether some held unit's pods have not been told its current reason.
+    fn held_unsaid(&self) -> bool {
+        self.held.iter().any(|(k, h)| self.said.get(k).is_none_or(|s| s.text != h.why))
     }
 
     fn preempt(&mut self, plan: &ordo_core::Plan, now: i64, out: &mut PassOut) {
