@@ -34,7 +34,12 @@ WORK=$(mktemp -d /tmp/ordo-deb-check.XXXXXX)
 chmod 755 "$WORK"
 stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; PIDS=(); }
 # Whatever happens, nothing of this check is left: the processes, the package, its state.
-cleanup() { stop; dpkg --purge ordo >/dev/null 2>&1 || true; rm -rf "$WORK" /var/lib/ordo /var/lib/ordo-agent /etc/ordo; }
+# (The test user `ordotest` too, when this run made it.)
+MADE_USER=
+cleanup() {
+  stop; dpkg --purge ordo >/dev/null 2>&1 || true; rm -rf "$WORK" /var/lib/ordo /var/lib/ordo-agent /etc/ordo
+  [ -z "$MADE_USER" ] || userdel ordotest 2>/dev/null || true
+}
 trap cleanup EXIT
 
 # --- 1. install
@@ -74,7 +79,9 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 sed -i "s/^listen = .*/listen = \"127.0.0.1:$PORT\"/" /etc/ordo/server.toml
 sed -i "s#^server = .*#server = \"http://127.0.0.1:$PORT\"#; s/^gpus = .*/gpus = 2/" /etc/ordo/agent.toml
 DB=/var/lib/ordo/ordo.db
-id ordotest >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin ordotest
+if ! id ordotest >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin ordotest && MADE_USER=1
+fi
 USER_TOKEN=$(runuser -u "$SERVER_USER" -- /usr/bin/ordo admin token create ordotest --db "$DB" 2>/dev/null)
 (umask 077; runuser -u "$SERVER_USER" -- /usr/bin/ordo admin token create "$(hostname)" --agent --db "$DB" \
   > /etc/ordo/agent.token 2>/dev/null)

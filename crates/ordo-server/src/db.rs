@@ -28,10 +28,9 @@ impl DbError {
     pub fn new(what: &str, why: &str) -> DbError {
         DbError {
             what: what.to_string(),
-            source: rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
-                Some(why.to_string()),
-            ),
+            // Not an SQLite failure code (its "Error code 1: SQL error or missing database"
+            // would follow the message): a plain text cause.
+            source: rusqlite::Error::ToSqlConversionFailure(why.to_string().into()),
         }
     }
 }

@@ -22,10 +22,28 @@ fn main() -> ExitCode {
         // A reader that stopped early (`ordo trace convert --out - | head`) is not a failure.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// An error and its causes, `: `-separated, leaving out a cause whose text the message already
+/// holds (errors that print their source in their own message, `"database {what}: {source}"`,
+/// would otherwise repeat it once per level).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 /// Whether an error is a write to a pipe whose reader has gone (`ordo history | head -1`).

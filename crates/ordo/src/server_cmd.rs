@@ -617,7 +617,7 @@ pub enum AdminCmd {
     ///
     /// SQLite's online backup: the database as of one commit, checked, written beside FILE and
     /// renamed onto it only when complete (a killed backup leaves FILE as it was). Restore: stop
-    /// the server, remove the database's -wal and -shm files, put FILE in its place
+    /// the server, move the database away with its -wal and -shm files, put FILE in its place
     /// (docs/INSTALL.md).
     Backup {
         /// The server's database.
@@ -1505,6 +1505,17 @@ fn current_umask() -> Option<u32> {
 fn token_cmd(cmd: TokenCmd) -> Result<ExitCode> {
     use ordo_server::auth;
     let open = |db: &std::path::Path| ordo_server::db::open(db).with_context(|| format!("opening {}", db.display()));
+    // Listing or revoking never makes a database: a wrong or missing --db would otherwise
+    // create an empty one and show no token (or revoke nothing) without a word.
+    let existing = |db: &std::path::Path| {
+        if !db.exists() {
+            anyhow::bail!(
+                "no database at {}: give the server's with --db (the package's is /var/lib/ordo/ordo.db)",
+                db.display()
+            );
+        }
+        open(db)
+    };
     match cmd {
         TokenCmd::Create { user, admin, agent, expires, db } => {
             let role = if admin {
@@ -1536,7 +1547,7 @@ fn token_cmd(cmd: TokenCmd) -> Result<ExitCode> {
             eprintln!("token for {user} ({}) created{until}; it is shown only now", role.as_str());
         }
         TokenCmd::List { db, json } => {
-            let list = auth::list_tokens(&open(&db)?)?;
+            let list = auth::list_tokens(&existing(&db)?)?;
             if json {
                 return print_json(&list).map(|_| ExitCode::SUCCESS);
             }
@@ -1559,7 +1570,7 @@ fn token_cmd(cmd: TokenCmd) -> Result<ExitCode> {
             }
         }
         TokenCmd::Revoke { target, db } => {
-            let conn = open(&db)?;
+            let conn = existing(&db)?;
             let ids = auth::revoke(&conn, &target, now_ms())?;
             local_audit(&conn, serde_json::json!({"event": "revoke", "target": target, "ids": ids}))?;
             if ids.is_empty() {

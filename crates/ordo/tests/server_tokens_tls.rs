@@ -38,6 +38,17 @@ fn tokens_are_listed_revoked_and_expire_without_a_restart() {
     assert!(rows.iter().any(|t| t["user"] == "alice" && t["revoked"].is_i64()), "{list}");
     let secret = alice.rsplit('_').next().expect("secret");
     assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+    // A wrong --db is an error naming it, and no empty database is made there.
+    let wrong = dir.join("nowhere.db");
+    for args in [&["admin", "token", "list"][..], &["admin", "token", "revoke", "alice"][..]] {
+        let out = ordo(&[args, &["--db", wrong.to_str().expect("utf-8")]].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("no database at") && err.contains("nowhere.db"),
+            "{args:?}: {err}"
+        );
+        assert!(!wrong.exists(), "{args:?} made {}", wrong.display());
+    }
     // Through the admin routes: create a short-lived token, revoke another by id.
     let (st, made) = api(
         &url,

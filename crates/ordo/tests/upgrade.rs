@@ -81,6 +81,9 @@ fn a_newer_database_is_refused_by_every_command() {
         let out = Command::new(ORDO).args(args).arg("--db").arg(&db).output().expect("run");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains("is newer than this ordo knows"), "{args:?}: {err}");
+        // Said once, without SQLite's generic failure text (an admin's walk read it three times).
+        assert_eq!(err.matches("is newer than this ordo knows").count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("Error code"), "{args:?}: {err}");
     }
     assert_eq!(std::fs::read(&db).expect("read"), before, "the database is unchanged");
     // A backup of it is still possible (it copies pages; the newer ordo can restore it).
