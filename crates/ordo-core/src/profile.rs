@@ -246,29 +246,26 @@ impl NodeProfile {
 const STEP_BLOCK: usize = 128;
 
 /// One block of steps: their start times and free GPUs (each plus `add`, a pending addition
-/// to the whole block), with the block's smallest and largest free count.
+/// to the whole block).
 #[derive(Debug, Clone)]
 struct Block {
     times: Vec<Time>,
     free: Vec<i64>,
     add: i64,
-    min: i64,
-    max: i64,
     /// [`Runs`] by raw threshold (free count less `add`), valid until `times` or `free` change.
     runs: Vec<(i64, Runs)>,
 }
 
 impl Block {
+    /// Forgets the cached runs (the steps changed).
     fn refresh(&mut self) {
         self.runs.clear();
-        self.min = self.free.iter().copied().min().unwrap_or(0) + self.add;
-        self.max = self.free.iter().copied().max().unwrap_or(0) + self.add;
     }
 }
 
-/// Free GPUs over time as steps in blocks of at most [`STEP_BLOCK`], each block knowing its
-/// smallest and largest free count and taking additions to all its steps at once. Finding a
-/// slot skips whole blocks (none free enough, or none too full), and adding to a span of time
+/// Free GPUs over time as steps in blocks of at most [`STEP_BLOCK`], each block taking
+/// additions to all its steps at once and keeping, per threshold asked, its runs of steps with
+/// that many free ([`Runs`]). Finding a slot judges whole blocks by their runs, and adding to a span of time
 /// touches its two end blocks step by step and the rest once each: O(steps / block + block)
 /// per operation where the plain vector of steps cost O(steps).
 #[derive(Debug, Clone)]
@@ -282,9 +279,7 @@ type Pos = (usize, usize);
 
 impl CountProfile {
     fn new(now: Time, free: i64) -> Self {
-        CountProfile {
-            blocks: vec![Block { times: vec![now], free: vec![free], add: 0, min: free, max: free, runs: Vec::new() }],
-        }
+        CountProfile { blocks: vec![Block { times: vec![now], free: vec![free], add: 0, runs: Vec::new() }] }
     }
 
     fn value(&self, (b, k): Pos) -> i64 {
@@ -340,14 +335,8 @@ impl CountProfile {
     fn split_block(&mut self, b: usize) {
         let blk = &mut self.blocks[b];
         let half = blk.times.len() / 2;
-        let mut tail = Block {
-            times: blk.times.split_off(half),
-            free: blk.free.split_off(half),
-            add: blk.add,
-            min: 0,
-            max: 0,
-            runs: Vec::new(),
-        };
+        let mut tail =
+            Block { times: blk.times.split_off(half), free: blk.free.split_off(half), add: blk.add, runs: Vec::new() };
         tail.refresh();
         blk.refresh();
         self.blocks.insert(b + 1, tail);
@@ -363,8 +352,6 @@ impl CountProfile {
             let stop = if b == end_b { end_k } else { blk.times.len() };
             if k == 0 && stop == blk.times.len() {
                 blk.add += delta;
-                blk.min += delta;
-                blk.max += delta;
             } else {
                 for f in &mut blk.free[k..stop] {
                     *f += delta;
@@ -683,11 +670,6 @@ mod tests {
             assert_eq!(c.reserve(now, g, d), p.reserve(now, g, d), "step {step}");
             if step % 100 == 0 {
                 assert_eq!(Plain::steps(&c), p.0);
-                for blk in &c.blocks {
-                    let vals: Vec<i64> = blk.free.iter().map(|f| f + blk.add).collect();
-                    assert_eq!(blk.min, *vals.iter().min().unwrap());
-                    assert_eq!(blk.max, *vals.iter().max().unwrap());
-                }
             }
         }
         assert!(c.blocks.len() > 10, "the test should span many blocks, got {}", c.blocks.len());

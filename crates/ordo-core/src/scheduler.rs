@@ -1159,10 +1159,15 @@ impl Scheduler {
             c.profile.give_from(free_at, &self.running[&id].alloc);
         }
         c.res.clear();
-        c.by_start.clear();
+        // Every reservation afresh: the index by start is built once from them all (sorted in
+        // bulk), not entry by entry.
+        let mut starts = Vec::with_capacity(self.queue.len());
         for (&k, req) in &self.queue {
-            c.reserve(now, k, req, planned(&self.cap, req));
+            let (t, end, held) = c.profile.reserve(now, req.demand(), planned(&self.cap, req), req.estimate);
+            c.res.insert(k.1, (t, end, held));
+            starts.push((t, k));
         }
+        c.by_start = BTreeSet::from_iter(starts);
     }
 
     /// Switches a count-only capacity to a detailed one (the first fractional job arrived):
@@ -1834,12 +1839,18 @@ impl Scheduler {
     /// come. `None` if a due job cannot take its GPUs (the reservations are stale).
     fn due_reservations(&self, c: &Reservations, now: Time, explain: bool) -> Option<Plan> {
         let mut plan = Plan::default();
-        let mut cap = self.what_if();
-        for &(t, key) in c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))) {
+        // A what-if copy only serves the due jobs after the first (usually none): the first is
+        // placed on the capacity itself, and a copy is made and taken from only when another
+        // follows (taking and rolling back a wide gang node by node cost as much as its start).
+        let mut cap: Option<WhatIf<'_>> = None;
+        let mut due = c.by_start.range(..=(now, ((i64::MAX, i64::MAX), JobId(u32::MAX)))).peekable();
+        while let Some(&(t, key)) = due.next() {
             debug_assert!(t <= now);
             let req = &self.queue[&key];
-            let a = c.res[&key.1].2.place(&cap, req.demand())?;
-            cap.take(&a);
+            let a = c.res[&key.1].2.place(cap.as_deref().unwrap_or(&self.cap), req.demand())?;
+            if due.peek().is_some() {
+                cap.get_or_insert_with(|| self.what_if()).take(&a);
+            }
             plan.starts.push(Start { job: req.id, alloc: a });
         }
         if explain {
