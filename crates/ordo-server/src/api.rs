@@ -549,6 +549,10 @@ pub struct PolicyChange {
     /// Apply it even though it preempts running jobs at once.
     #[serde(default)]
     pub preempt_now: bool,
+    /// Why the order changes: required for a change that is made (a dry run needs none), kept
+    /// in the audit log with who made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The answer to `PUT /v1/policy`: the policy in force afterwards and what the new policy's

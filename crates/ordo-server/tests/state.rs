@@ -117,8 +117,8 @@ fn bad_requests_store_nothing() {
     assert!(c.submit(&user("a"), SubmitRequest { command: vec![], ..job(1) }, t0).is_err());
     assert!(c.submit(&agent("x"), job(1), t0).is_err(), "agents do not submit");
     assert!(c.register(&user("a"), &reg("x", 1), t0).is_err(), "users do not register nodes");
-    assert!(c.set_policy(&user("a"), "sjf", t0).is_err(), "users do not set the policy");
-    assert!(c.set_policy(&Principal { user: "root".into(), role: Role::Admin }, "lifo", t0).is_err());
+    assert!(c.set_policy(&user("a"), "sjf", "users may not", t0).is_err(), "users do not set the policy");
+    assert!(c.set_policy(&Principal { user: "root".into(), role: Role::Admin }, "lifo", "no such policy", t0).is_err());
     assert!(c.queue(t0).jobs.is_empty());
     assert!(c.cancel(&user("a"), 42, t0).unwrap_err().to_string().contains("no job 42"));
     let id = c.submit(&user("a"), job(1), t0).expect("submit");

@@ -560,6 +560,10 @@ pub enum PolicyCmd {
         /// Apply it even though it preempts running jobs at once.
         #[arg(long)]
         preempt_now: bool,
+        /// Why the order changes (required unless --dry-run): kept in the audit log with who
+        /// made the change.
+        #[arg(long, required_unless_present = "dry_run")]
+        reason: Option<String>,
     },
 }
 
@@ -1419,9 +1423,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                         println!("policy: {}", clean(&r.policy));
                     }
                 }
-                PolicyCmd::Set { conn, policy, dry_run, preempt_now } => {
+                PolicyCmd::Set { conn, policy, dry_run, preempt_now, reason } => {
                     let r: PolicyChanged =
-                        conn.client()?.put("/v1/policy", &PolicyChange { policy, dry_run, preempt_now })?;
+                        conn.client()?.put("/v1/policy", &PolicyChange { policy, dry_run, preempt_now, reason })?;
                     if conn.json {
                         print_json(&r)?;
                     } else {

@@ -286,7 +286,7 @@ fn access_rules_and_bad_input() {
         assert_eq!(st, 401);
     }
     // A user token cannot act as an agent, nor change the policy.
-    let out = ordo(&["policy", "set", "sjf", "--server", &url, "--token", &alice]);
+    let out = ordo(&["policy", "set", "sjf", "--reason", "mine first", "--server", &url, "--token", &alice]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("403"));
     // Bad input: never fits, malformed JSON, unknown job.
     let out = ordo(&["submit", "--gpus", "3", "--server", &url, "--token", &alice, "--", "true"]);
@@ -322,10 +322,28 @@ fn access_rules_and_bad_input() {
     let err = std::fs::read_to_string(dir.join(format!("work-n1/job-{}.err", o["id"]))).expect("stderr file");
     assert_eq!((out.as_str(), err.as_str()), ("hello\n", "oops\n"));
     // Policy changes are for admins and are audited with who made them.
-    let p = cli_json(&url, &admin, &["policy", "set", "sjf+easy"]);
+    // A change needs a reason (the CLI asks for it, the API refuses a change without one).
+    let out = ordo(&["policy", "set", "sjf+easy", "--server", &url, "--token", &admin]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--reason"));
+    let body = r#"{"policy": "sjf+easy", "reason": "  "}"#;
+    let (st, text) = raw_http(
+        &url,
+        &format!(
+            "PUT /v1/policy HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert!(st == 400 && text.contains("reason"), "{st} {text}");
+    assert_eq!(cli_json(&url, &admin, &["policy", "show"])["policy"], "fifo", "refused changes change nothing");
+    let p = cli_json(&url, &admin, &["policy", "set", "sjf+easy", "--reason", "short jobs wait behind long ones"]);
     assert_eq!(p["policy"], "sjf+easy");
     let audit = cli_json(&url, &admin, &["audit"]);
-    assert!(audit.as_array().expect("array").iter().any(|r| r["kind"] == "policy" && r["actor"] == "admin"));
+    assert!(
+        audit.as_array().expect("array").iter().any(|r| r["kind"] == "policy"
+            && r["actor"] == "admin"
+            && r["detail"]["reason"] == "short jobs wait behind long ones"),
+        "{audit}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

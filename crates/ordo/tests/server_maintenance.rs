@@ -309,14 +309,18 @@ fn a_policy_change_that_preempts_needs_preempt_now_and_a_dry_run_changes_nothing
     assert_eq!(job(&url, &alice, a)["state"], "running");
     assert_eq!(job(&url, &alice, a)["restarts"], 0);
 
-    let e = refused(&url, &admin, &["policy", "set", "las:thresholds=1"]);
+    let e = refused(&url, &admin, &["policy", "set", "las:thresholds=1", "--reason", "long jobs held the GPUs"]);
     assert!(e.contains(&format!(" would preempt 1 running job at once: {a} of alice (ran ")), "{e}");
     assert!(e.contains("--preempt-now"), "{e}");
     assert_eq!(cli_json(&url, &admin, &["policy", "show"])["policy"], "fifo");
     // A change that preempts nothing needs no flag.
-    assert_eq!(cli_json(&url, &admin, &["policy", "set", "sjf"])["applied"], true);
+    assert_eq!(cli_json(&url, &admin, &["policy", "set", "sjf", "--reason", "try shortest first"])["applied"], true);
 
-    let r = cli_json(&url, &admin, &["policy", "set", "las:thresholds=1", "--preempt-now"]);
+    let r = cli_json(
+        &url,
+        &admin,
+        &["policy", "set", "las:thresholds=1", "--preempt-now", "--reason", "long jobs held the GPUs"],
+    );
     assert_eq!(r["applied"], true, "{r}");
     assert!(r["policy"].as_str().expect("policy").starts_with("las:thresholds=1"), "{r}");
     wait_for("a preempted and b started", Duration::from_secs(30), || {
@@ -326,6 +330,10 @@ fn a_policy_change_that_preempts_needs_preempt_now_and_a_dry_run_changes_nothing
     let rec = audit.as_array().expect("audit").iter().rev().find(|r| r["kind"] == "policy").cloned().expect("policy");
     assert!(rec["detail"]["to"].as_str().expect("to").starts_with("las:thresholds=1"), "{rec}");
     assert_eq!(rec["detail"]["preempts"][0], a.to_string(), "{rec}");
+    assert_eq!(
+        (rec["actor"].as_str(), rec["detail"]["reason"].as_str()),
+        (Some("admin"), Some("long jobs held the GPUs"))
+    );
 }
 
 /// A GET with a token: the answer's body.

@@ -10,9 +10,14 @@ const ORDER_SHOWN: usize = 20;
 
 impl Core {
     /// Changes the policy (admins only), preempting at once if the new policy does; recorded
-    /// with who did it. Returns the policy in force.
-    pub fn set_policy(&mut self, who: &Principal, name: &str, now: i64) -> Result<String, ApiError> {
-        let req = PolicyChange { policy: name.to_string(), dry_run: false, preempt_now: true };
+    /// with who did it and why. Returns the policy in force.
+    pub fn set_policy(&mut self, who: &Principal, name: &str, reason: &str, now: i64) -> Result<String, ApiError> {
+        let req = PolicyChange {
+            policy: name.to_string(),
+            dry_run: false,
+            preempt_now: true,
+            reason: Some(reason.to_string()),
+        };
         self.change_policy(who, &req, now).map(|c| c.policy)
     }
 
@@ -25,6 +30,15 @@ impl Core {
             return Err(ApiError::Forbidden("only admins may change the policy".into()));
         }
         bounded("policy", &req.policy, MAX_POLICY_BYTES)?;
+        let reason = req.reason.as_deref().map(str::trim).unwrap_or("");
+        bounded("reason", reason, MAX_MESSAGE_BYTES)?;
+        if reason.is_empty() && !req.dry_run {
+            return Err(ApiError::BadRequest(
+                "field `reason`: required for a change of policy: say why the order changes (it is kept in the \
+                 audit log with who made it; a dry run needs none)"
+                    .into(),
+            ));
+        }
         let p: PolicySpec = req.policy.parse().map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         check_policy(&p).map_err(|e| ApiError::BadRequest(format!("field `policy`: {e}")))?;
         let before = Self::policy_order(&self.sched, &self.sched.schedule(now, true));
@@ -69,7 +83,15 @@ impl Core {
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('policy', ?1)", params![to])
                 .ctx("store policy")?;
             let preempt: Vec<&str> = answer.preempt.iter().map(|e| e.job.as_str()).collect();
-            audit(&tx, now, &who.user, "policy", None, &to, &json!({"from": from, "to": to, "preempts": preempt}))?;
+            audit(
+                &tx,
+                now,
+                &who.user,
+                "policy",
+                None,
+                &to,
+                &json!({"from": from, "to": to, "preempts": preempt, "reason": reason}),
+            )?;
             tx.commit().ctx("commit policy")?;
             Ok(())
         })();
