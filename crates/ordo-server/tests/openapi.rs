@@ -157,7 +157,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
     assert_eq!(keys(serde_json::to_value(&m).expect("json")), schema_props("NodeMaint", None));
     let mr = NodeMaintRequest { action: "drain".into(), reason: Some("r".into()), deadline_ms: Some(1) };
     assert_eq!(keys(serde_json::to_value(&mr).expect("json")), schema_props("NodeMaintRequest", None));
-    let pc = PolicyChange { policy: "las".into(), dry_run: true, preempt_now: false, reason: None };
+    let pc = PolicyChange { policy: "las".into(), dry_run: true, preempt_now: false, reason: Some("why".into()) };
     assert_eq!(keys(serde_json::to_value(&pc).expect("json")), schema_props("PolicyChange", None));
     let eff = PolicyEffect { job: "1".into(), user: "u".into(), ran_ms: Some(1) };
     assert_eq!(keys(serde_json::to_value(&eff).expect("json")), schema_props("PolicyEffect", None));
