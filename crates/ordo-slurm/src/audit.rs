@@ -1,5 +1,7 @@
 //! The audit log: one JSON object per line for every priority ordo set (`set`), handed back
-//! (`release`) or deliberately did not touch (`left-alone`), flushed to disk as it goes.
+//! (`release`) or deliberately did not touch (`left-alone`), and for every change of the policy
+//! that orders the queue (`policy`: who started `drive` with it, the policy before and why),
+//! flushed to disk as it goes.
 
 use crate::error::SlurmError;
 use serde::{Deserialize, Serialize};
@@ -14,8 +16,9 @@ pub struct AuditRecord {
     pub time: String,
     /// When, as Unix seconds.
     pub unix_time: i64,
-    /// `set` (ordo changed the priority), `release` (handed it back to Slurm) or `left-alone`
-    /// (a pending job ordo will not touch, with why: a priority set by hand, a nice value, ...).
+    /// `set` (ordo changed the priority), `release` (handed it back to Slurm), `left-alone`
+    /// (a pending job ordo will not touch, with why: a priority set by hand, a nice value, ...)
+    /// or `policy` (`drive` started with another policy than the log's last; job 0).
     pub action: String,
     /// Slurm job id.
     pub job: u64,
@@ -27,8 +30,14 @@ pub struct AuditRecord {
     pub position: Option<usize>,
     /// Why, in words.
     pub reason: String,
-    /// The policy in force (for `set` and `left-alone`).
+    /// The policy in force (for `set` and `left-alone`; for `policy`, the new one).
     pub policy: String,
+    /// For `policy`: the account that started `drive` with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// For `policy`: the policy the log had in force before (none for the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_policy: Option<String>,
 }
 
 impl AuditRecord {
@@ -45,8 +54,23 @@ impl AuditRecord {
             position: None,
             reason,
             policy: String::new(),
+            actor: None,
+            from_policy: None,
         }
     }
+}
+
+/// The policy an audit log last had in force: that of its last `policy` record, or (a log
+/// written before those records) of its last record that names one. `None` for a log that
+/// does not exist or names none.
+pub fn last_policy(path: &Path) -> Result<Option<String>, SlurmError> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let recs = read_audit_log(path)?;
+    let named = |r: &&AuditRecord| !r.policy.is_empty();
+    let last = recs.iter().rev().find(|r| r.action == "policy").or_else(|| recs.iter().rev().find(named));
+    Ok(last.map(|r| r.policy.clone()))
 }
 
 /// Current time as Unix seconds.

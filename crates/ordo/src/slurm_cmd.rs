@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use ordo_core::words::count;
 use ordo_core::{ClusterSpec, Placement, PolicySpec};
-use ordo_slurm::audit::{rfc3339, unix_now};
+use ordo_slurm::audit::{rfc3339, unix_now, AuditRecord};
 use ordo_slurm::drive::check_policy;
 use ordo_slurm::order::{cluster_from_nodes, keep_kinds};
 use ordo_slurm::{release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
@@ -85,6 +85,10 @@ struct DriveArgs {
     /// The JSON Lines audit log every change is appended to.
     #[arg(long, default_value = "ordo-slurm-audit.jsonl")]
     audit_log: PathBuf,
+    /// Why the queue is ordered by this policy: required when the audit log's last policy is
+    /// another (a change of order); kept in the log with the account that started `drive`.
+    #[arg(long)]
+    reason: Option<String>,
     /// Placement model used to plan (Slurm puts a job of at most one node's GPUs on one node).
     #[arg(long, default_value = "consolidated")]
     placement: Placement,
@@ -559,6 +563,24 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
 
 fn drive(a: DriveArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
+    // A change of the policy ordering the queue says who made it and why (refused before Slurm
+    // is touched when no reason is given); the record is written once the driver has started.
+    let policy = a.policy.to_string();
+    let reason = a.reason.as_deref().map(str::trim).unwrap_or("").to_string();
+    if reason.len() > 4096 {
+        bail!("--reason: at most 4,096 bytes (got {})", reason.len());
+    }
+    let before = ordo_slurm::audit::last_policy(&a.audit_log)?;
+    let changed = !a.dry_run && before.as_deref() != Some(policy.as_str());
+    if let (true, Some(b)) = (changed, &before) {
+        if reason.is_empty() {
+            bail!(
+                "{} says the queue was last ordered by {b}; ordering it by {policy} is a change of policy: give --reason \
+                 \"...\" (kept in the audit log with who made the change)",
+                a.audit_log.display()
+            );
+        }
+    }
     let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
     let slurm = backend(&a.conn)?;
     let cfg = DriveConfig {
@@ -577,6 +599,15 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         max_batch: 100,
     };
     let mut driver = Driver::new(slurm.as_ref(), cfg)?;
+    if changed {
+        let rec = AuditRecord {
+            policy: policy.clone(),
+            actor: Some(ordo_server::runas::current_user().name),
+            from_policy: before.clone(),
+            ..AuditRecord::now("policy", 0, 0, None, reason.clone())
+        };
+        ordo_slurm::audit::append(&a.audit_log, &[rec])?;
+    }
     let metrics = a.metrics_listen.as_deref().map(|addr| DriveMetrics::serve(addr, a.interval)).transpose()?;
     if a.dry_run {
         println!(

@@ -239,6 +239,37 @@ fn messages_read_right() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    // That start recorded its policy (fifo) and who started it. Another policy on the same log
+    // is a change of order: refused without a reason, before Slurm is asked anything ...
+    let log = d.join("audit.jsonl");
+    let recs = ordo_slurm::audit::read_audit_log(&log).unwrap();
+    assert_eq!((recs.len(), recs[0].action.as_str(), recs[0].policy.as_str()), (1, "policy", "fifo"), "{recs:?}");
+    let drive = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(["slurm", "drive", "--once", "--policy", "sjf", "--audit-log"])
+            .arg(&log)
+            .args(extra)
+            .env("PATH", &empty)
+            .output()
+            .unwrap()
+    };
+    let out = drive(&[]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("last ordered by fifo") && e.contains("--reason"), "{e}");
+    assert_eq!(ordo_slurm::audit::read_audit_log(&log).unwrap().len(), 1, "a refused change writes nothing");
+    // ... and recorded with it: who, from which policy, why.
+    let out = drive(&["--reason", "short jobs waited behind long ones"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let recs = ordo_slurm::audit::read_audit_log(&log).unwrap();
+    let r = recs.last().unwrap();
+    assert_eq!(
+        (r.action.as_str(), r.policy.as_str(), r.from_policy.as_deref(), r.reason.as_str()),
+        ("policy", "sjf", Some("fifo"), "short jobs waited behind long ones")
+    );
+    assert!(r.actor.as_deref().is_some_and(|a| !a.is_empty()), "{r:?}");
+    // The same policy again is no change: no reason needed, nothing recorded.
+    assert_eq!(drive(&[]).status.code(), Some(3));
+    assert_eq!(ordo_slurm::audit::read_audit_log(&log).unwrap().len(), 2);
     // `ordo policy` alone shows the policy (it asks the server), it is not a usage error.
     let out = Command::new(env!("CARGO_BIN_EXE_ordo"))
         .args(["policy"])

@@ -378,7 +378,13 @@ pub fn dry_run_then_drive_then_release(dry_conn: &[String], drive_conn: &[String
     let q = squeue();
     let set: Vec<u64> = p.iter().map(|id| q[id].priority).collect();
     assert!(set[2] > set[1] && set[1] > set[0], "sjf: the 1-minute job first: {set:?}");
-    assert_eq!(audit(&log).len(), 3);
+    let recs = audit(&log);
+    assert_eq!(recs.iter().filter(|r| r.action == "set").count(), 3, "{recs:?}");
+    // The first drive on a log records the policy it orders by and who started it.
+    let first = &recs[0];
+    assert_eq!((first.action.as_str(), first.policy.as_str(), first.from_policy.as_deref()), ("policy", "sjf", None));
+    assert!(first.actor.as_deref().is_some_and(|a| !a.is_empty()), "{first:?}");
+    assert_eq!(recs.iter().filter(|r| r.action == "policy").count(), 1, "{recs:?}");
     // ... and release hands them back: Slurm computes them again, and says so in the log.
     let out = ordo().args(["slurm", "release", "--audit-log"]).arg(&log).args(release_conn).output().expect("release");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -471,7 +477,10 @@ pub fn drive_survives_a_controller_outage(script: &str) {
     let text = driver.text();
     let after = &text[text.find("slurm reachable again").expect("seen")..];
     assert!(after.contains(" pass "), "a pass right after the outage:\n{text}");
-    assert!(audit(&log).is_empty(), "nothing to change so far");
+    assert!(
+        audit(&log).iter().all(|r| r.action == "policy"),
+        "nothing to change so far (the start's policy record only)"
+    );
     // And it does its work again: a queue in the wrong order gets reordered.
     wait_for("the nodes back", Duration::from_secs(60), all_nodes_idle);
     let mut jobs = Jobs::default();
