@@ -270,7 +270,11 @@ pub fn drive_starts_pending_jobs_in_sjf_order(jobs: &mut Jobs, conn: &[String]) 
         assert_eq!(last.policy, "sjf");
         assert!(!last.reason.is_empty() && !last.time.is_empty());
     }
-    assert!(recs.iter().all(|r| ids.contains(&r.job)), "only pending test jobs were changed: {recs:?}");
+    assert!(
+        recs.iter().all(|r| ids.contains(&r.job) || r.action == "policy"),
+        "only pending test jobs were changed: {recs:?}"
+    );
+    assert_eq!(recs.iter().filter(|r| r.action == "policy").count(), 1, "the start's policy, once: {recs:?}");
     (q, printed)
 }
 
