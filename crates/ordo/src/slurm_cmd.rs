@@ -28,7 +28,7 @@ enum SlurmCmd {
     Import(ImportArgs),
     /// Set the priorities of pending jobs so that Slurm starts them in the order an ordo policy
     /// chooses; every change goes to the audit log.
-    Drive(DriveArgs),
+    Drive(Box<DriveArgs>),
     /// Hand back to Slurm every priority `drive` set (from its audit log).
     Release(ReleaseArgs),
 }
@@ -281,7 +281,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 pub fn run(a: SlurmArgs) -> Result<ExitCode> {
     match a.cmd {
         SlurmCmd::Import(a) => import(a),
-        SlurmCmd::Drive(a) => drive(a),
+        SlurmCmd::Drive(a) => drive(*a),
         SlurmCmd::Release(a) => release_cmd(a),
     }
 }
