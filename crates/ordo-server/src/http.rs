@@ -1101,6 +1101,40 @@ pub fn run(cfg: ServerConfig, ready: impl FnOnce(String)) -> Result<(), ServerEr
     rt.block_on(async move {
         let b = bind(cfg).await?;
         ready(b.url());
-        b.serve().await
+        let core = b.state.core.clone();
+        tokio::select! {
+            r = b.serve() => r,
+            () = stop_signal() => {
+                // The last group of changes committed and the write-ahead log folded in, then
+                // the process ends with the state lock held: nothing changes after the commit.
+                let _ = tokio::task::spawn_blocking(move || {
+                    let mut c = core.lock();
+                    match c.stop() {
+                        Ok(true) => eprintln!("ordo server: stopped; every change is in the database file"),
+                        Ok(false) => eprintln!("ordo server: stopped; every change committed (part of the write-ahead log kept: a reader held it)"),
+                        Err(e) => eprintln!("ordo server: stopping: {e}"),
+                    }
+                    std::process::exit(0);
+                })
+                .await;
+                Ok(())
+            }
+        }
     })
+}
+
+/// Completes on SIGINT or SIGTERM (what `systemctl stop` sends).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }

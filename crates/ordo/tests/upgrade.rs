@@ -91,3 +91,40 @@ fn a_newer_database_is_refused_by_every_command() {
     let out = out.expect("run backup");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `systemctl stop` sends SIGTERM: the server commits its last changes, folds the write-ahead
+/// log into the database file and exits 0; what it acknowledged is in the file alone.
+#[test]
+fn a_server_stopped_by_sigterm_leaves_every_change_in_the_database_file() {
+    let dir = tempdir("sigterm");
+    let (admin, alice) = tokens(&dir);
+    let (mut srv, url) = server(&dir, "127.0.0.1:0", "fifo");
+    let _a = agent(&dir, &url, "n1", 1);
+    wait_for("one node", std::time::Duration::from_secs(20), || nodes_up(&url, &admin, 1));
+    let id =
+        cli_json(&url, &alice, &["submit", "--gpus", "1", "--name", "kept", "--", "true"])["id"].as_u64().expect("id");
+    cli_json(&url, &admin, &["policy", "set", "sjf", "--reason", "before a stop"]);
+    let pid = srv.0.id().to_string();
+    let st = Command::new("sh").args(["-c", &format!("kill -TERM {pid}")]).status().expect("kill");
+    assert!(st.success());
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = srv.0.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the server did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "exit status after SIGTERM: {status:?}");
+    let db = dir.join("ordo.db");
+    let wal = dir.join("ordo.db-wal");
+    assert!(std::fs::metadata(&wal).map_or(0, |m| m.len()) == 0, "the write-ahead log is folded in");
+    // The file alone (no -wal beside it) holds the job and the policy change.
+    let copy = dir.join("copy.db");
+    std::fs::copy(&db, &copy).expect("copy");
+    let c = rusqlite::Connection::open(&copy).expect("open");
+    let name: String = c.query_row("SELECT name FROM jobs WHERE id = ?1", [id as i64], |r| r.get(0)).expect("job");
+    assert_eq!(name, "kept");
+    let policy: String = c.query_row("SELECT value FROM meta WHERE key = 'policy'", [], |r| r.get(0)).expect("policy");
+    assert_eq!(policy, "sjf");
+}

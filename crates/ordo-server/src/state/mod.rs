@@ -930,6 +930,16 @@ impl Core {
     /// the number of changes now durable. If the commit fails, nothing of the group is stored:
     /// it is rolled back and the state is rebuilt from the database, and the error returned
     /// (the changes made up to [`Core::writes`] are then lost and must be answered as such).
+    /// Before the process stops (SIGTERM, SIGINT): commits the open group of changes and folds
+    /// the write-ahead log into the database file (`wal_checkpoint(TRUNCATE)`). Returns whether
+    /// the log could be folded whole (a reader holding an old snapshot keeps part of it; nothing
+    /// is lost either way).
+    pub fn stop(&mut self) -> Result<bool, ApiError> {
+        self.commit()?;
+        let busy: i64 = self.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0)).ctx("checkpoint")?;
+        Ok(busy == 0)
+    }
+
     pub fn commit(&mut self) -> Result<u64, ApiError> {
         if self.conn.is_autocommit() {
             return Ok(self.writes);
