@@ -487,7 +487,7 @@ pub(crate) fn needs_from_cells<E>(
         v.dedup();
         v
     };
-    let name_ok = |m: &String| m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c));
+    let name_ok = |m: &String| name_ok(m);
     let mut n = ordo_core::GpuNeeds { models: list(text(0)?, &['|']), ..Default::default() };
     if !n.models.iter().all(name_ok) {
         return Err(bad(0, EXPECT_MODELS));
@@ -507,6 +507,12 @@ pub(crate) fn needs_from_cells<E>(
         return Err(bad(4, EXPECT_MODELS));
     }
     Ok((n != ordo_core::GpuNeeds::default()).then(|| Box::new(n)))
+}
+
+/// Whether a GPU model or feature name is one ordo reads and writes: at most 128 bytes of
+/// letters, digits, `-`, `_`, `.`, `:`, `/` ([`EXPECT_MODELS`]).
+pub(crate) fn name_ok(m: &str) -> bool {
+    m.len() <= 128 && m.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
 }
 
 /// Resources named in a Slurm TRES string.
@@ -538,6 +544,10 @@ pub(crate) fn parse_tres(raw: &[u8]) -> Option<Tres> {
                 let n: u32 = v.parse().ok()?;
                 typed = Some(typed.unwrap_or(0).checked_add(n)?);
                 let ty = k["gres/gpu:".len()..].trim().to_ascii_lowercase();
+                // A type ordo could not write back (control bytes, spaces, ...): unreadable.
+                if !name_ok(&ty) {
+                    return None;
+                }
                 if !ty.is_empty() && !t.gpu_types.contains(&ty) {
                     t.gpu_types.push(ty);
                 }
@@ -662,6 +672,10 @@ mod tests {
     fn tres() {
         let t = parse_tres(b"cpu=4,mem=16G,node=1,billing=4,gres/gpu=2").unwrap();
         assert_eq!(t, Tres { gpus: Some(2), cpus: Some(4), mem_mib: Some(16_384), gpu_types: vec![] });
+        // A type ordo could not write back makes the string unreadable (found by fuzzing `sacct`:
+        // a NUL in the type was read, written to generic CSV and refused there).
+        assert_eq!(parse_tres(b"cpu=2,gres/gpu:a1\0\000=1"), None);
+        assert_eq!(parse_tres(b"gres/gpu:a 100=1"), None);
         let t = parse_tres(b"cpu=8,gres/gpu:a100=2,gres/gpu:v100=1").unwrap();
         assert_eq!((t.gpus, t.cpus, t.mem_mib), (Some(3), Some(8), None));
         assert_eq!(parse_tres(b""), Some(Tres::default()));
