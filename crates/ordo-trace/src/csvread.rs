@@ -674,7 +674,7 @@ mod tests {
         assert_eq!(t, Tres { gpus: Some(2), cpus: Some(4), mem_mib: Some(16_384), gpu_types: vec![] });
         // A type ordo could not write back makes the string unreadable (found by fuzzing `sacct`:
         // a NUL in the type was read, written to generic CSV and refused there).
-        assert_eq!(parse_tres(b"cpu=2,gres/gpu:a1\0\000=1"), None);
+        assert_eq!(parse_tres(b"cpu=2,gres/gpu:a1\x00\x00=1"), None);
         assert_eq!(parse_tres(b"gres/gpu:a 100=1"), None);
         let t = parse_tres(b"cpu=8,gres/gpu:a100=2,gres/gpu:v100=1").unwrap();
         assert_eq!((t.gpus, t.cpus, t.mem_mib), (Some(3), Some(8), None));
