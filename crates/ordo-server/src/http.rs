@@ -1123,8 +1123,9 @@ pub fn run(cfg: ServerConfig, ready: impl FnOnce(String)) -> Result<(), ServerEr
     })
 }
 
-/// Completes on SIGINT or SIGTERM (what `systemctl stop` sends).
-async fn stop_signal() {
+/// Completes on SIGINT or SIGTERM (what `systemctl stop` sends, and Kubernetes to a pod it
+/// stops; `ordo kube schedule` waits on it too).
+pub async fn stop_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match signal(SignalKind::terminate()) {
         Ok(mut term) => {

@@ -274,7 +274,7 @@ async fn schedule(s: ScheduleArgs) -> Result<ExitCode> {
         tokio::spawn(publish_metrics(rx, ops));
         tx
     });
-    run_loop(kube, cfg, publish, stop_signal()).await?;
+    run_loop(kube, cfg, publish, ordo_server::http::stop_signal()).await?;
     eprintln!("ordo kube: stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -323,22 +323,6 @@ async fn publish_metrics(
             ops.pass_ok();
         }
         last = p;
-    }
-}
-
-/// Completes on SIGINT or SIGTERM (what Kubernetes sends a pod it stops).
-async fn stop_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
     }
 }
 
