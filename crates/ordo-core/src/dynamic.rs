@@ -413,8 +413,8 @@ impl Scheduler {
                 [1, k.0, k.1, 0, 0]
             }
             Order::Srtf => {
-                let (executed, _, _) = self.served(req.id, now);
-                [1, req.estimate - executed, req.submit, 0, 0]
+                let (executed, _, p) = self.served(req.id, now);
+                [1, req.estimate - (executed - p.lost), req.submit, 0, 0]
             }
             Order::Las(lp) if lp.compat_tiresias => {
                 // The Tiresias simulator's lists: queue, running part ahead of the waiting part,
@@ -1010,7 +1010,7 @@ impl Scheduler {
             || !self.policy.order.preemptive()
             || !self.waiting_keys_static()
             || !self.cap.counts_only()
-            || self.min_run > 0
+            || self.guards_runs()
             || stale
             || self.limits.active()
         {
@@ -1068,7 +1068,7 @@ impl Scheduler {
             || self.run_spanning > 0
             || self.cap.placement() != crate::capacity::Placement::Pooled
             || self.cap.is_detailed()
-            || self.min_run > 0
+            || self.guards_runs()
             || stale
             || self.limits.active()
         {
@@ -1179,8 +1179,8 @@ impl Scheduler {
         let mut beside = self.cap.is_detailed().then(|| self.cap.clone());
         // A job that (re)started less than `min_run` ago keeps its GPUs whatever its rank, so
         // restarts that lose time cannot make jobs take turns forever without progress.
-        let pinned =
-            |id: JobId| self.min_run > 0 && self.running.get(&id).is_some_and(|r| now - r.start < self.min_run);
+        // So does a job preempted `max_preemptions` times already.
+        let pinned = |id: JobId| self.pinned(id, now);
         for (id, r) in &self.running {
             if pinned(*id) {
                 let taken = keep(&mut virt, &r.alloc);

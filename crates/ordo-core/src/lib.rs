@@ -2,6 +2,7 @@
 //! It never does IO and never reads a clock: `now` is always a parameter.
 
 pub mod capacity;
+pub mod checkpoint;
 pub mod deps;
 mod dynamic;
 pub mod gpuids;
@@ -20,6 +21,7 @@ mod whatif;
 pub mod words;
 
 pub use capacity::{Allocation, Capacity, Demand, Detail, Placement};
+pub use checkpoint::{Checkpoint, CheckpointRules};
 pub use deps::{Dep, DepKind, DepState, Dependencies};
 pub use gpuids::GpuIds;
 pub use model::{ClusterParseError, ClusterSpec, GpuNeeds, Job, JobId, NodeSpec, Workload};

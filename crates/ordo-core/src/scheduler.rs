@@ -114,6 +114,9 @@ pub struct Progress {
     pub waiting_since: Time,
     /// Times it was preempted.
     pub preemptions: u32,
+    /// Of `executed`, the time whose work preemptions lost (jobs that restart from zero or from
+    /// an older checkpoint, [`crate::checkpoint`]): the work done is `executed - lost`.
+    pub lost: Time,
     /// LAS: attained service and executed time at the last starvation promotion (service below
     /// these does not count towards the queue).
     pub las_base: (i64, Time),
@@ -349,6 +352,12 @@ pub struct Scheduler {
     cons: Option<Reservations>,
     /// Preemptive orders: a job is not preempted before its current run is this old.
     pub(crate) min_run: Time,
+    /// Preemptive orders: a job preempted this many times is not preempted again (it keeps its
+    /// GPUs until it ends); `None`: no limit.
+    pub(crate) max_preemptions: Option<u32>,
+    /// Preemptive orders: jobs whose runs are protected longer than `min_run` (until their
+    /// first checkpoint, or longer after each restart from zero; set by the caller).
+    pub(crate) run_floor: HashMap<JobId, Time>,
     /// Waiting jobs sorted by their dynamic key, kept between passes when those keys are fixed
     /// while a job waits (see `waiting_keys_static`), with each job's key.
     /// Grouped by (GPU count, pools accepted), so a pass can skip every group larger than the
@@ -482,6 +491,8 @@ impl Scheduler {
             history,
             cons,
             min_run: 0,
+            max_preemptions: None,
+            run_floor: HashMap::default(),
             dyn_wait: BTreeMap::new(),
             by_class: BTreeMap::new(),
             dyn_key: HashMap::default(),
@@ -545,6 +556,37 @@ impl Scheduler {
     /// `min_run` (set it to at least twice the time a restart loses, so every run does some work).
     pub fn set_min_run(&mut self, min_run: Time) {
         self.min_run = min_run.max(0);
+    }
+
+    /// Preemptive orders: a job preempted `max` times keeps its GPUs from its next start until
+    /// it ends (a bound on thrashing for jobs that lose work at each preemption); `None`: no
+    /// limit (the default).
+    pub fn set_max_preemptions(&mut self, max: Option<u32>) {
+        self.max_preemptions = max;
+    }
+
+    /// Preemptive orders: protects `job`'s runs (this one, if it runs, and the next ones)
+    /// until each has lasted `floor`, or `min_run` if longer; 0 removes the protection.
+    pub fn set_run_floor(&mut self, job: JobId, floor: Time) {
+        if floor > 0 {
+            self.run_floor.insert(job, floor);
+        } else {
+            self.run_floor.remove(&job);
+        }
+    }
+
+    /// Whether some guard beyond the plain order protects running jobs (fast paths that rank
+    /// running jobs in runs do not apply).
+    pub(crate) fn guards_runs(&self) -> bool {
+        self.min_run > 0 || self.max_preemptions.is_some() || !self.run_floor.is_empty()
+    }
+
+    /// Whether a running job may not be preempted at `now`: its run is younger than `min_run`,
+    /// or it has been preempted `max_preemptions` times already.
+    pub(crate) fn pinned(&self, id: JobId, now: Time) -> bool {
+        let floor = self.run_floor.get(&id).map_or(self.min_run, |&f| f.max(self.min_run));
+        (floor > 0 && self.running.get(&id).is_some_and(|r| now - r.start < floor))
+            || self.max_preemptions.is_some_and(|m| self.progress.get(&id).is_some_and(|p| p.preemptions >= m))
     }
 
     /// Sets the quotas and shares (replacing any earlier ones); call it before submitting jobs.
@@ -723,8 +765,8 @@ impl Scheduler {
         // describe the future: rebuild them once the job is recorded as running.
         // A resumed job is expected to need what its estimate leaves after what it already ran,
         // at the speed of the GPUs it got (a reservation planned it on the slowest it accepts).
-        let executed = self.progress.get(&job).map_or(0, |p| p.executed);
-        let expected_end = now + scaled((req.estimate - executed).max(1), self.cap.speed_on(req.elig.row, alloc));
+        let done = self.progress.get(&job).map_or(0, |p| p.executed - p.lost);
+        let expected_end = now + scaled((req.estimate - done).max(1), self.cap.speed_on(req.elig.row, alloc));
         let mut off_slot = false;
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
@@ -858,6 +900,20 @@ impl Scheduler {
     /// Commits a preemption decided by [`Scheduler::schedule`]: stops the running job, frees its
     /// GPUs and puts it back in the queue with its progress kept.
     pub fn preempt(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        self.preempt_keeping(job, now, Some)
+    }
+
+    /// [`Scheduler::preempt`] for a job that may lose work (see [`crate::checkpoint`]):
+    /// `kept(ran)` says how much of the `ran` ms its current run lasted survives (SRTF's
+    /// estimate of the work left counts only that); `None`: it restarts from zero, losing every
+    /// earlier run too. Executed time and attained service (LAS, waiting guards) count the
+    /// whole run either way: it is the service the job received.
+    pub fn preempt_keeping(
+        &mut self,
+        job: JobId,
+        now: Time,
+        kept: impl FnOnce(Time) -> Option<Time>,
+    ) -> Result<(), CommitError> {
         if !self.policy.order.preemptive() {
             return Err(CommitError::NotPreemptive(job));
         }
@@ -874,7 +930,12 @@ impl Scheduler {
         self.account_stop(&r.req, now, None);
         self.limits.on_stop(&r.req, &r.alloc);
         let p = self.progress.entry(job).or_default();
-        p.executed += now - r.start;
+        let ran = now - r.start;
+        p.executed += ran;
+        p.lost = match kept(ran) {
+            Some(k) => p.lost + ran - k.clamp(0, ran),
+            None => p.executed,
+        };
         p.attained += r.req.gpus as i64 * (now - r.start);
         p.waiting_since = now;
         p.preemptions += 1;

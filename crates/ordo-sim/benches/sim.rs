@@ -47,6 +47,7 @@ fn run(c: &mut Criterion, group: &str, w: &Workload, policies: &[&str], placemen
     for p in policies {
         let cfg = SimConfig {
             preemption_overhead: 0,
+            preemption: Default::default(),
             cluster: ClusterSpec::uniform(64, 8),
             placement,
             policy: p.parse::<PolicySpec>().unwrap(),

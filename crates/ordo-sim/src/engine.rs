@@ -21,6 +21,10 @@ pub struct SimConfig {
     pub policy: PolicySpec,
     /// Time lost each time a preempted job restarts (reloading, warm-up); 0 by default.
     pub preemption_overhead: Time,
+    /// What a preemption costs a job beyond the overhead (checkpointing) and the guards
+    /// against thrashing; the default: every job resumes exactly where it stopped, no guard
+    /// beyond twice the overhead.
+    pub preemption: PreemptionRules,
     /// Check the scheduler's invariants after every pass (slow; for tests).
     pub check_invariants: bool,
     /// Give up with [`SimError::Deadline`] once this wall-clock instant has passed (checked
@@ -52,6 +56,7 @@ impl SimConfig {
             placement,
             policy,
             preemption_overhead: 0,
+            preemption: PreemptionRules::default(),
             check_invariants: false,
             deadline: None,
             quotas: None,
@@ -67,6 +72,40 @@ impl SimConfig {
             || !self.speeds.is_empty()
             || w.jobs.iter().any(|j| j.needs.as_ref().is_some_and(|n| n.constrains()))
             || self.quotas.as_ref().is_some_and(ordo_core::QuotaConfig::has_model_limits)
+    }
+}
+
+/// A job that restarts from zero (`--checkpoint none`) is protected for this long after its
+/// first preemption (or `--min-run` if longer), twice that after its second, and so on.
+pub const ZERO_RESTART_FLOOR: Time = 60 * ordo_core::time::SECOND;
+
+/// What a preemption costs a job beyond the restart overhead, and the guards against a job
+/// preempted again and again before it makes progress (docs/POLICIES.md, "Checkpoints").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreemptionRules {
+    /// How each job's work survives a preemption (`--checkpoint`); default: it resumes exactly
+    /// where it stopped.
+    pub checkpoint: ordo_core::CheckpointRules,
+    /// A job is not preempted before its current run is this old (`--min-run`; at least twice
+    /// the preemption overhead, whatever is given).
+    pub min_run: Time,
+    /// A job preempted this many times runs to its end from its next start
+    /// (`--max-preemptions`); `None`: no limit.
+    pub max_preemptions: Option<u32>,
+}
+
+impl PreemptionRules {
+    /// Whether these are the defaults (no loss beyond the overhead, no guard of their own).
+    pub fn is_default(&self) -> bool {
+        self.checkpoint.is_continuous() && self.min_run == 0 && self.max_preemptions.is_none()
+    }
+
+    /// The rule of each job of `w`; empty where every job resumes exactly (the default).
+    pub fn per_job(&self, w: &Workload) -> Vec<ordo_core::Checkpoint> {
+        if self.checkpoint.is_continuous() {
+            return Vec::new();
+        }
+        w.jobs.iter().map(|j| self.checkpoint.of(j.queue.as_deref())).collect()
     }
 }
 
@@ -219,6 +258,8 @@ struct Live {
     running: bool,
     /// Speed of the GPUs of its current (or last) run: base work per ms.
     speed: f64,
+    /// Wall time of its earlier runs' work that survived (what a restart from zero loses).
+    saved: Time,
 }
 
 /// A lower bound (seconds) on the mean JCT a run will report, from its state at `t`.
@@ -462,7 +503,23 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut ended: Vec<Option<bool>> = vec![None; w.jobs.len()];
     let mut never_satisfied: Vec<Rejected> = Vec::new();
     // Every restart loses the overhead; a run protected for twice that always does some work.
-    sched.set_min_run(2 * cfg.preemption_overhead);
+    sched.set_min_run(cfg.preemption.min_run.max(2 * cfg.preemption_overhead));
+    sched.set_max_preemptions(cfg.preemption.max_preemptions);
+    // How each job checkpoints (empty: every job resumes exactly where it stopped), and the
+    // GPU-milliseconds preemptions cost: restart overheads and work done then lost.
+    let rules = cfg.preemption.per_job(w);
+    let mut lost_gpu_ms: f64 = 0.0;
+    // Guards that make lost work bounded (docs/POLICIES.md, "Checkpoints and thrashing"): a job
+    // that checkpoints every `c` is not preempted before its run has saved once (`c` after the
+    // restart overhead); one that restarts from zero is protected twice as long after each
+    // restart (`zero_floor`, then double, ...), so it ends after a number of preemptions
+    // logarithmic in its run time.
+    let zero_floor = cfg.preemption.min_run.max(ZERO_RESTART_FLOOR);
+    for (i, rule) in rules.iter().enumerate() {
+        if let ordo_core::Checkpoint::Every(c) = rule {
+            sched.set_run_floor(JobId(i as u32), c + cfg.preemption_overhead);
+        }
+    }
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
     let total_milli = cfg.cluster.total_gpus() * 1000;
     // Events: (time, kind, sequence, job, run epoch), earliest first: ends and wake-ups only,
@@ -632,6 +689,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                     happened = true;
                     events += 1;
                     sched.finish(id, t).map_err(inconsistent(t))?;
+                    lost_gpu_ms += live[id.idx()].overhead as f64 * milli_of(job) as f64 / 1000.0;
                     live[id.idx()].done = true;
                     live[id.idx()].running = false;
                     busy -= milli_of(job);
@@ -735,16 +793,42 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 time: t,
                 what: format!("preempting job {id}, which is not running"),
             })?;
-            sched.preempt(id, t).map_err(inconsistent(t))?;
+            let rule = rules.get(id.idx()).copied().unwrap_or_default();
+            let l = &mut live[id.idx()];
+            // Useful run time (after the restart overhead) and the part of it that survives.
+            let useful = (t - start - l.overhead).max(0);
+            let kept = rule.kept(useful);
+            if rule.loses_work() {
+                let overhead = (t - start) - useful;
+                sched.preempt_keeping(id, t, |_| kept.map(|k| overhead + k)).map_err(inconsistent(t))?;
+            } else {
+                sched.preempt(id, t).map_err(inconsistent(t))?;
+            }
+            let lost_wall = match kept {
+                Some(k) => (t - start) - k,
+                None => (t - start) + std::mem::take(&mut l.saved),
+            };
+            l.saved += kept.unwrap_or(0);
+            if kept.is_none() {
+                let k = sched.progress(id).map_or(1, |p| p.preemptions).clamp(1, 40);
+                sched.set_run_floor(id, zero_floor.saturating_mul(1 << (k - 1)));
+            }
+            lost_gpu_ms += lost_wall as f64 * milli_of(job) as f64 / 1000.0;
             busy -= milli_of(job);
             add_size(&mut waiting_sizes, milli_of(job));
             *waiting_demands.entry(demand_key(job)).or_default() += 1;
             let l = &mut live[id.idx()];
             l.running = false;
-            // Work done in this run: its length less the restart overhead it began with, at
-            // the speed of the GPUs it ran on (base units).
-            let ran = (t - start - l.overhead).max(0);
-            l.remaining -= if l.speed == 1.0 { ran } else { ((ran as f64 * l.speed).floor() as Time).min(l.remaining) };
+            // Work done in this run that survives: its length less the restart overhead it
+            // began with, less what its checkpointing loses, at the speed of the GPUs it ran
+            // on (base units). A job that restarts from zero has all its work left again.
+            match kept {
+                Some(ran) => {
+                    l.remaining -=
+                        if l.speed == 1.0 { ran } else { ((ran as f64 * l.speed).floor() as Time).min(l.remaining) }
+                }
+                None => l.remaining = base_runtime(job),
+            }
             if let Some(r) = records[id.idx()].as_mut() {
                 r.preemptions += 1;
                 if let Some(seg) = r.segments.last_mut() {
@@ -778,7 +862,11 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                 // Most jobs run once: room for one run (a first push would reserve four).
                 segments: Vec::with_capacity(1),
             });
-            l.overhead = if rec.segments.is_empty() { 0 } else { cfg.preemption_overhead };
+            l.overhead = if rec.segments.is_empty() {
+                0
+            } else {
+                cfg.preemption_overhead + rules.get(s.job.idx()).map_or(0, |c| c.extra_overhead())
+            };
             l.speed = if typed { sched.capacity().speed_on(eligs[s.job.idx()].row, &s.alloc) } else { 1.0 };
             let end = t + l.overhead + ordo_core::pools::scaled(l.remaining, l.speed);
             rec.end = end;
@@ -875,7 +963,8 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let oracle = cfg.policy.needs_estimate() && w.jobs.iter().all(|j| j.estimate.is_none()) && !w.jobs.is_empty();
     integ.events = events;
     integ.passes = passes;
-    let metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
+    let mut metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
+    metrics.preemption_lost_gpu_hours = lost_gpu_ms / 3_600_000.0;
     if cfg.check_invariants && highest_bound > metrics.mean_jct_s * (1.0 + 1e-9) + 1e-9 {
         return Err(SimError::Inconsistent {
             time: prev_t,
@@ -1048,6 +1137,21 @@ pub fn validate_with(
     overhead: Time,
     speeds: &ordo_core::Speeds,
 ) -> Result<(), String> {
+    validate_preemption(w, cluster, out, overhead, speeds, &PreemptionRules::default())
+}
+
+/// [`validate_with`] for a run whose jobs may lose work at a preemption (`rules`, the run's
+/// [`SimConfig::preemption`]): the work of each run that survives under its job's checkpoint
+/// rule, plus its last run's, adds up to its run time; a job that restarts from zero counts
+/// its last run only. Also checks `max_preemptions`.
+pub fn validate_preemption(
+    w: &Workload,
+    cluster: &ClusterSpec,
+    out: &SimOutput,
+    overhead: Time,
+    speeds: &ordo_core::Speeds,
+    rules: &PreemptionRules,
+) -> Result<(), String> {
     let mut seen = vec![false; w.jobs.len()];
     // (node, gpu) -> intervals (start, end, job, thousandths) during which it was held.
     type Held = BTreeMap<(u32, u32), Vec<(Time, Time, JobId, u64)>>;
@@ -1071,6 +1175,10 @@ pub fn validate_with(
         if r.segments.len() != r.preemptions as usize + 1 {
             return Err(format!("job {}: {} runs but {} preemptions", r.job, r.segments.len(), r.preemptions));
         }
+        if let Some(m) = rules.max_preemptions.filter(|&m| r.preemptions > m) {
+            return Err(format!("job {} was preempted {} times, at most {m} allowed", r.job, r.preemptions));
+        }
+        let rule = rules.checkpoint.of(j.queue.as_deref());
         let mut useful = 0;
         let mut useful_base = 0f64;
         let class = j.needs.as_ref().and_then(|n| n.class.as_deref());
@@ -1078,8 +1186,18 @@ pub fn validate_with(
             if seg.end < seg.start || (i > 0 && seg.start < r.segments[i - 1].end) {
                 return Err(format!("job {}: runs overlap or go backwards", r.job));
             }
-            let lost = if i == 0 { 0 } else { overhead };
-            useful += (seg.end - seg.start - lost).max(0);
+            let lost = if i == 0 { 0 } else { overhead + rule.extra_overhead() };
+            // The work of this run that counts: all of it in the last run, what the job's
+            // checkpoint rule keeps in a preempted one (nothing, and nothing before either, for
+            // a job that restarts from zero).
+            let ran = (seg.end - seg.start - lost).max(0);
+            let kept = if i + 1 == r.segments.len() { Some(ran) } else { rule.kept(ran) };
+            if kept.is_none() {
+                useful = 0;
+                useful_base = 0.0;
+            }
+            let kept = kept.unwrap_or(0);
+            useful += kept;
             if !speeds.is_empty() {
                 let s = seg
                     .gpu_ids
@@ -1087,7 +1205,7 @@ pub fn validate_with(
                     .map(|(n, _)| speeds.of(class, cluster.nodes.get(n as usize).and_then(|x| x.gpu_model.as_deref())))
                     .fold(f64::INFINITY, f64::min);
                 let s = if s.is_finite() { s } else { 1.0 };
-                useful_base += (seg.end - seg.start - lost).max(0) as f64 * s;
+                useful_base += kept as f64 * s;
             }
             if let Some(n) = j.needs.as_ref().filter(|n| n.constrains()) {
                 for (node, _) in seg.gpu_ids.iter() {

@@ -7,5 +7,5 @@ pub mod metrics;
 pub mod transform;
 pub mod workload;
 
-pub use engine::{simulate, JobRecord, SimConfig, SimError, SimOutput};
+pub use engine::{simulate, JobRecord, PreemptionRules, SimConfig, SimError, SimOutput};
 pub use metrics::Metrics;

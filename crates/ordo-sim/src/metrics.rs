@@ -298,10 +298,18 @@ pub struct Metrics {
     pub preemptions: u64,
     /// Jobs preempted at least once.
     pub preempted_jobs: usize,
+    /// GPU-hours preemptions cost: restart overheads and work done and then lost (by jobs that
+    /// restart from zero or from an older checkpoint; `--checkpoint`). 0 without preemption.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub preemption_lost_gpu_hours: f64,
     /// Events the engine processed.
     pub events: u64,
     /// Scheduling passes (one per distinct event time).
     pub sched_passes: u64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Nearest-rank percentiles of unsorted values (each as [`percentile`] gives on the sorted
@@ -497,6 +505,7 @@ impl Metrics {
             utilization_upper_bound: if lb > 0 { work as f64 / (gpus as f64 * lb as f64) } else { 0.0 },
             preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
             preempted_jobs: records.iter().filter(|r| r.preemptions > 0).count(),
+            preemption_lost_gpu_hours: 0.0,
             events: integ.events,
             sched_passes: integ.passes,
         }

@@ -116,6 +116,20 @@ pub struct InputArgs {
     /// Time lost each time a preempted job restarts, e.g. `30s` (preemptive policies).
     #[arg(long, default_value = "0", value_parser = parse_duration_arg)]
     preemption_overhead: ordo_core::Time,
+    /// How a preempted job's work survives (preemptive policies): `continuous` (it resumes
+    /// where it stopped; the default), `none` (it restarts from zero), `every:30m` (from its
+    /// last periodic checkpoint), `signal:2m` (it saves when told: loses nothing, restarts 2m
+    /// later). `QUEUE=RULE` sets one queue's (partition, QoS); repeat the flag for several.
+    #[arg(long = "checkpoint", value_name = "[QUEUE=]RULE")]
+    checkpoint: Vec<String>,
+    /// Preemptive policies: a job is not preempted before its current run is this old (at
+    /// least twice --preemption-overhead in any case), e.g. `10m`.
+    #[arg(long, value_parser = parse_duration_arg)]
+    min_run: Option<ordo_core::Time>,
+    /// Preemptive policies: a job preempted this many times runs to its end from its next start
+    /// (bounds the work lost by jobs that cannot checkpoint).
+    #[arg(long)]
+    max_preemptions: Option<u32>,
     /// Replace every job's run-time estimate by its true run time times a seeded random factor:
     /// `lognormal:SIGMA` draws exp(N(0, SIGMA^2)) per job (seed: --seed). Shows how policies
     /// that read estimates degrade when estimates are wrong.
@@ -241,6 +255,8 @@ pub struct Input {
     pub placement: Placement,
     pub source: output::InputInfo,
     pub preemption_overhead: ordo_core::Time,
+    /// `--checkpoint`, `--min-run`, `--max-preemptions`.
+    pub preemption: ordo_sim::PreemptionRules,
     /// `--quotas FILE`, read and checked.
     pub quotas: Option<ordo_core::QuotaConfig>,
     /// From an `ordo server`'s database: the schedule as it ran (its row) and its words.
@@ -254,7 +270,15 @@ pub struct Input {
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
-    // Read first: a bad quota file fails before a large trace is loaded.
+    // Read first: a bad quota file or flag fails before a large trace is loaded.
+    let mut preemption = ordo_sim::PreemptionRules {
+        min_run: a.min_run.unwrap_or(0),
+        max_preemptions: a.max_preemptions,
+        ..Default::default()
+    };
+    for c in &a.checkpoint {
+        preemption.checkpoint.add(c).map_err(|e| anyhow::anyhow!("--checkpoint {e}"))?;
+    }
     let quotas = a.quotas.as_deref().map(ordo_trace::load_quotas).transpose().context("--quotas")?;
     let speeds = a.speeds.as_deref().map(ordo_trace::load_speeds).transpose().context("--speeds")?.unwrap_or_default();
     let cluster_arg = match &a.cluster {
@@ -373,6 +397,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         placement,
         source,
         preemption_overhead: a.preemption_overhead,
+        preemption,
         quotas,
         as_run,
         server_policy,
@@ -497,6 +522,7 @@ fn estimates_note(w: &Workload) -> Option<String> {
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
+    c.preemption = input.preemption.clone();
     c.quotas = input.quotas.clone();
     c.speeds = input.speeds.clone();
     c.model_pick = input.model_pick;

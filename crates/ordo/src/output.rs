@@ -186,6 +186,12 @@ impl Comparison {
         if constrained {
             head.insert(12, "constr GPU-h");
         }
+        // Preemption losses (restart overheads, work lost to checkpoints): a column only where
+        // a run had any, before the makespan.
+        let lost = self.results.iter().any(|m| m.preemption_lost_gpu_hours > 0.0);
+        if lost {
+            head.insert(head.len() - 2, "lost GPU-h");
+        }
         let rows: Vec<Vec<String>> = self
             .results
             .iter()
@@ -209,6 +215,9 @@ impl Comparison {
                 if constrained {
                     row.insert(12, thousands(m.idle_causes.constrained_gpu_hours));
                 }
+                if lost {
+                    row.insert(row.len() - 2, thousands(m.preemption_lost_gpu_hours));
+                }
                 row
             })
             .collect();
@@ -227,9 +236,14 @@ impl Comparison {
         }
         let _ = writeln!(
             s,
-            "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation){}; docs/METRICS.md",
+            "columns: HOL/frag GPU-h: GPU-hours idle while jobs waited and one of them fit the idle GPUs (head-of-line blocking) / none fit (fragmentation){}{}; docs/METRICS.md",
             if constrained {
                 "; constr GPU-h: none fit, but one would have had it accepted those GPUs' model, memory or features (constrained-idle)"
+            } else {
+                ""
+            },
+            if lost {
+                "; lost GPU-h: GPU-hours preemptions cost (restart overheads, work lost since the last checkpoint)"
             } else {
                 ""
             }

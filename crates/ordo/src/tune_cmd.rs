@@ -180,6 +180,7 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
     let space = Space::standard();
     let mut base = SimConfig::new(input.cluster.clone(), input.placement, PolicySpec::plain(ordo_core::Order::Fifo));
     base.preemption_overhead = input.preemption_overhead;
+    base.preemption = input.preemption.clone();
     base.quotas = input.quotas.clone();
     let bar = crate::progress::bar(space.size().min(opts.max_configs) as u64, "tuning");
     let result = ordo_tune::tune(&input.workload, &base, &space, &opts, &|_| bar.inc(1))?;

@@ -138,6 +138,36 @@ fn jobs_csv_counts_preemptions_and_the_whole_wait() {
 }
 
 #[test]
+fn checkpoint_rules_reach_the_simulator_and_bad_ones_are_named() {
+    // As above, with `--checkpoint`: a checkpoints every 15 s of work, so at 20 s it keeps 15 s
+    // and has 85 s left: it resumes at 30 s and ends at 115 s. Restarting from zero: at 130 s.
+    let trace = tmp("ckpt.csv");
+    std::fs::write(&trace, "job_id,submit_time,num_gpu,duration\na,0,1,100\nb,20,1,10\n").unwrap();
+    let t = trace.to_str().unwrap();
+    for (rule, end) in [("every:15s", "115"), ("none", "130"), ("continuous", "110")] {
+        let path = tmp(&format!("ckpt_{}.csv", rule.replace(':', "_")));
+        let p = path.to_str().unwrap();
+        let args =
+            ["simulate", "--trace", t, "--cluster", "1x1", "--policy", "srtf", "--checkpoint", rule, "--jobs-out", p];
+        let out = ordo(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let csv = std::fs::read_to_string(&path).unwrap();
+        let a: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!((a[0], a[7], a[11]), ("a", end, "1"), "{rule}");
+    }
+    for (bad, says) in [
+        ("every:0", "`every:0`: the interval must be more than 0"),
+        ("sometimes", "expected continuous, none, every:DURATION or signal:DURATION"),
+        ("=none", "the queue name before `=` is empty"),
+    ] {
+        let out = ordo(&["compare", "--checkpoint", bad]);
+        assert!(!out.status.success(), "{bad} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--checkpoint") && err.contains(says) && !err.contains("panicked"), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn jobs_csv_shows_fractional_shares() {
     // One GPU: a (600) and b (400) share it from t=0; c (1 whole GPU) waits until both end.
     let path = tmp("frac_jobs.csv");

@@ -21,6 +21,7 @@ fn window() -> Option<Workload> {
 fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
     let cfg = SimConfig {
         preemption_overhead: 0,
+        preemption: Default::default(),
         cluster: ClusterSpec::uniform(64, 8),
         placement,
         policy: "fifo".parse::<PolicySpec>().unwrap(),
