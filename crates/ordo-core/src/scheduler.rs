@@ -1180,6 +1180,7 @@ impl Scheduler {
     /// a job that ends earlier or later than estimated makes every reservation be recomputed in
     /// policy order.
     pub fn finish(&mut self, job: JobId, now: Time) -> Result<(), CommitError> {
+        self.run_floor.remove(&job);
         if !self.running.contains_key(&job) {
             return Err(CommitError::NotRunning(job));
         }

@@ -76,6 +76,7 @@ fn throughput(dir: &Path) {
                                 gpu_models: Vec::new(),
                                 gpu_mem_mib: None,
                                 features: Vec::new(),
+                                preempt: None,
                             },
                         )
                         .expect("submit");
@@ -155,6 +156,7 @@ fn latency(dir: &Path, samples: usize) {
                     gpu_models: Vec::new(),
                     gpu_mem_mib: None,
                     features: Vec::new(),
+                    preempt: None,
                 },
             )
             .expect("submit");

@@ -144,6 +144,7 @@ fn main() {
         gpu_models: Vec::new(),
         gpu_mem_mib: None,
         features: Vec::new(),
+        preempt: None,
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

@@ -63,6 +63,13 @@ pub struct JobActivity {
     /// While it runs: when it was flagged allocated-but-idle (under the threshold for
     /// `idle_after`); cleared when it gets busy again.
     pub idle_flagged: Option<i64>,
+    /// While it is flagged and the server's reclaim rule covers it: when it will be reclaimed
+    /// (flag + grace), unless it gets busy again.
+    #[serde(default)]
+    pub reclaim_at: Option<i64>,
+    /// ... and how: `cancel` or `requeue`.
+    #[serde(default)]
+    pub reclaim_action: Option<String>,
 }
 
 /// One GPU now (`GET /v1/gpus`).

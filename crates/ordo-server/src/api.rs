@@ -87,6 +87,10 @@ pub struct SubmitRequest {
     /// Node features it needs, all of them (`--feature ib,nvme`). At most 32.
     #[serde(default)]
     pub features: Vec<String>,
+    /// How it takes a preemption: its checkpointing, the signal ordo stops it with, and a
+    /// minimum run before it may be preempted (`ordo submit --checkpoint --signal --min-run`).
+    #[serde(default)]
+    pub preempt: Option<PreemptSpec>,
 }
 
 /// A job's place in an array: the array's id (its first element's job id) and its index.
@@ -304,6 +308,100 @@ pub struct JobInfo {
     /// Node features it needs (lowercased, sorted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// How it takes a preemption, as submitted (checked); `None`: the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempt: Option<PreemptSpec>,
+    /// Of `executed_ms`, the run time whose work its preemptions lost (by its checkpoint rule:
+    /// all of it for `none`, the time since the last checkpoint for `every:T`), ms. SRTF counts
+    /// its work left from `executed_ms - lost_ms`.
+    #[serde(default)]
+    pub lost_ms: i64,
+}
+
+/// How a job takes a preemption (`ordo submit --checkpoint RULE --signal SIG --min-run D`;
+/// docs/SERVER.md, "Checkpoints").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreemptSpec {
+    /// How its work survives a preemption: `continuous` (it resumes where it stopped),
+    /// `none` (it restarts from zero), `every:30m` (from its last periodic checkpoint),
+    /// `signal:2m` (it saves when signalled and is given that long, at most
+    /// [`MAX_STOP_GRACE_MS`], to exit). Absent: `continuous`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// The signal ordo stops it with (preemption, cancel, time limit) before SIGKILL: `TERM`
+    /// (the default), `INT`, `HUP`, `USR1` or `USR2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// It is not preempted before each of its runs has lasted this long, ms (the server's
+    /// `min_run` if that is longer); at most [`MAX_JOB_MIN_RUN_MS`] and its time limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_run_ms: Option<i64>,
+}
+
+/// The longest a job may ask to be given between its stop signal and SIGKILL (`signal:G`).
+pub const MAX_STOP_GRACE_MS: i64 = 10 * 60 * 1000;
+/// The longest minimum run a job may ask for.
+pub const MAX_JOB_MIN_RUN_MS: i64 = 24 * 3600 * 1000;
+/// The signals a job may ask to be stopped with.
+pub const STOP_SIGNALS: [&str; 5] = ["TERM", "INT", "HUP", "USR1", "USR2"];
+
+impl PreemptSpec {
+    /// Checks it against the bounds, for a job with this time limit: its checkpoint rule, a
+    /// grace at most [`MAX_STOP_GRACE_MS`], a known signal, a minimum run within bounds.
+    pub fn check(&self, time_limit_ms: i64) -> Result<(), String> {
+        let c = self.rule()?;
+        if let ordo_core::Checkpoint::Signal(g) = c {
+            if g > MAX_STOP_GRACE_MS {
+                return Err(format!(
+                    "checkpoint: a grace of {} s is more than the {} s allowed",
+                    g / 1000,
+                    MAX_STOP_GRACE_MS / 1000
+                ));
+            }
+        }
+        if let Some(sig) = &self.signal {
+            if !STOP_SIGNALS.contains(&sig.as_str()) {
+                return Err(format!("signal: `{}` is not one of {}", sig.escape_debug(), STOP_SIGNALS.join(", ")));
+            }
+        }
+        if let Some(m) = self.min_run_ms {
+            if !(0..=MAX_JOB_MIN_RUN_MS.min(time_limit_ms)).contains(&m) {
+                return Err(format!(
+                    "min_run_ms: {m} is not between 0 and {} (24 h, and at most the time limit)",
+                    MAX_JOB_MIN_RUN_MS.min(time_limit_ms)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Its checkpoint rule (`continuous` when absent).
+    pub fn rule(&self) -> Result<ordo_core::Checkpoint, String> {
+        match &self.checkpoint {
+            None => Ok(ordo_core::Checkpoint::Continuous),
+            Some(c) if c.len() > 64 => Err("checkpoint: longer than 64 bytes".into()),
+            Some(c) => c.parse().map_err(|e| format!("checkpoint {e}")),
+        }
+    }
+
+    /// How long ordo waits between its stop signal and SIGKILL, when the job says (`signal:G`).
+    pub fn grace_ms(&self) -> Option<u64> {
+        match self.rule() {
+            Ok(ordo_core::Checkpoint::Signal(g)) => Some(g as u64),
+            _ => None,
+        }
+    }
+
+    /// How long each of its runs is protected from preemption beyond the server's `min_run`:
+    /// its own minimum run, and for `every:T` until its run has saved once (T).
+    pub fn run_floor(&self) -> i64 {
+        let every = match self.rule() {
+            Ok(ordo_core::Checkpoint::Every(t)) => t,
+            _ => 0,
+        };
+        self.min_run_ms.unwrap_or(0).max(every)
+    }
 }
 
 fn one() -> u32 {
@@ -762,6 +860,12 @@ pub struct Assignment {
     /// The file its output is also written to, its `%` patterns replaced, opened as its user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// The signal to stop it with before SIGKILL (`TERM` when absent; [`PreemptSpec::signal`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<String>,
+    /// How long to wait between that signal and SIGKILL, ms (the agent's `--grace` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace_ms: Option<u64>,
 }
 
 impl JobInfo {

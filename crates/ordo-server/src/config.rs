@@ -69,6 +69,54 @@ struct RawConfig {
     idle_threshold: Option<f64>,
     idle_after: Option<String>,
     idle_webhook: Option<String>,
+    reclaim: Option<RawReclaim>,
+}
+
+/// The `[reclaim]` table as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReclaim {
+    action: Option<String>,
+    grace: Option<String>,
+    groups: Option<Vec<String>>,
+    exempt_users: Option<Vec<String>>,
+    exempt_groups: Option<Vec<String>>,
+}
+
+/// What the server does with a job flagged allocated-but-idle once the grace has passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimAction {
+    /// Cancel it (its GPUs go to the next job).
+    Cancel,
+    /// Stop it and put it back in the queue (it runs again later, `ORDO_RESTARTS` + 1).
+    Requeue,
+}
+
+/// The reclaim rule (`[reclaim]`; docs/SERVER.md, "Giving back idle GPUs"): a running job
+/// flagged allocated-but-idle that is still flagged `grace_ms` later is cancelled or requeued,
+/// unless its user or group is exempt or it is outside `groups`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reclaim {
+    /// Cancel or requeue.
+    pub action: ReclaimAction,
+    /// How long after the flag (ms).
+    pub grace_ms: i64,
+    /// Only jobs of users in these `[quotas]` groups; empty: every user.
+    pub groups: Vec<String>,
+    /// Users never reclaimed.
+    pub exempt_users: Vec<String>,
+    /// `[quotas]` groups never reclaimed.
+    pub exempt_groups: Vec<String>,
+}
+
+impl Reclaim {
+    /// Whether the rule applies to a job of `user`, whose `[quotas]` group is `group`.
+    pub fn applies(&self, user: &str, group: Option<&str>) -> bool {
+        let in_groups = self.groups.is_empty() || group.is_some_and(|g| self.groups.iter().any(|x| x == g));
+        in_groups
+            && !self.exempt_users.iter().any(|u| u == user)
+            && !group.is_some_and(|g| self.exempt_groups.iter().any(|x| x == g))
+    }
 }
 
 /// The server's settings.
@@ -140,6 +188,8 @@ pub struct ServerConfig {
     pub idle_after_ms: i64,
     /// Where allocated-but-idle notices are POSTed (JSON), if anywhere.
     pub idle_webhook: Option<String>,
+    /// What to do with jobs that stay allocated-but-idle (`[reclaim]`); `None`: only notify.
+    pub reclaim: Option<Reclaim>,
 }
 
 impl Default for ServerConfig {
@@ -174,6 +224,7 @@ impl Default for ServerConfig {
             idle_threshold_pct: 5.0,
             idle_after_ms: 30 * 60_000,
             idle_webhook: None,
+            reclaim: None,
         }
     }
 }
@@ -284,6 +335,36 @@ impl ServerConfig {
             c.metrics_public = v;
         }
         c.set_idle(&w, raw.idle_threshold, raw.idle_after.as_deref(), raw.idle_webhook.as_deref())?;
+        if let Some(r) = raw.reclaim {
+            let field = |field: &'static str, why: String| ConfigError::Field { where_: w.clone(), field, why };
+            let action = match r.action.as_deref() {
+                Some("cancel") => ReclaimAction::Cancel,
+                Some("requeue") => ReclaimAction::Requeue,
+                Some(other) => {
+                    return Err(field("reclaim.action", format!("`{}` is not cancel or requeue", other.escape_debug())))
+                }
+                None => return Err(field("reclaim.action", "missing: give cancel or requeue".into())),
+            };
+            let grace_ms = match &r.grace {
+                Some(g) => dur(&w, "reclaim.grace", g)?,
+                None => return Err(field("reclaim.grace", "missing: a duration such as 30m".into())),
+            };
+            let names = |f: &'static str, v: Option<Vec<String>>| -> Result<Vec<String>, ConfigError> {
+                let v = v.unwrap_or_default();
+                if v.len() > 1024 || v.iter().any(|n| n.is_empty() || n.len() > 256 || n.chars().any(char::is_control))
+                {
+                    return Err(field(f, "at most 1,024 names of 1 to 256 characters, no control characters".into()));
+                }
+                Ok(v)
+            };
+            c.reclaim = Some(Reclaim {
+                action,
+                grace_ms,
+                groups: names("reclaim.groups", r.groups)?,
+                exempt_users: names("reclaim.exempt_users", r.exempt_users)?,
+                exempt_groups: names("reclaim.exempt_groups", r.exempt_groups)?,
+            });
+        }
         if let Some(v) = raw.min_run {
             c.set_min_run(&w, &v)?;
         }

@@ -89,7 +89,7 @@ CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 /// The schema version this binary reads and writes, kept in the database header's
 /// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
 /// including commit aba5234, whose schema is version 1 without the number) or a new file.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// One step of the schema: it takes a database from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +122,23 @@ pub const MIGRATIONS: &[Migration] = &[
                nodes.features), a job's constraint (jobs.gpu_models, jobs.gpu_mem_mib, jobs.features)",
         apply: to_v4,
     },
+    Migration {
+        to: 5,
+        what: "how a job takes a preemption (jobs.preempt: its checkpoint rule, stop signal and \
+               minimum run) and the run time its preemptions lost (jobs.lost_ms)",
+        apply: to_v5,
+    },
 ];
+
+/// Version 5: how a job takes a preemption (`ordo submit --checkpoint --signal --min-run`, JSON
+/// of `api::PreemptSpec`; NULL: the defaults) and the run time whose work its preemptions lost.
+fn to_v5(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch(
+        "ALTER TABLE jobs ADD COLUMN preempt TEXT;
+         ALTER TABLE jobs ADD COLUMN lost_ms INTEGER NOT NULL DEFAULT 0;",
+    )
+    .ctx("add the columns of checkpoints")
+}
 
 /// Version 4: what a node's GPUs are beyond their model (their memory, the node's features)
 /// and what a job asks of its GPUs (`ordo submit --gpu-model --gpu-mem --feature`). Lists are
@@ -417,7 +433,7 @@ pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
      no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop, output, \
-     gpu_models, gpu_mem_mib, features";
+     gpu_models, gpu_mem_mib, features, preempt, lost_ms";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -466,6 +482,8 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         gpu_models: text_list(r.get(33)?),
         gpu_mem_mib: r.get::<_, Option<i64>>(34)?.map(|v| v as u64),
         features: text_list(r.get(35)?),
+        preempt: r.get::<_, Option<String>>(36)?.and_then(|s| serde_json::from_str(&s).ok()),
+        lost_ms: r.get(37)?,
     })
 }
 

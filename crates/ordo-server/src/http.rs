@@ -1048,10 +1048,15 @@ impl Bound {
                         eprintln!("ordo server: node check: {e}");
                     }
                     // GPU activity series and allocated-but-idle notices (every 10 s).
-                    let notices = core.lock().activity_tick(now).unwrap_or_else(|e| {
+                    let mut notices = core.lock().activity_tick(now).unwrap_or_else(|e| {
                         eprintln!("ordo server: GPU activity: {e}");
                         vec![]
                     });
+                    // Jobs idle past the reclaim rule's grace: cancelled or requeued.
+                    notices.extend(core.lock().reclaim_tick(now).unwrap_or_else(|e| {
+                        eprintln!("ordo server: reclaim: {e}");
+                        vec![]
+                    }));
                     let mut c = core.lock();
                     let w = match c.timed_pass(now) {
                         Ok(w) => w,

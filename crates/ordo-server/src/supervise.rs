@@ -62,6 +62,21 @@ pub struct SuperviseArgs {
     pub ctl: Option<PathBuf>,
     /// Most bytes of output (standard output and error together) kept in the output files.
     pub max_output: u64,
+    /// The signal that asks the job to stop (`--stop-signal`; SIGTERM by default), sent
+    /// `grace_ms` before SIGKILL.
+    pub stop_signal: Signal,
+}
+
+/// A stop signal by the name a job gave it (`api::STOP_SIGNALS`).
+pub fn stop_signal(name: &str) -> Option<Signal> {
+    Some(match name {
+        "TERM" => Signal::SIGTERM,
+        "INT" => Signal::SIGINT,
+        "HUP" => Signal::SIGHUP,
+        "USR1" => Signal::SIGUSR1,
+        "USR2" => Signal::SIGUSR2,
+        _ => return None,
+    })
 }
 
 impl SuperviseArgs {
@@ -85,6 +100,7 @@ impl SuperviseArgs {
             lease_until: None,
             ctl: None,
             max_output: u64::MAX,
+            stop_signal: Signal::SIGTERM,
         };
         let (mut track, mut tracker, mut mem_dir, mut mem_v2) = (None, None, None, false);
         let (mut uid, mut gid, mut groups) = (None, None, vec![]);
@@ -119,6 +135,10 @@ impl SuperviseArgs {
                         "--lease-until" => a.lease_until = Some(num(flag, v)?),
                         "--ctl" => a.ctl = Some(PathBuf::from(text()?)),
                         "--max-output" => a.max_output = num(flag, v)? as u64,
+                        "--stop-signal" => {
+                            a.stop_signal = stop_signal(&text()?)
+                                .ok_or_else(|| format!("{flag}: expected TERM, INT, HUP, USR1 or USR2"))?
+                        }
                         "--umask" => {
                             a.umask = u32::from_str_radix(&text()?, 8)
                                 .ok()
@@ -528,7 +548,7 @@ pub fn supervise(a: &SuperviseArgs) -> i32 {
         // Stopped by ordo: politely first, unless the lease ran out (the server may start the
         // job elsewhere soon: no time to lose).
         if outcome != Outcome::LeaseExpired {
-            signal_job(a, pid, Signal::SIGTERM);
+            signal_job(a, pid, a.stop_signal);
             let grace_end = Instant::now() + Duration::from_millis(a.grace_ms);
             loop {
                 match rx.recv_timeout(grace_end.saturating_duration_since(Instant::now())) {

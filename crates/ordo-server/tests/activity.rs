@@ -307,3 +307,151 @@ fn an_idle_multi_node_job_is_named_on_every_rank_s_node() {
     assert!(ordo_server::notify::text(&notices[0]).contains("on n1 (4), n2 (2)"), "{}", notices[0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn reclaim_cfg(dir: &std::path::Path, action: ordo_server::config::ReclaimAction, exempt: &[&str]) -> ServerConfig {
+    let mut c = cfg(dir);
+    c.reclaim = Some(ordo_server::config::Reclaim {
+        action,
+        grace_ms: 60_000,
+        groups: vec![],
+        exempt_users: exempt.iter().map(|s| s.to_string()).collect(),
+        exempt_groups: vec![],
+    });
+    c
+}
+
+/// Reports every 30 s from `from` to `until`: job `busy` at 90%, the notebook at 1%.
+fn idle_reports(c: &mut Core, busy: u64, nb: u64, from: i64, until: i64) {
+    let (b, n) = (gpus_of(c, busy, from), gpus_of(c, nb, from));
+    let mut t = from;
+    while t <= until {
+        let s = vec![sample(b[0], 90.0, 40_000), sample(b[1], 90.0, 40_000), sample(n[0], 1.0, 1_500)];
+        report(c, "n1", s, t).expect("report");
+        t += 30_000;
+    }
+}
+
+/// The reclaim rule by hand: the notebook goes under 5% at t0 + 30 s, is flagged at t0 + 90 s
+/// (60 s idle), and with a grace of 60 s is reclaimed at the first tick from t0 + 150 s:
+/// cancelled (its agent told to kill it) or requeued (stopped, then pending again with a clean
+/// idle clock), with an audit record of the evidence and a webhook notice, once; `explain`'s
+/// figures say when before it happens. An exempt user's job is never reclaimed. Bad `[reclaim]`
+/// tables are refused naming the field.
+#[test]
+fn reclaim_by_hand() {
+    use ordo_server::config::ReclaimAction;
+    let t0 = 30_000_000;
+    // Cancel.
+    let dir = tempdir("reclaim-cancel");
+    let (c0, busy, nb) = setup(&dir, t0);
+    drop(c0);
+    let mut c = Core::open(reclaim_cfg(&dir, ReclaimAction::Cancel, &[]), t0).expect("open");
+    let running = vec![
+        RunningJob { job: busy, started_at: t0, attempt: 1, port: None },
+        RunningJob { job: nb, started_at: t0, attempt: 1, port: None },
+    ];
+    let poll = |c: &mut Core, t: i64| {
+        c.poll(&agent("n1"), &PollRequest { node: "n1".into(), running: running.clone(), wait_ms: 0, problem: None }, t)
+            .expect("poll")
+    };
+    poll(&mut c, t0);
+    idle_reports(&mut c, busy, nb, t0 + 30_000, t0 + 120_000);
+    let a = c.job(nb, t0 + 120_000).expect("job").activity.expect("figures");
+    assert_eq!((a.idle_since, a.idle_flagged), (Some(t0 + 30_000), Some(t0 + 90_000)));
+    assert_eq!((a.reclaim_at, a.reclaim_action.as_deref()), (Some(t0 + 150_000), Some("cancel")));
+    assert_eq!(c.job(busy, t0 + 120_000).expect("job").activity.expect("figures").reclaim_at, None);
+    assert!(c.reclaim_tick(t0 + 120_000).expect("tick").is_empty(), "30 s after the flag: not yet");
+    idle_reports(&mut c, busy, nb, t0 + 150_000, t0 + 150_000);
+    let notices = c.reclaim_tick(t0 + 150_000).expect("tick");
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    let n = &notices[0];
+    assert_eq!(
+        (n["event"].as_str(), n["job"].as_u64(), n["user"].as_str()),
+        (Some("reclaimed"), Some(nb), Some("bob"))
+    );
+    assert!(c.reclaim_tick(t0 + 160_000).expect("tick").is_empty(), "reclaimed once");
+    let j = c.job(nb, t0 + 150_000).expect("job");
+    assert!(j.cancel_requested, "{j:?}");
+    assert!(!c.job(busy, t0 + 150_000).expect("job").cancel_requested, "the busy job is left alone");
+    let recs = c.audit(Some(nb), None, 100).expect("audit");
+    let r = recs.iter().find(|r| r.kind == "reclaim").expect("a reclaim record");
+    assert_eq!(r.actor, "reclaim");
+    // The evidence: idle since t0 + 30 s, samples at 30, 60, ..., 150 s (the last one counted
+    // before the tick), all at 1%.
+    assert_eq!(
+        (r.detail["action"].as_str(), r.detail["samples"].as_u64(), r.detail["busy_pct"].as_f64()),
+        (Some("cancel"), Some(5), Some(1.0)),
+        "{r:?}"
+    );
+    assert_eq!(
+        (r.detail["idle_since"].as_i64(), r.detail["flagged_at"].as_i64()),
+        (Some(t0 + 30_000), Some(t0 + 90_000))
+    );
+    assert_eq!(r.detail["grace_ms"], 60_000);
+    assert!(recs.iter().any(|r| r.kind == "cancel" && r.actor == "reclaim"), "{recs:?}");
+    assert!(poll(&mut c, t0 + 151_000).kill.contains(&nb), "its agent is told to kill it");
+    drop(c);
+
+    // Requeue.
+    let dir = tempdir("reclaim-requeue");
+    let (c0, busy, nb) = setup(&dir, t0);
+    drop(c0);
+    let mut c = Core::open(reclaim_cfg(&dir, ReclaimAction::Requeue, &[]), t0).expect("open");
+    poll(&mut c, t0);
+    idle_reports(&mut c, busy, nb, t0 + 30_000, t0 + 150_000);
+    assert_eq!(c.reclaim_tick(t0 + 150_000).expect("tick").len(), 1);
+    assert_eq!(c.job(nb, t0 + 150_000).expect("job").state, JobState::Preempting);
+    assert!(poll(&mut c, t0 + 151_000).kill.contains(&nb));
+    let end = EndReport {
+        node: "n1".into(),
+        job: nb,
+        attempt: 1,
+        outcome: Outcome::Killed,
+        exit_code: None,
+        signal: Some(15),
+        started_at: t0,
+        ended_at: t0 + 152_000,
+        message: None,
+    };
+    c.report(&agent("n1"), &end, t0 + 152_000).expect("end");
+    let j = c.job(nb, t0 + 152_000).expect("job");
+    assert_eq!((j.state, j.restarts), (JobState::Pending, 1), "{j:?}");
+    assert_eq!(j.activity.as_ref().and_then(|a| a.idle_flagged), None, "its next run starts with a clean idle clock");
+    drop(c);
+
+    // Exempt.
+    let dir = tempdir("reclaim-exempt");
+    let (c0, busy, nb) = setup(&dir, t0);
+    drop(c0);
+    let mut c = Core::open(reclaim_cfg(&dir, ReclaimAction::Cancel, &["bob"]), t0).expect("open");
+    poll(&mut c, t0);
+    idle_reports(&mut c, busy, nb, t0 + 30_000, t0 + 300_000);
+    assert!(c.reclaim_tick(t0 + 300_000).expect("tick").is_empty(), "bob is exempt");
+    let j = c.job(nb, t0 + 300_000).expect("job");
+    assert!(!j.cancel_requested && j.activity.expect("figures").reclaim_at.is_none());
+    drop(c);
+
+    // Bad tables.
+    for (toml, says) in [
+        ("[reclaim]\naction = \"kill\"\ngrace = \"1h\"\n", "reclaim.action"),
+        ("[reclaim]\naction = \"cancel\"\n", "reclaim.grace"),
+        ("[reclaim]\naction = \"cancel\"\ngrace = \"soon\"\n", "reclaim.grace"),
+        ("[reclaim]\naction = \"cancel\"\ngrace = \"1h\"\nexempt_users = [\"\"]\n", "reclaim.exempt_users"),
+        ("[reclaim]\naction = \"cancel\"\ngrace = \"1h\"\nwho = 1\n", "who"),
+    ] {
+        let p = dir.join("bad.toml");
+        std::fs::write(&p, toml).expect("write");
+        let e = ServerConfig::from_file(&p).expect_err(toml).to_string();
+        assert!(e.contains(says) && e.contains("bad.toml"), "{toml}: {e}");
+    }
+    let p = dir.join("good.toml");
+    std::fs::write(&p, "[reclaim]\naction = \"requeue\"\ngrace = \"2h\"\nexempt_groups = [\"infra\"]\n")
+        .expect("write");
+    let r = ServerConfig::from_file(&p).expect("reads").reclaim.expect("a rule");
+    assert_eq!(
+        (r.action, r.grace_ms, r.exempt_groups.as_slice()),
+        (ReclaimAction::Requeue, 7_200_000, &["infra".to_string()][..])
+    );
+    assert!(!r.applies("x", Some("infra")) && r.applies("x", Some("ml")) && r.applies("x", None));
+    let _ = std::fs::remove_dir_all(&dir);
+}

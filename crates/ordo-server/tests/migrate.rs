@@ -122,19 +122,7 @@ fn v1_from_an_admin_only_database() {
 /// row kept, the `node_maint` table added, the schema exactly a new database's.
 #[test]
 fn v2_from_a_v1_server_database() {
-    let dir = common::tempdir("migrate-v2-server");
-    let path = fixture("server-v1.db", &dir);
-    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
-    let before: Vec<i64> = {
-        let raw = Connection::open(&path).expect("open fixture");
-        assert_eq!(version(&raw), 1, "the fixture is of version 1");
-        tables.iter().map(|t| count(&raw, t)).collect()
-    };
-    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
-    let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), SCHEMA_VERSION);
-    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
-    assert_eq!(before, after, "rows kept");
+    let (dir, _, conn) = upgrade_server_fixture("migrate-v2-server", "server-v1.db", 1);
     assert_eq!(count(&conn, "node_maint"), 0);
     assert_eq!(db::meta_get(&conn, "policy").expect("meta").as_deref(), Some("sjf+easy"));
     assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
@@ -144,18 +132,7 @@ fn v2_from_a_v1_server_database() {
 /// row kept, the column `jobs.output` added (empty), the schema exactly a new database's.
 #[test]
 fn v3_from_a_v2_server_database() {
-    let dir = common::tempdir("migrate-v3-server");
-    let path = fixture("server-v2.db", &dir);
-    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
-    let before: Vec<i64> = {
-        let raw = Connection::open(&path).expect("open fixture");
-        assert_eq!(version(&raw), 2, "the fixture is of version 2");
-        tables.iter().map(|t| count(&raw, t)).collect()
-    };
-    let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), SCHEMA_VERSION);
-    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
-    assert_eq!(before, after, "rows kept");
+    let (dir, _, conn) = upgrade_server_fixture("migrate-v3-server", "server-v2.db", 2);
     let with_output: i64 =
         conn.query_row("SELECT COUNT(*) FROM jobs WHERE output IS NOT NULL", [], |r| r.get(0)).expect("output");
     assert_eq!(with_output, 0);
@@ -169,19 +146,7 @@ fn v3_from_a_v2_server_database() {
 /// jobs and nodes as they were and takes a constrained job.
 #[test]
 fn v4_from_a_v3_server_database() {
-    let dir = common::tempdir("migrate-v4-server");
-    let path = fixture("server-v3.db", &dir);
-    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
-    let before: Vec<i64> = {
-        let raw = Connection::open(&path).expect("open fixture");
-        assert_eq!(version(&raw), 3, "the fixture is of version 3");
-        tables.iter().map(|t| count(&raw, t)).collect()
-    };
-    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
-    let conn = db::open(&path).expect("upgrade");
-    assert_eq!(version(&conn), SCHEMA_VERSION);
-    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
-    assert_eq!(before, after, "rows kept");
+    let (dir, path, conn) = upgrade_server_fixture("migrate-v4-server", "server-v3.db", 3);
     let set: i64 = conn
         .query_row(
             "SELECT (SELECT COUNT(*) FROM jobs WHERE gpu_models IS NOT NULL OR gpu_mem_mib IS NOT NULL OR features IS NOT NULL)
@@ -213,6 +178,58 @@ fn v4_from_a_v3_server_database() {
         "{refused:?}"
     );
     core.submit(&common::user("alice"), common::job(1), t0).expect("a plain job");
+}
+
+/// Upgrades the fixture `name` (a server database of schema version `from`, with rows in every
+/// table) in a temporary directory: the upgrade reaches [`SCHEMA_VERSION`] and keeps every row.
+fn upgrade_server_fixture(tag: &str, name: &str, from: i64) -> (PathBuf, PathBuf, Connection) {
+    let dir = common::tempdir(tag);
+    let path = fixture(name, &dir);
+    let tables = ["tokens", "nodes", "jobs", "arrays", "audit", "meta", "cluster_series"];
+    let before: Vec<i64> = {
+        let raw = Connection::open(&path).expect("open fixture");
+        assert_eq!(version(&raw), from, "the fixture is of version {from}");
+        tables.iter().map(|t| count(&raw, t)).collect()
+    };
+    assert!(before.iter().all(|&n| n > 0), "the fixture has rows in every table: {before:?}");
+    let conn = db::open(&path).expect("upgrade");
+    assert_eq!(version(&conn), SCHEMA_VERSION);
+    let after: Vec<i64> = tables.iter().map(|t| count(&conn, t)).collect();
+    assert_eq!(before, after, "rows kept");
+    (dir, path, conn)
+}
+
+/// Version 5 from the database of a server of version 4 (tests/data/README.md): every row
+/// kept, no job given a checkpoint rule or lost time it did not have, the schema exactly a new
+/// database's; a server opens it and takes a job that declares how it checkpoints.
+#[test]
+fn v5_from_a_v4_server_database() {
+    let (dir, path, conn) = upgrade_server_fixture("migrate-v5-server", "server-v4.db", 4);
+    let set: i64 = conn
+        .query_row("SELECT COUNT(*) FROM jobs WHERE preempt IS NOT NULL OR lost_ms != 0", [], |r| r.get(0))
+        .expect("new columns");
+    assert_eq!(set, 0, "no job has a checkpoint rule or lost time it did not have");
+    let j = db::load_job(&conn, 1).expect("load").expect("job 1");
+    assert!(j.preempt.is_none() && j.lost_ms == 0);
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+    drop(conn);
+    let cfg = ordo_server::ServerConfig { db: path.clone(), ..ordo_server::ServerConfig::default() };
+    let t0 = ordo_server::api::now_ms();
+    let mut core = ordo_server::state::Core::open(cfg, t0).expect("a server opens the upgraded database");
+    core.register(&common::agent("gpu1"), &common::reg("gpu1", 2), t0).expect("gpu1 registers again");
+    let spec = ordo_server::api::PreemptSpec {
+        checkpoint: Some("every:10m".into()),
+        signal: Some("USR1".into()),
+        min_run_ms: Some(1_000),
+    };
+    let id = core
+        .submit(
+            &common::user("alice"),
+            ordo_server::api::SubmitRequest { preempt: Some(spec.clone()), ..common::job(1) },
+            t0,
+        )
+        .expect("a job that checkpoints");
+    assert_eq!(core.job(id, t0).expect("the job").preempt, Some(spec));
 }
 
 /// Every version this binary knows has its step, numbered in order.

@@ -121,8 +121,16 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         gpu_models: vec!["a100".into()],
         gpu_mem_mib: Some(40_960),
         features: vec!["ib".into()],
+        preempt: Some(ordo_server::api::PreemptSpec {
+            checkpoint: Some("signal:2m".into()),
+            signal: Some("USR1".into()),
+            min_run_ms: Some(60_000),
+        }),
+        lost_ms: 5,
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
+    let spec = job.preempt.clone().expect("set");
+    assert_eq!(keys(serde_json::to_value(&spec).expect("json")), schema_props("PreemptSpec", None));
     let node = NodeInfo {
         name: "n".into(),
         gpus: 1,
@@ -211,6 +219,8 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
             world_size: 2,
         }),
         output: Some("/tmp/out-1.txt".into()),
+        stop_signal: Some("USR1".into()),
+        stop_grace_ms: Some(120_000),
     };
     assert_eq!(keys(serde_json::to_value(&a).expect("json")), schema_props("PollResponse", Some("start")));
     let act = JobActivity {
@@ -220,6 +230,8 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         peak_mem_mib: None,
         idle_since: None,
         idle_flagged: None,
+        reclaim_at: None,
+        reclaim_action: None,
     };
     assert_eq!(keys(serde_json::to_value(&act).expect("json")), schema_props("JobActivity", None));
     let sample =

@@ -511,13 +511,18 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     let mut lost_gpu_ms: f64 = 0.0;
     // Guards that make lost work bounded (docs/POLICIES.md, "Checkpoints and thrashing"): a job
     // that checkpoints every `c` is not preempted before its run has saved once (`c` after the
-    // restart overhead); one that restarts from zero is protected twice as long after each
-    // restart (`zero_floor`, then double, ...), so it ends after a number of preemptions
-    // logarithmic in its run time.
+    // restart overhead); one that saves on a signal taking `g`, before twice the overhead and
+    // `g`; one that restarts from zero is protected twice as long after each restart
+    // (`zero_floor`, then double, ...), so it ends after a number of preemptions logarithmic in
+    // its run time.
     let zero_floor = cfg.preemption.min_run.max(ZERO_RESTART_FLOOR);
     for (i, rule) in rules.iter().enumerate() {
-        if let ordo_core::Checkpoint::Every(c) = rule {
-            sched.set_run_floor(JobId(i as u32), c + cfg.preemption_overhead);
+        match *rule {
+            ordo_core::Checkpoint::Every(c) => sched.set_run_floor(JobId(i as u32), c + cfg.preemption_overhead),
+            // Its restarts cost the overhead and the save: protected for twice both, so every
+            // run does some work.
+            ordo_core::Checkpoint::Signal(g) => sched.set_run_floor(JobId(i as u32), 2 * (cfg.preemption_overhead + g)),
+            _ => {}
         }
     }
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.

@@ -4,6 +4,7 @@
 pub mod asrun;
 pub mod engine;
 pub mod metrics;
+pub mod reclaim;
 pub mod transform;
 pub mod workload;
 

@@ -213,6 +213,15 @@ struct CompareArgs {
     /// Comma-separated policies; the first named `fifo` (or else the first) is the baseline.
     #[arg(long, default_value = DEFAULT_POLICIES)]
     policies: PolicyList,
+    /// Replay as if an `ordo server` reclaim rule had been in force: a job whose measured mean
+    /// GPU busy % (an `ordo server` database, Alibaba PAI 2020) is under --idle-threshold is
+    /// cancelled this long after its start (the rule's `idle_after` plus its grace), e.g. `1h`.
+    /// Prints the GPU-hours it gives back and the waits it cuts (docs/REPORT.md).
+    #[arg(long, value_parser = parse_duration_arg)]
+    reclaim_after: Option<ordo_core::Time>,
+    /// With --reclaim-after: the busy % under which a job counts as idle.
+    #[arg(long, default_value_t = 5.0)]
+    idle_threshold: f64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -267,6 +276,9 @@ pub struct Input {
     pub speeds: ordo_core::Speeds,
     /// `--model-pick`.
     pub model_pick: Option<ordo_core::ModelPick>,
+    /// Each job's measured mean GPU busy %, where the input measured it (an `ordo server`
+    /// database, Alibaba PAI 2020).
+    pub busy: Option<Vec<Option<f64>>>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
@@ -375,7 +387,12 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     }
     let mut server_policy = None;
     let mut as_run = None;
+    let mut busy: Option<Vec<Option<f64>>> =
+        activity.as_ref().map(|a| a.iter().map(|b| b.map(|b| b.mean_pct)).collect());
     if let Some((s, own_cluster)) = server {
+        if s.busy.iter().any(Option::is_some) {
+            busy = Some(s.busy.iter().map(|b| b.map(|b| b.mean_pct)).collect());
+        }
         server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
         as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
@@ -403,6 +420,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         server_policy,
         speeds,
         model_pick: a.model_pick,
+        busy,
     })
 }
 
@@ -519,6 +537,42 @@ fn estimates_note(w: &Workload) -> Option<String> {
     })
 }
 
+/// `compare --reclaim-after`: replaces the input's workload by the one the reclaim rule would
+/// have left (idle jobs cut `after` their start, `ordo_sim::reclaim`) and replays the first
+/// policy on both, for the waits it cuts. The as-run row goes (it is what ran without the rule).
+fn reclaimed(
+    input: &mut Input,
+    policies: &[PolicySpec],
+    after: ordo_core::Time,
+    threshold: f64,
+) -> Result<output::Reclaimed> {
+    if !(threshold.is_finite() && (0.0..=100.0).contains(&threshold)) {
+        bail!("--idle-threshold {threshold}: expected a busy percentage from 0 to 100");
+    }
+    if after <= 0 {
+        bail!("--reclaim-after: expected a positive duration such as 30m, 2h");
+    }
+    let Some(busy) = input.busy.as_ref().filter(|b| b.iter().any(Option::is_some)) else {
+        bail!(
+            "--reclaim-after: this input has no measured GPU activity (an `ordo server` database whose agents sampled their GPUs, or Alibaba PAI 2020 with its sensor table)"
+        )
+    };
+    let (cut, summary) = ordo_sim::reclaim::reclaim(&input.workload, busy, threshold, after);
+    let first = policies.first().context("no policy")?;
+    let before = simulate(&input.workload, &config(input, first))?.metrics;
+    input.workload = cut;
+    input.as_run = None;
+    let after_run = simulate(&input.workload, &config(input, first))?.metrics;
+    Ok(output::Reclaimed {
+        summary,
+        policy: first.to_string(),
+        mean_wait_before_s: before.mean_wait_s,
+        mean_wait_after_s: after_run.mean_wait_s,
+        mean_jct_before_s: before.mean_jct_s,
+        mean_jct_after_s: after_run.mean_jct_s,
+    })
+}
+
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     let mut c = SimConfig::new(input.cluster.clone(), input.placement, policy.clone());
     c.preemption_overhead = input.preemption_overhead;
@@ -615,10 +669,16 @@ pub fn run() -> Result<ExitCode> {
             if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");
             }
-            let input = load_input(&a.input)?;
-            let outs = with_as_run(&input, run_all(&input, &policies_for(&input, &a.policies.0), Keep::Metrics)?);
+            let mut input = load_input(&a.input)?;
+            let policies = policies_for(&input, &a.policies.0);
+            let reclaim = match a.reclaim_after {
+                None => None,
+                Some(after) => Some(reclaimed(&mut input, &policies, after, a.idle_threshold)?),
+            };
+            let outs = with_as_run(&input, run_all(&input, &policies, Keep::Metrics)?);
             let mut report = output::Comparison::new(&input.source, &input.workload, &outs);
             report.as_run = input.as_run.as_ref().map(|(_, words)| words.clone());
+            report.reclaim = reclaim;
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -48,6 +48,28 @@ pub struct Comparison {
     /// The schedule as run and its GPU activity (an `ordo server`'s database as input).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub as_run: Option<ordo_report::AsRun>,
+    /// `--reclaim-after`: what the reclaim rule would have given back (the results above are
+    /// of the workload it leaves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaim: Option<Reclaimed>,
+}
+
+/// What `compare --reclaim-after` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reclaimed {
+    /// The jobs it cut and the GPU-hours it gives back.
+    #[serde(flatten)]
+    pub summary: ordo_sim::reclaim::ReclaimSummary,
+    /// The policy replayed with and without the rule.
+    pub policy: String,
+    /// Its mean wait without the rule, s ...
+    pub mean_wait_before_s: f64,
+    /// ... and with it.
+    pub mean_wait_after_s: f64,
+    /// Its mean JCT without the rule, s ...
+    pub mean_jct_before_s: f64,
+    /// ... and with it.
+    pub mean_jct_after_s: f64,
 }
 
 /// `n` and the noun, plural unless `n` is 1 (`1 job`, `3 jobs`).
@@ -106,6 +128,7 @@ impl Comparison {
             unsatisfiable,
             never_satisfied,
             as_run: None,
+            reclaim: None,
         }
     }
 
@@ -254,6 +277,28 @@ impl Comparison {
                 s,
                 "oracle:  the workload has no run-time estimates, so policies marked oracle ({}) read each job's true run time: a bound, not a policy to deploy.",
                 oracles.join(", ")
+            );
+        }
+        if let Some(r) = &self.reclaim {
+            // Small amounts keep their digits (a test cluster's minutes).
+            let gpu_hours = |x: f64| if x < 100.0 { format!("{x:.3}") } else { thousands(x) };
+            let m = &r.summary;
+            let _ = writeln!(
+                s,
+                "reclaim: {} of the {} jobs with measured GPU activity stayed under {}% busy on average; the rule cancels the {} of them that ran longer than {} from their start, giving back {} GPU-hours ({:.1}% of the jobs' {}). Under {}: mean wait {} -> {}, mean JCT {} -> {}. The rows above are of the jobs as the rule leaves them (no as-run row: that ran without the rule).",
+                thousands(m.jobs_idle as f64),
+                thousands(m.jobs_measured as f64),
+                m.threshold_pct,
+                thousands(m.jobs_reclaimed as f64),
+                dur(m.after_s),
+                gpu_hours(m.gpu_hours_returned),
+                if m.gpu_hours_total > 0.0 { 100.0 * m.gpu_hours_returned / m.gpu_hours_total } else { 0.0 },
+                gpu_hours(m.gpu_hours_total),
+                r.policy,
+                dur(r.mean_wait_before_s),
+                dur(r.mean_wait_after_s),
+                dur(r.mean_jct_before_s),
+                dur(r.mean_jct_after_s)
             );
         }
         for l in self.as_run.iter().flat_map(|a| &a.lines) {

@@ -372,6 +372,20 @@ pub struct SubmitArgs {
     /// Never preempt this job (under preemptive policies it keeps its GPUs until it ends).
     #[arg(long)]
     no_preempt: bool,
+    /// How the job's work survives a preemption: `continuous` (the default: it resumes where it
+    /// stopped), `none` (it restarts from zero), `every:30m` (it checkpoints every 30 min: not
+    /// preempted before its run has saved once), `signal:2m` (it saves on its stop signal and
+    /// gets 2 min, at most 10, to exit before SIGKILL). docs/SERVER.md, "Checkpoints".
+    #[arg(long, value_name = "RULE")]
+    checkpoint: Option<String>,
+    /// The signal ordo stops the job with (preemption, cancel, time limit) before SIGKILL:
+    /// TERM (default), INT, HUP, USR1, USR2 (as Slurm's `--signal`).
+    #[arg(long, value_name = "SIG")]
+    signal: Option<String>,
+    /// Not preempted before each of its runs has lasted this long (the server's `min_run` if
+    /// longer), e.g. `10m`; at most 24 h and its time limit.
+    #[arg(long, value_parser = crate::cli::parse_duration_arg)]
+    min_run: Option<ordo_core::Time>,
     /// Time limit, e.g. 2h or 90s (default: the server's).
     #[arg(long)]
     time: Option<String>,
@@ -1043,6 +1057,13 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 priority: a.priority,
                 on_node_failure,
                 no_preempt: a.no_preempt.then_some(true),
+                preempt: (a.checkpoint.is_some() || a.signal.is_some() || a.min_run.is_some()).then(|| {
+                    ordo_server::api::PreemptSpec {
+                        checkpoint: a.checkpoint,
+                        signal: a.signal.map(|s| s.trim_start_matches("SIG").to_ascii_uppercase()),
+                        min_run_ms: a.min_run,
+                    }
+                }),
                 umask: current_umask(),
                 after: after_deps(
                     &a.conn,
@@ -1358,6 +1379,19 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             if j.no_preempt {
                 println!("never preempted (--no-preempt)");
             }
+            if let Some(p) = &j.preempt {
+                let mut parts = vec![format!("checkpoint {}", p.checkpoint.as_deref().unwrap_or("continuous"))];
+                if let Some(s) = &p.signal {
+                    parts.push(format!("stopped with SIG{s}"));
+                }
+                if let Some(m) = p.min_run_ms {
+                    parts.push(format!("runs at least {:.0} s before a preemption", m as f64 / 1000.0));
+                }
+                if j.lost_ms > 0 {
+                    parts.push(format!("{:.1} s of run time lost to preemptions", j.lost_ms as f64 / 1000.0));
+                }
+                println!("preemption: {}", parts.join("; "));
+            }
             // Where its output is: on the node of its (last) run, rank 0's for a multi-node job.
             if let Some(node) = j.ranks.first().map(|r| r.node.as_str()).or(j.node.as_deref()) {
                 println!(
@@ -1391,6 +1425,12 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                         fmt_time(s)
                     ),
                     _ => {}
+                }
+                if let (Some(at), Some(how)) = (a.reclaim_at, a.reclaim_action.as_deref()) {
+                    println!(
+                        "RECLAIM: the server's reclaim rule will {how} it at {} UTC unless its GPUs get busy again",
+                        fmt_time(at)
+                    );
                 }
             }
         }

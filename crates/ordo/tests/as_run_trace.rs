@@ -174,3 +174,37 @@ fn pai_measured_gpu_activity_beside_the_as_run_row() {
     assert!(close(&busy["busy_of_allocated"], (50.0 * 207.5 / 280.0 + 20.0 * 0.75) / 70.0), "{busy}");
     assert!(close(&busy["measured"], 1.0), "{busy}");
 }
+
+/// `compare --reclaim-after` on the same tables, worked out by hand: j1 (1 GPU, 290 s, measured
+/// busy 74.1%) and j2 (2 GPUs, 150 s, busy 75%) are under an 80% threshold and run longer than
+/// 20 s, so the rule cuts both to 20 s: (290 - 20) x 1 + (150 - 20) x 2 = 530 GPU-s given back
+/// of 600 (j3, 2 GPUs for 5 s, has no sensor rows: not measured). Nothing waits on 12 GPUs, so
+/// fifo's mean JCT goes from (290 + 150 + 5) / 3 to (20 + 20 + 5) / 3 = 15 s. A trace without
+/// measured activity is refused.
+#[test]
+fn reclaim_after_gives_back_idle_gpu_hours_worked_out_by_hand() {
+    let trace =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../ordo-trace/tests/data/field/pai/pai_job_table.csv");
+    let t = trace.to_str().unwrap();
+    let (v, _) =
+        compare_json(&["--trace", t, "--policies", "fifo", "--reclaim-after", "20s", "--idle-threshold", "80"]);
+    let r = &v["reclaim"];
+    assert_eq!(
+        (r["jobs_measured"].as_u64(), r["jobs_idle"].as_u64(), r["jobs_reclaimed"].as_u64()),
+        (Some(2), Some(2), Some(2)),
+        "{r}"
+    );
+    assert!(close(&r["gpu_hours_returned"], 530.0 / 3600.0) && close(&r["gpu_hours_total"], 600.0 / 3600.0), "{r}");
+    assert!(close(&r["mean_jct_before_s"], 445.0 / 3.0) && close(&r["mean_jct_after_s"], 15.0), "{r}");
+    assert!(v.get("as_run").is_none(), "no as-run row under the rule: {v}");
+    // Under 70% nothing is idle.
+    let (v, _) =
+        compare_json(&["--trace", t, "--policies", "fifo", "--reclaim-after", "20s", "--idle-threshold", "70"]);
+    assert_eq!(v["reclaim"]["jobs_reclaimed"], 0);
+    let text =
+        ok(&ordo(&["compare", "--trace", t, "--policies", "fifo", "--reclaim-after", "20s", "--idle-threshold", "80"]));
+    assert!(text.contains("giving back 0.147 GPU-hours (88.3% of the jobs' 0.167)"), "{text}");
+    let out = ordo(&["compare", "--reclaim-after", "1h"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("this input has no measured GPU activity"), "{err}");
+}

@@ -551,6 +551,106 @@ fn las_preempts_a_long_job_for_short_ones_it_resumes_once_and_no_preempt_jobs_ar
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A job that checkpoints on its stop signal (`--checkpoint signal:5s --signal USR1`): the
+/// policy preempts it, the agent sends SIGUSR1 (not SIGTERM), the job saves its step and takes
+/// 300 ms to exit while its GPU stays its own (the next job starts only after), and its second
+/// run resumes from the saved step, so it does its 20 steps exactly once in all; nothing lost.
+/// A job that cannot checkpoint (`--checkpoint none`) is accounted as losing its whole first
+/// run. Out-of-bounds declarations are refused.
+#[test]
+fn preempted_jobs_get_their_signal_and_grace_and_resume_from_their_checkpoint() {
+    let dir = tempdir("checkpoint");
+    let (admin, alice) = tokens(&dir);
+    let (_srv, url) = server_with(&dir, "127.0.0.1:0", "las:thresholds=500ms", &["--min-run", "200ms"]);
+    let _a = agent(&dir, &url, "n1", 1);
+    wait_for("the agent", Duration::from_secs(10), || nodes_up(&url, &admin, 1));
+    submit_fails(&url, &alice, &["--checkpoint", "signal:20m"], "400", "more than the 600 s allowed");
+    submit_fails(&url, &alice, &["--checkpoint", "sometimes"], "400", "field `preempt`: checkpoint");
+    submit_fails(&url, &alice, &["--signal", "KILL"], "400", "not one of TERM, INT, HUP, USR1, USR2");
+    submit_fails(&url, &alice, &["--min-run", "2h", "--time", "1h"], "400", "min_run_ms");
+    assert!(all_done(&url, &alice));
+
+    let ckpt = dir.join("ckpt");
+    let log = dir.join("steps.txt");
+    let line = |how: &str| {
+        format!("echo \"$ORDO_JOB_ID $s $(date +%s%N) {how} $ORDO_RESTARTS $from $i\" >> {}", log.display())
+    };
+    let script = format!(
+        "f={ckpt}; i=$(cat $f 2>/dev/null || echo 0); from=$i; s=$(date +%s%N); \
+         trap 'echo $i > $f; sleep 0.3; {usr1}; exit 0' USR1; trap '{term}; exit 143' TERM; \
+         while [ $i -lt 20 ]; do sleep 0.1 & wait $!; i=$((i+1)); done; {done}",
+        ckpt = ckpt.display(),
+        usr1 = line("saved"),
+        term = line("term"),
+        done = line("done")
+    );
+    let a = cli_json(
+        &url,
+        &alice,
+        &[
+            "submit",
+            "--gpus",
+            "1",
+            "--time",
+            "30s",
+            "--checkpoint",
+            "signal:5s",
+            "--signal",
+            "USR1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )["id"]
+        .as_u64()
+        .expect("id");
+    wait_running_for(&url, &alice, a, 900);
+    let results = dir.join("results.txt");
+    let short = submit_tagged(&url, &alice, &tagged_script(&results), "0.2", &[]);
+    wait_for("both jobs", Duration::from_secs(30), || all_done(&url, &alice));
+    let text = std::fs::read_to_string(&log).expect("the job's log");
+    let runs: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(runs.len(), 2, "{text}");
+    let (first, second) = (&runs[0], &runs[1]);
+    assert_eq!((first[3], first[4], first[5]), ("saved", "0", "0"), "stopped by SIGUSR1, saved: {text}");
+    let saved: u32 = first[6].parse().expect("step");
+    assert!((1..20).contains(&saved), "{text}");
+    assert_eq!((second[3], second[4], second[5], second[6]), ("done", "1", first[6], "20"), "resumed: {text}");
+    let b = &read_tagged(&results)[&short][0];
+    let a_end: i128 = first[2].parse().expect("end");
+    assert!(b.0.start >= a_end, "the short job started only once the checkpointing one had exited");
+    let h = history(&url, &alice);
+    let aj = h.iter().find(|j| j["id"] == a).expect("in history");
+    assert_eq!(
+        (aj["state"].as_str(), aj["restarts"].as_u64(), aj["lost_ms"].as_i64()),
+        (Some("completed"), Some(1), Some(0))
+    );
+    assert_eq!(aj["preempt"]["checkpoint"], "signal:5s", "{aj}");
+    let audit = cli_json(&url, &admin, &["audit", "--job", &a.to_string()]);
+    let rq: Vec<&Value> = audit.as_array().expect("array").iter().filter(|r| r["kind"] == "requeue").collect();
+    assert_eq!(rq.len(), 1, "{audit}");
+    assert_eq!(
+        (rq[0]["detail"]["checkpoint"].as_str(), rq[0]["detail"]["lost_ms"].as_i64()),
+        (Some("signal:5s"), Some(0))
+    );
+    let out = ordo(&["explain", &a.to_string(), "--server", &url, "--token", &alice]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("preemption: checkpoint signal:5s; stopped with SIGUSR1"), "{text}");
+
+    // A job that cannot checkpoint: its first run is lost, all of it.
+    let none = submit_tagged(&url, &alice, &tagged_script(&results), "1.2", &["--checkpoint", "none"]);
+    wait_running_for(&url, &alice, none, 900);
+    submit_tagged(&url, &alice, &tagged_script(&results), "0.1", &[]);
+    wait_for("the last jobs", Duration::from_secs(30), || all_done(&url, &alice));
+    let h = history(&url, &alice);
+    let nj = h.iter().find(|j| j["id"] == none).expect("in history");
+    assert_eq!(nj["restarts"], 1, "{nj}");
+    let (ex, lost) = (nj["executed_ms"].as_i64().expect("ms"), nj["lost_ms"].as_i64().expect("ms"));
+    assert!(ex >= 700 && lost == ex, "restarting from zero loses its whole first run: {nj}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The CPUs this process may use (from /proc/self/status).
 fn allowed_cpu_count() -> usize {
     let t = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

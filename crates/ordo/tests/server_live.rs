@@ -254,6 +254,47 @@ fn activity_idle_flag_webhook_and_metrics() {
     let _ = std::fs::remove_dir_all(&l.dir);
 }
 
+/// The reclaim rule end to end (`[reclaim]` in the server's config file): bob's idle notebook,
+/// flagged after 2 s, is cancelled by the server once the 3 s grace has passed (its agent kills
+/// its process; it ends `cancelled`), with an audit record of the evidence and a webhook notice;
+/// `explain` says when beforehand; alice's busy job runs on.
+#[test]
+fn an_idle_job_is_reclaimed_after_its_grace() {
+    let (hook, notices) = webhook();
+    let cfg_dir = tempdir("reclaim-config");
+    let conf = cfg_dir.join("server.toml");
+    std::fs::write(&conf, "[reclaim]\naction = \"cancel\"\ngrace = \"3s\"\nexempt_users = [\"carol\"]\n").unwrap();
+    let l = lab("reclaim", &["--config", conf.to_str().unwrap(), "--idle-webhook", &hook]);
+    wait_flagged(&l);
+    let explain = ordo(&["explain", &l.notebook.to_string(), "--server", &l.url, "--token", &l.bob]);
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(
+        text.contains("RECLAIM: the server's reclaim rule will cancel it at")
+            || job_state(&l.url, &l.bob, l.notebook)["cancel_requested"] == true,
+        "{text}"
+    );
+    wait_ended(&l.url, &l.admin, l.notebook, Duration::from_secs(30));
+    let j = job_state(&l.url, &l.admin, l.notebook);
+    assert_eq!(j["state"], "cancelled", "{j}");
+    assert_eq!(job_state(&l.url, &l.admin, l.busy)["state"], "running", "the busy job runs on");
+    let audit = cli_json(&l.url, &l.admin, &["audit", "--job", &l.notebook.to_string()]);
+    let rec = audit.as_array().unwrap().iter().find(|r| r["kind"] == "reclaim").expect("a reclaim record");
+    assert_eq!((rec["actor"].as_str(), rec["detail"]["action"].as_str()), (Some("reclaim"), Some("cancel")), "{rec}");
+    assert!(rec["detail"]["samples"].as_u64().unwrap() >= 2 && rec["detail"]["busy_pct"] == 1.0, "{rec}");
+    let mut events = vec![];
+    while let Ok(n) = notices.recv_timeout(Duration::from_secs(20)) {
+        events.push(n["event"].as_str().unwrap_or_default().to_string());
+        if n["event"] == "reclaimed" {
+            assert_eq!((n["job"].as_u64(), n["user"].as_str()), (Some(l.notebook), Some("bob")), "{n}");
+            break;
+        }
+    }
+    assert!(events.contains(&"reclaimed".to_string()), "webhook events: {events:?}");
+    cli_json(&l.url, &l.alice, &["cancel", &l.busy.to_string()]);
+    let _ = std::fs::remove_dir_all(&l.dir);
+    let _ = std::fs::remove_dir_all(&cfg_dir);
+}
+
 #[test]
 fn metrics_public_and_nvml_without_a_driver() {
     let dir = tempdir("public");

@@ -56,6 +56,8 @@ impl JobAcc {
             peak_mem_mib: self.mem_peak,
             idle_since: self.idle_since,
             idle_flagged: self.flagged,
+            reclaim_at: None,
+            reclaim_action: None,
         }
     }
 
@@ -405,6 +407,83 @@ impl Core {
         Ok(())
     }
 
+    /// The reclaim rule (`[reclaim]`, docs/SERVER.md, "Giving back idle GPUs"): every running
+    /// job flagged allocated-but-idle in its current run, still flagged `grace` later, and whose
+    /// user and group the rule covers, is cancelled or requeued. Each gets an audit record
+    /// `reclaim` with its evidence (the mean busy % and the number of samples since it went
+    /// idle, when it went idle and was flagged, the threshold, the rule) and a webhook notice.
+    /// Returns the notices.
+    pub fn reclaim_tick(&mut self, now: i64) -> Result<Vec<serde_json::Value>, ApiError> {
+        let Some(rule) = self.cfg.reclaim.clone() else { return Ok(vec![]) };
+        let mut due: Vec<(JobNo, serde_json::Value)> = Vec::new();
+        for (id, a) in &self.live.jobs {
+            let Some(flagged) = a.flagged else { continue };
+            let Some(j) = self.active.get(id) else { continue };
+            let running = j.state == JobState::Running && !j.cancel_requested;
+            if !running || now - flagged < rule.grace_ms || flagged < j.start.unwrap_or(i64::MAX) {
+                continue;
+            }
+            if !rule.applies(&j.user, self.cfg.quotas.group_of(&j.user)) {
+                continue;
+            }
+            let busy = if a.idle_n > 0 { a.idle_sum / a.idle_n as f64 } else { 0.0 };
+            due.push((
+                *id,
+                json!({
+                    "action": match rule.action { crate::config::ReclaimAction::Cancel => "cancel", crate::config::ReclaimAction::Requeue => "requeue" },
+                    "busy_pct": round1(busy), "samples": a.idle_n, "threshold_pct": self.cfg.idle_threshold_pct,
+                    "idle_since": a.idle_since, "flagged_at": flagged, "idle_for_ms": a.idle_since.map(|s| now - s),
+                    "grace_ms": rule.grace_ms, "node": j.node, "nodes": j.run_nodes(), "gpus": j.gpus,
+                }),
+            ));
+        }
+        if due.is_empty() {
+            return Ok(vec![]);
+        }
+        due.sort_by_key(|(id, _)| *id);
+        let policy = self.policy.to_string();
+        let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
+        for (id, d) in &due {
+            audit(&tx, now, "reclaim", "reclaim", Some(*id), &policy, d)?;
+            if rule.action == crate::config::ReclaimAction::Requeue {
+                tx.prepare_cached("UPDATE jobs SET state='preempting' WHERE id=?1")
+                    .and_then(|mut s| s.execute(params![*id as i64]))
+                    .ctx("record the reclaim")?;
+            }
+        }
+        tx.commit().ctx("commit reclaims")?;
+        let mut notices = Vec::new();
+        for (id, d) in &due {
+            // Its next run starts with a clean idle clock.
+            if let Some(a) = self.live.jobs.get_mut(id) {
+                a.flagged = None;
+                a.idle_since = None;
+                a.idle_sum = 0.0;
+                a.idle_n = 0;
+            }
+            let Some(j) = self.active.get_mut(id) else { continue };
+            let mut n = d.clone();
+            n["event"] = json!("reclaimed");
+            n["job"] = json!(id);
+            n["user"] = json!(j.user);
+            n["name"] = json!(j.name);
+            n["time"] = json!(now);
+            notices.push(n);
+            if rule.action == crate::config::ReclaimAction::Requeue {
+                // Stopped as a preemption is: its agent kills it, its end requeues it.
+                j.state = JobState::Preempting;
+                let nodes = j.run_nodes();
+                self.to_wake.extend(nodes);
+            }
+        }
+        if rule.action == crate::config::ReclaimAction::Cancel {
+            let ids: Vec<JobNo> = due.iter().map(|(id, _)| *id).collect();
+            let who = crate::auth::Principal { user: "reclaim".into(), role: crate::auth::Role::Admin };
+            self.cancel_many(&who, &ids, None, now)?;
+        }
+        Ok(notices)
+    }
+
     /// Runs about every 10 s (it returns at once otherwise): adds the state's figures (GPUs up,
     /// allocated, busy, allocated-but-idle) to the cluster series, closes per-GPU buckets whose
     /// period is over, and every minute writes the figures of jobs that got samples (dropping
@@ -511,9 +590,22 @@ impl Core {
     pub(super) fn job_activity(&self, id: JobNo) -> Result<Option<JobActivity>, ApiError> {
         if let Some(a) = self.live.jobs.get(&id) {
             let mut v = a.view();
-            if !self.active.contains_key(&id) {
-                v.idle_since = None;
-                v.idle_flagged = None;
+            match (self.active.get(&id), &self.cfg.reclaim) {
+                (None, _) => {
+                    v.idle_since = None;
+                    v.idle_flagged = None;
+                }
+                (Some(j), Some(rule)) if rule.applies(&j.user, self.cfg.quotas.group_of(&j.user)) => {
+                    v.reclaim_at = v.idle_flagged.map(|f| f + rule.grace_ms);
+                    v.reclaim_action = v.idle_flagged.map(|_| {
+                        match rule.action {
+                            crate::config::ReclaimAction::Cancel => "cancel",
+                            crate::config::ReclaimAction::Requeue => "requeue",
+                        }
+                        .to_string()
+                    });
+                }
+                _ => {}
             }
             return Ok(Some(v));
         }
@@ -799,6 +891,8 @@ fn stored_activity(conn: &Connection, id: JobNo) -> Result<Option<JobActivity>, 
                     peak_mem_mib: r.get::<_, Option<i64>>(3)?.map(|m| m as u64),
                     idle_since: None,
                     idle_flagged: None,
+                    reclaim_at: None,
+                    reclaim_action: None,
                 })
             })
             .optional()

@@ -380,6 +380,8 @@ impl Core {
                     (Some(cwd), false) => format!("{}/{p}", cwd.trim_end_matches('/')),
                     _ => p,
                 }),
+                stop_signal: j.preempt.as_ref().and_then(|p| p.signal.clone()),
+                stop_grace_ms: j.preempt.as_ref().and_then(|p| p.grace_ms()),
             })
             .collect();
         resp.logs = self.take_log_asks(&req.node);

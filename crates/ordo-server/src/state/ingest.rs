@@ -294,6 +294,12 @@ pub(super) fn insert_elements(
         ])
     })
     .ctx("insert array elements")?;
+    if let Some(p) = &j.preempt {
+        let p = serde_json::to_string(p).map_err(|e| internal("encode preempt", e))?;
+        tx.prepare_cached("UPDATE jobs SET preempt = ?1 WHERE id >= ?2 AND id < ?3")
+            .and_then(|mut st| st.execute(params![p, base, base + (to - from) as i64]))
+            .ctx("store array elements' checkpoints")?;
+    }
     // The first element's record names the array's spec and size; every one its array and index.
     let mut d0 = detail.clone();
     d0["array_spec"] = json!(spec.canonical());

@@ -32,7 +32,7 @@ impl Core {
         Ok((states[0], states.len()))
     }
 
-    fn cancel_many(
+    pub(super) fn cancel_many(
         &mut self,
         who: &Principal,
         ids: &[JobNo],

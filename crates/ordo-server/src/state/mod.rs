@@ -248,7 +248,22 @@ fn queue_in(
     estimate: i64,
     now: i64,
 ) -> bool {
+    guard_runs(sched, j, id);
     job_req(q, sched, j, id, submit, estimate).is_ok_and(|r| sched.submit(r, now).is_ok())
+}
+
+/// Tells the core how long each run of `j` is protected from preemption beyond the server's
+/// `min_run`: its own `--min-run`, and for `--checkpoint every:T` until it has saved once.
+fn guard_runs(sched: &mut Scheduler, j: &JobInfo, id: JobNo) {
+    if let Some(p) = &j.preempt {
+        sched.set_run_floor(jid(id), p.run_floor());
+    }
+}
+
+/// Of `ran` ms a preempted run of `j` lasted, how much survives by its checkpoint rule (`None`:
+/// it restarts from zero). A job that saves on its stop signal keeps all of it.
+fn kept_of(j: &JobInfo, ran: i64) -> Option<i64> {
+    j.preempt.as_ref().and_then(|p| p.rule().ok()).unwrap_or_default().kept(ran)
 }
 
 /// The core's gang shape of a job: its node count for a multi-node job, 0 (any) otherwise.
@@ -648,6 +663,7 @@ impl Core {
             back.sort_by_key(|j| (j.submit, j.id));
             for j in back {
                 let t0 = now - j.executed_ms;
+                guard_runs(&mut sched, j, j.id);
                 let Ok(req) = job_req(&self.cfg.quotas, &sched, j, j.id, j.submit, j.time_limit_ms) else { continue };
                 if outgrows(j, max_up) || sched.submit(req, t0).is_err() {
                     continue;
@@ -655,8 +671,10 @@ impl Core {
                 // Placed by all it asks (GPUs of a kind it accepts, CPUs, memory), as the core
                 // would place it.
                 let alloc = sched.capacity().place_for(req.demand());
+                // Its work lost to earlier preemptions stays lost (SRTF's work left).
+                let lost = j.lost_ms;
                 let ok = alloc.is_some_and(|a| sched.start(jid(j.id), &a, t0).is_ok())
-                    && sched.preempt(jid(j.id), now).is_ok();
+                    && sched.preempt_keeping(jid(j.id), now, |ran| Some(ran - lost)).is_ok();
                 if !ok {
                     return Err(internal("replay a preempted job's service", format!("job {}", j.id)));
                 }
@@ -719,9 +737,12 @@ impl Core {
                 // attained service and the `min_run` protection count from the right time.
                 let s = j.start.unwrap_or(now).min(now);
                 let t0 = s - j.executed_ms;
+                guard_runs(&mut sched, j, j.id);
+                let lost = j.lost_ms;
                 let before = sched.submit(req(&sched, j.time_limit_ms), t0).is_ok()
                     && (j.executed_ms == 0
-                        || (sched.start(jid(j.id), &alloc, t0).is_ok() && sched.preempt(jid(j.id), s).is_ok()));
+                        || (sched.start(jid(j.id), &alloc, t0).is_ok()
+                            && sched.preempt_keeping(jid(j.id), s, |ran| Some(ran - lost)).is_ok()));
                 if before {
                     sched.start(jid(j.id), &alloc, s)
                 } else {
@@ -803,6 +824,12 @@ impl Core {
                 }
                 _ => 0,
             };
+            // A preempted job's work since its last checkpoint is lost (all of it, for a job that
+            // restarts from zero); a node failure loses the same.
+            let lost = match kept_of(j, ran) {
+                Some(k) => ran - k.clamp(0, ran),
+                None => j.executed_ms + ran,
+            };
             let fail = !preempted && (j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested);
             let (state, reason) = if j.cancel_requested {
                 (JobState::Cancelled, format!("cancelled; {why}"))
@@ -814,19 +841,17 @@ impl Core {
             if state == JobState::Pending {
                 tx.execute(
                     "UPDATE jobs SET state='pending', gpu_ids=NULL, start=NULL, restarts=restarts+1,
-                     executed_ms=executed_ms+?2, ranks=NULL, gang_stop=NULL WHERE id=?1",
-                    params![id as i64, ran],
+                     executed_ms=executed_ms+?2, lost_ms=lost_ms+?3, ranks=NULL, gang_stop=NULL WHERE id=?1",
+                    params![id as i64, ran, lost],
                 )
                 .ctx("requeue job")?;
-                audit(
-                    &tx,
-                    now,
-                    actor,
-                    "requeue",
-                    Some(id),
-                    &policy,
-                    &json!({"why": why, "node": j.node, "nodes": j.run_nodes(), "ran_ms": ran, "restarts": j.restarts + 1}),
-                )?;
+                let mut detail = json!({"why": why, "node": j.node, "nodes": j.run_nodes(), "ran_ms": ran, "restarts": j.restarts + 1});
+                if let Some(p) = &j.preempt {
+                    // What its checkpoint rule made of the run (audit records of others unchanged).
+                    detail["checkpoint"] = json!(p.checkpoint.as_deref().unwrap_or("continuous"));
+                    detail["lost_ms"] = json!(lost);
+                }
+                audit(&tx, now, actor, "requeue", Some(id), &policy, &detail)?;
             } else {
                 tx.execute(
                     "UPDATE jobs SET state=?2, end_time=?3, end_reason=?4 WHERE id=?1",
@@ -835,16 +860,18 @@ impl Core {
                 .ctx("end job")?;
                 audit(&tx, now, actor, "end", Some(id), &policy, &json!({"state": state, "why": reason}))?;
             }
-            moves.push((id, state, reason, ran));
+            moves.push((id, state, reason, ran, lost));
         }
         tx.commit().ctx("commit requeue")?;
         let ended: Vec<JobNo> =
             moves.iter().filter(|(_, state, ..)| *state != JobState::Pending).map(|(id, ..)| *id).collect();
         // GPUs, CPUs or memory were freed: blocked jobs are looked at again in the next pass.
         self.blocked.clear();
-        for (id, state, reason, ran) in moves {
+        for (id, state, reason, ran, lost) in moves {
             let Some(mut j) = self.active.remove(&id) else { continue };
-            if preempted && state == JobState::Pending && self.sched.preempt(jid(id), now).is_ok() {
+            // The core counts the same loss (more than this run: it restarts from zero).
+            let kept = |r: i64| (lost <= ran).then_some(r - lost);
+            if preempted && state == JobState::Pending && self.sched.preempt_keeping(jid(id), now, kept).is_ok() {
                 // Back in the scheduler's queue with its progress.
             } else {
                 let _ = self.sched.finish(jid(id), now);
@@ -862,6 +889,7 @@ impl Core {
                 j.start = None;
                 j.restarts += 1;
                 j.executed_ms += ran;
+                j.lost_ms += lost;
                 *self.pending_per_user.entry(j.user.clone()).or_default() += 1;
                 self.pending.insert(id, j);
             } else {

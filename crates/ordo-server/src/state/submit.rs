@@ -52,6 +52,9 @@ impl Core {
                 if !j.features.is_empty() {
                     detail["features"] = json!(j.features);
                 }
+                if let Some(p) = &j.preempt {
+                    detail["preempt"] = json!(p);
+                }
                 if let Some(a) = array {
                     ids.push(insert_array(&tx, who, j, a, &detail, &policy, now)?);
                     continue;
@@ -88,6 +91,12 @@ impl Core {
                 let id = tx.last_insert_rowid() as JobNo;
                 if id > u32::MAX as u64 {
                     return Err(ApiError::Conflict("job ids exhausted (more than 2^32 jobs in this database)".into()));
+                }
+                if let Some(p) = &j.preempt {
+                    let p = serde_json::to_string(p).map_err(|e| internal("encode preempt", e))?;
+                    tx.prepare_cached("UPDATE jobs SET preempt = ?1 WHERE id = ?2")
+                        .and_then(|mut st| st.execute(params![p, id as i64]))
+                        .ctx("store the job's checkpoints")?;
                 }
                 audit(&tx, now, &who.user, "submit", Some(id), &policy, &detail)?;
                 ids.push(vec![id]);
@@ -364,6 +373,15 @@ impl Core {
                 Some(p)
             }
         };
+        // How it takes a preemption: bounded and checked (a rule, a grace of at most 10 min, a
+        // known signal, a minimum run within its time limit); all defaults: stored as none.
+        let preempt = match req.preempt {
+            Some(p) if p != crate::api::PreemptSpec::default() => {
+                p.check(limit).map_err(|e| ApiError::BadRequest(format!("field `preempt`: {e}")))?;
+                Some(p)
+            }
+            _ => None,
+        };
         let job = JobInfo {
             id: 0,
             user: who.user.clone(),
@@ -402,6 +420,8 @@ impl Core {
             gpu_models,
             gpu_mem_mib,
             features,
+            preempt,
+            lost_ms: 0,
         };
         Ok((job, array, expanded))
     }

@@ -49,6 +49,7 @@ pub fn job(gpus: u32) -> SubmitRequest {
         gpu_models: vec![],
         gpu_mem_mib: None,
         features: vec![],
+        preempt: None,
     }
 }
 
