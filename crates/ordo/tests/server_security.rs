@@ -262,6 +262,21 @@ fn fields_are_bounded_names_are_escaped_and_a_closed_pipe_is_quiet() {
     let reg = json!({"node": "n1", "gpus": 2, "fake": true, "gpu_model": "g".repeat(10_000)});
     let (st, e) = api(&url, &n1, "POST", "/v1/agent/register", Some(&reg));
     assert_eq!(st, 400, "{e}");
+    // How a job takes a preemption: bounded, checked, unknown keys refused.
+    for (preempt, says) in [
+        (json!({"checkpoint": "c".repeat(10_000)}), "longer than 64 bytes"),
+        (json!({"checkpoint": "signal:100d"}), "more than the 600 s allowed"),
+        (json!({"signal": "KILL\u{1b}[31m"}), "is not one of TERM"),
+        (json!({"min_run_ms": -5}), "min_run_ms"),
+        (json!({"min_run_ms": i64::MAX}), "min_run_ms"),
+        (json!({"grace_ms": 1}), "unknown field"),
+    ] {
+        let (st, e) =
+            api(&url, &alice, "POST", "/v1/jobs", Some(&json!({"gpus": 1, "command": ["true"], "preempt": preempt})));
+        assert!(st == 400 || st == 422, "{preempt}: {st} {e}");
+        let msg = e["error"].as_str().expect("error");
+        assert!(msg.contains(says) && !msg.contains('\u{1b}'), "{preempt}: {e}");
+    }
     let (st, e) = api(&url, &alice, "GET", "/v1/history?limit=lots", None);
     assert_eq!(st, 400);
     assert!(e["error"].is_string(), "a bad query string is answered in JSON: {e}");
