@@ -451,6 +451,51 @@ fn rr_quantum_preempts_by_time_alone_at_the_wake_up_the_pass_asks_for() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The run time a job's preemptions lost, by its checkpoint rule, over several preemptions:
+/// under `rr:quantum=1s` on one GPU, alice's job `a` and bob's `b` take turns, each run lasting
+/// 1,050 ms (its quantum, then its stop). `a` restarts from zero (`--checkpoint none`): each
+/// preemption loses all it ran, so after two its `lost_ms` is its `executed_ms`, 2,100, never
+/// more. `b` checkpoints every 400 ms: each run keeps 800 ms and loses 250, 500 in all.
+#[test]
+fn lost_run_time_follows_the_checkpoint_rule_over_several_preemptions() {
+    let dir = tempdir("lost");
+    let t0 = 1_000_000;
+    let mut conf = cfg(&dir, "rr:quantum=1s");
+    conf.min_run_ms = 0;
+    let mut c = Core::open(conf, t0).expect("open");
+    c.register(&agent("n1"), &reg("n1", 1), t0).expect("register");
+    let spec = |rule: &str| PreemptSpec { checkpoint: Some(rule.into()), ..PreemptSpec::default() };
+    let a = c.submit(&user("alice"), SubmitRequest { preempt: Some(spec("none")), ..job(1) }, t0).expect("submit");
+    let b = c.submit(&user("bob"), SubmitRequest { preempt: Some(spec("every:400ms")), ..job(1) }, t0).expect("submit");
+    let mut attempts: BTreeMap<u64, u32> = BTreeMap::new();
+    // Four turns: the job started at `t` is told to stop at t + 1,000 and stops at t + 1,050.
+    for k in 0..4 {
+        let t = t0 + 1_050 * k;
+        c.pass(t).expect("pass");
+        let idle = PollRequest { node: "n1".into(), running: vec![], wait_ms: 0, problem: None };
+        let started: Vec<u64> = c.poll(&agent("n1"), &idle, t).expect("poll").start.iter().map(|s| s.job).collect();
+        assert_eq!(started.len(), 1, "at {t}: {started:?}");
+        let job = started[0];
+        let attempt = *attempts.entry(job).and_modify(|n| *n += 1).or_insert(1);
+        let run = PollRequest {
+            node: "n1".into(),
+            running: vec![RunningJob { job, started_at: t, attempt, port: None }],
+            wait_ms: 0,
+            problem: None,
+        };
+        c.poll(&agent("n1"), &run, t).expect("poll");
+        c.pass(t + 1_000).expect("pass");
+        assert_eq!(c.job(job, t + 1_000).expect("job").state, JobState::Preempting, "at {}", t + 1_000);
+        c.report(&agent("n1"), &end("n1", job, attempt, Outcome::Killed, t, t + 1_050), t + 1_050).expect("report");
+    }
+    assert_eq!((attempts[&a], attempts[&b]), (2, 2), "they took turns");
+    let t = t0 + 4_200;
+    let (ja, jb) = (c.job(a, t).expect("job"), c.job(b, t).expect("job"));
+    assert_eq!((ja.executed_ms, ja.lost_ms), (2_100, 2_100), "a restart from zero loses what it ran, not more");
+    assert_eq!((jb.executed_ms, jb.lost_ms), (2_100, 500));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn start_node(c: &Core, id: u64, t: i64) -> Option<String> {
     let j = c.job(id, t).expect("job");
     matches!(j.state, JobState::Starting | JobState::Running).then(|| j.node.expect("node"))

@@ -825,10 +825,11 @@ impl Core {
                 _ => 0,
             };
             // A preempted job's work since its last checkpoint is lost (all of it, for a job that
-            // restarts from zero); a node failure loses the same.
+            // restarts from zero: this run and the work its earlier runs had kept); a node failure
+            // loses the same.
             let lost = match kept_of(j, ran) {
                 Some(k) => ran - k.clamp(0, ran),
-                None => j.executed_ms + ran,
+                None => j.executed_ms - j.lost_ms + ran,
             };
             let fail = !preempted && (j.on_node_failure == OnNodeFailure::Fail || j.cancel_requested);
             let (state, reason) = if j.cancel_requested {
