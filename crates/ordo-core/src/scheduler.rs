@@ -581,8 +581,8 @@ impl Scheduler {
         self.min_run > 0 || self.max_preemptions.is_some() || !self.run_floor.is_empty()
     }
 
-    /// Whether a running job may not be preempted at `now`: its run is younger than `min_run`,
-    /// or it has been preempted `max_preemptions` times already.
+    /// Whether a running job may not be preempted at `now`: its run is younger than `min_run`
+    /// or its own floor (`set_run_floor`), or it has been preempted `max_preemptions` times.
     pub(crate) fn pinned(&self, id: JobId, now: Time) -> bool {
         let floor = self.run_floor.get(&id).map_or(self.min_run, |&f| f.max(self.min_run));
         (floor > 0 && self.running.get(&id).is_some_and(|r| now - r.start < floor))

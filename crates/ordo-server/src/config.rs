@@ -109,6 +109,16 @@ pub struct Reclaim {
     pub exempt_groups: Vec<String>,
 }
 
+impl ReclaimAction {
+    /// Its name in the config file, the audit log and the API: `cancel`, `requeue`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReclaimAction::Cancel => "cancel",
+            ReclaimAction::Requeue => "requeue",
+        }
+    }
+}
+
 impl Reclaim {
     /// Whether the rule applies to a job of `user`, whose `[quotas]` group is `group`.
     pub fn applies(&self, user: &str, group: Option<&str>) -> bool {

@@ -822,7 +822,6 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             busy -= milli_of(job);
             add_size(&mut waiting_sizes, milli_of(job));
             *waiting_demands.entry(demand_key(job)).or_default() += 1;
-            let l = &mut live[id.idx()];
             l.running = false;
             // Work done in this run that survives: its length less the restart overhead it
             // began with, less what its checkpointing loses, at the speed of the GPUs it ran

@@ -41,7 +41,7 @@ pub fn reclaim(w: &Workload, busy: &[Option<f64>], threshold_pct: f64, after: Ti
         gpu_hours_total: 0.0,
     };
     for (j, b) in out.jobs.iter_mut().zip(busy.iter().chain(std::iter::repeat(&None))) {
-        let gpus = j.share_milli().map_or(j.gpus as f64, |m| m as f64 / 1000.0);
+        let gpus = crate::engine::milli_of(j) as f64 / 1000.0;
         s.gpu_hours_total += gpus * j.runtime as f64 / 3_600_000.0;
         let Some(b) = b else { continue };
         s.jobs_measured += 1;

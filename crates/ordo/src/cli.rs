@@ -538,14 +538,15 @@ fn estimates_note(w: &Workload) -> Option<String> {
 }
 
 /// `compare --reclaim-after`: replaces the input's workload by the one the reclaim rule would
-/// have left (idle jobs cut `after` their start, `ordo_sim::reclaim`) and replays the first
-/// policy on both, for the waits it cuts. The as-run row goes (it is what ran without the rule).
+/// have left (idle jobs cut `after` their start, `ordo_sim::reclaim`) and runs the first policy
+/// on the workload as it was, for the waits the rule cuts (the comparison runs it on the cut
+/// one). The as-run row goes (it is what ran without the rule).
 fn reclaimed(
     input: &mut Input,
     policies: &[PolicySpec],
     after: ordo_core::Time,
     threshold: f64,
-) -> Result<output::Reclaimed> {
+) -> Result<(ordo_sim::reclaim::ReclaimSummary, ordo_sim::Metrics)> {
     if !(threshold.is_finite() && (0.0..=100.0).contains(&threshold)) {
         bail!("--idle-threshold {threshold}: expected a busy percentage from 0 to 100");
     }
@@ -562,15 +563,7 @@ fn reclaimed(
     let before = simulate(&input.workload, &config(input, first))?.metrics;
     input.workload = cut;
     input.as_run = None;
-    let after_run = simulate(&input.workload, &config(input, first))?.metrics;
-    Ok(output::Reclaimed {
-        summary,
-        policy: first.to_string(),
-        mean_wait_before_s: before.mean_wait_s,
-        mean_wait_after_s: after_run.mean_wait_s,
-        mean_jct_before_s: before.mean_jct_s,
-        mean_jct_after_s: after_run.mean_jct_s,
-    })
+    Ok((summary, before))
 }
 
 pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
@@ -678,7 +671,9 @@ pub fn run() -> Result<ExitCode> {
             let outs = with_as_run(&input, run_all(&input, &policies, Keep::Metrics)?);
             let mut report = output::Comparison::new(&input.source, &input.workload, &outs);
             report.as_run = input.as_run.as_ref().map(|(_, words)| words.clone());
-            report.reclaim = reclaim;
+            // No as-run row under the rule: the first result is the first policy's, on the cut jobs.
+            report.reclaim =
+                reclaim.map(|(summary, before)| output::Reclaimed::new(summary, &before, &outs[0].metrics));
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -72,6 +72,20 @@ pub struct Reclaimed {
     pub mean_jct_after_s: f64,
 }
 
+impl Reclaimed {
+    /// The rule's summary, with one policy's results on the jobs without and with it.
+    pub fn new(summary: ordo_sim::reclaim::ReclaimSummary, before: &Metrics, after: &Metrics) -> Self {
+        Reclaimed {
+            summary,
+            policy: after.policy.clone(),
+            mean_wait_before_s: before.mean_wait_s,
+            mean_wait_after_s: after.mean_wait_s,
+            mean_jct_before_s: before.mean_jct_s,
+            mean_jct_after_s: after.mean_jct_s,
+        }
+    }
+}
+
 /// `n` and the noun, plural unless `n` is 1 (`1 job`, `3 jobs`).
 pub use ordo_core::words::count;
 

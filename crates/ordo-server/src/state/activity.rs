@@ -430,7 +430,7 @@ impl Core {
             due.push((
                 *id,
                 json!({
-                    "action": match rule.action { crate::config::ReclaimAction::Cancel => "cancel", crate::config::ReclaimAction::Requeue => "requeue" },
+                    "action": rule.action.as_str(),
                     "busy_pct": round1(busy), "samples": a.idle_n, "threshold_pct": self.cfg.idle_threshold_pct,
                     "idle_since": a.idle_since, "flagged_at": flagged, "idle_for_ms": a.idle_since.map(|s| now - s),
                     "grace_ms": rule.grace_ms, "node": j.node, "nodes": j.run_nodes(), "gpus": j.gpus,
@@ -597,13 +597,7 @@ impl Core {
                 }
                 (Some(j), Some(rule)) if rule.applies(&j.user, self.cfg.quotas.group_of(&j.user)) => {
                     v.reclaim_at = v.idle_flagged.map(|f| f + rule.grace_ms);
-                    v.reclaim_action = v.idle_flagged.map(|_| {
-                        match rule.action {
-                            crate::config::ReclaimAction::Cancel => "cancel",
-                            crate::config::ReclaimAction::Requeue => "requeue",
-                        }
-                        .to_string()
-                    });
+                    v.reclaim_action = v.idle_flagged.map(|_| rule.action.as_str().to_string());
                 }
                 _ => {}
             }
