@@ -738,6 +738,42 @@ impl Scheduler {
     /// [`Scheduler::start`], returning the GPU indices given on each node compactly (consecutive
     /// nodes with the same indices stored once): what the simulator keeps per run.
     pub fn start_ids(&mut self, job: JobId, alloc: &Allocation, now: Time) -> Result<GpuIds, CommitError> {
+        self.start_inner(job, alloc, now, None)
+    }
+
+    /// [`Scheduler::start_ids`] on the very GPUs `held` names (on a count-only cluster, where
+    /// the scheduler otherwise gives the lowest free ones): a job already running elsewhere,
+    /// moved into this scheduler as it runs (a change of policy replayed midway). Refused with
+    /// [`CommitError::BadAllocation`] when `held` does not match `alloc` or a GPU is taken.
+    pub fn start_holding(
+        &mut self,
+        job: JobId,
+        alloc: &Allocation,
+        held: &GpuIds,
+        now: Time,
+    ) -> Result<GpuIds, CommitError> {
+        if alloc.detail.is_none() {
+            let fits = alloc.parts.iter().all(|&(n, k)| {
+                let owners = self.owner.get(n as usize);
+                held.iter().find(|(m, _)| *m == n).is_some_and(|(_, ids)| {
+                    ids.len() == k as usize
+                        && ids.iter().all(|&i| owners.and_then(|o| o.get(i as usize)).is_some_and(Option::is_none))
+                })
+            }) && held.iter().count() == alloc.parts.len();
+            if !fits {
+                return Err(CommitError::BadAllocation(job));
+            }
+        }
+        self.start_inner(job, alloc, now, Some(held))
+    }
+
+    fn start_inner(
+        &mut self,
+        job: JobId,
+        alloc: &Allocation,
+        now: Time,
+        held: Option<&GpuIds>,
+    ) -> Result<GpuIds, CommitError> {
         let &key = self.waiting.get(&job).ok_or(CommitError::NotWaiting(job))?;
         let req = self.queue[&(key, job)];
         // A count-only allocation (built by a caller that does not track GPU indices) on a
@@ -790,6 +826,14 @@ impl Scheduler {
         let mut ids = Vec::new();
         for &(n, k) in alloc.parts.iter().filter(|_| alloc.detail.is_none()) {
             ids.clear();
+            // The GPUs it already holds (checked free by `start_holding`).
+            if let Some((_, given)) = held.and_then(|h| h.iter().find(|(m, _)| *m == n)) {
+                for &i in given {
+                    self.owner[n as usize][i as usize] = Some(job);
+                }
+                gpu_ids.push(n, given);
+                continue;
+            }
             for (i, slot) in self.owner[n as usize].iter_mut().enumerate() {
                 if ids.len() == k as usize {
                     break;

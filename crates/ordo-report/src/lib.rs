@@ -10,6 +10,7 @@ pub mod fmt;
 pub mod headline;
 pub mod model;
 pub mod page;
+pub mod periods;
 pub mod render;
 pub mod sections;
 pub mod series;

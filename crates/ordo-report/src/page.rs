@@ -98,6 +98,10 @@ impl Page {
             );
             if let Some(b) = &x.bars {
                 s.push_str(&bars_svg(b)?);
+                // Each series' colour, as bars_svg draws it (series i in colour i).
+                let legend: Vec<_> =
+                    b.series.iter().enumerate().map(|(i, (name, _))| (name.clone(), i, false)).collect();
+                s.push_str(&crate::render::legend_html(&legend));
             }
             s.push_str(&table_html(&x.table));
             for n in &x.notes {
@@ -156,6 +160,8 @@ mod tests {
         let h = p.html().expect("html");
         assert!(h.contains("<title>Batch &lt;costs&gt;</title>") && h.contains("<svg") && h.contains(">acme<"), "{h}");
         assert!(h.contains("data-key=\"by_client.0.cost.live\" data-value=\"2\""), "{h}");
+        // The chart's legend names each series beside its colour.
+        assert!(h.contains("class=\"legend\"") && h.contains(">live</span>") && h.contains(">batch</span>"), "{h}");
         let m = p.markdown();
         assert!(m.contains("| client | live |") && m.contains("saves 1.00"), "{m}");
     }

@@ -105,7 +105,7 @@ fn input_lines(r: &Report) -> Vec<String> {
 
 /// A legend as HTML: one item per entry, its swatch and name kept together; long names wrap
 /// inside the item instead of being cut.
-fn legend_html(entries: &[LegendEntry]) -> String {
+pub(crate) fn legend_html(entries: &[LegendEntry]) -> String {
     let mut s = String::from("<div class=\"legend\">");
     for (name, c, bold) in entries {
         let class = if *bold { "item bold" } else { "item" };

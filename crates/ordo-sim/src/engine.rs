@@ -240,6 +240,9 @@ enum Kind {
     // Order matters: at one instant, ends free GPUs before arrivals join the queue, and
     // wake-ups come after both.
     End,
+    // A change of policy ([`simulate_with_changes`]): after the instant's ends, before its
+    // arrivals.
+    Switch,
     Wake,
 }
 
@@ -445,14 +448,41 @@ fn inconsistent(t: Time) -> impl Fn(ordo_core::scheduler::CommitError) -> SimErr
 
 /// Replays `w` under `cfg`. Deterministic: the same inputs give the same output.
 pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
+    simulate_with_changes(w, cfg, &[])
+}
+
+/// Replays `w` under `cfg`, its policy changed to each of `changes` at its time, as an `ordo
+/// server` changes it (`ordo policy set`): the scheduler is built again under the new policy,
+/// after the instant's ends and before its arrivals, with the running jobs first (each
+/// holding its GPUs, its estimate what is left of it) and then the waiting jobs in (submit,
+/// id) order; a pass follows at once. Non-preemptive policies only (a preemptive one ranks by
+/// service it would have to be given back). The times must be increasing.
+pub fn simulate_with_changes(
+    w: &Workload,
+    cfg: &SimConfig,
+    changes: &[(Time, PolicySpec)],
+) -> Result<SimOutput, SimError> {
+    if !changes.is_empty() {
+        if let Some(p) = std::iter::once(&cfg.policy).chain(changes.iter().map(|c| &c.1)).find(|p| p.order.preemptive())
+        {
+            return Err(SimError::Cluster(format!(
+                "policy changes are replayed for non-preemptive policies only; {p} preempts"
+            )));
+        }
+        if changes.windows(2).any(|c| c[1].0 <= c[0].0) {
+            return Err(SimError::Cluster("policy changes must come in increasing time order".into()));
+        }
+    }
     let typed = cfg.typed(w);
-    let mut sched = if typed {
-        let pick = cfg.model_pick.unwrap_or_default();
-        Scheduler::typed(&cfg.cluster, cfg.placement, cfg.policy.clone(), &cfg.speeds, pick)
-            .map_err(SimError::Cluster)?
-    } else {
-        Scheduler::new(&cfg.cluster, cfg.placement, cfg.policy.clone())
+    let build = |policy: PolicySpec| -> Result<Scheduler, SimError> {
+        Ok(if typed {
+            let pick = cfg.model_pick.unwrap_or_default();
+            Scheduler::typed(&cfg.cluster, cfg.placement, policy, &cfg.speeds, pick).map_err(SimError::Cluster)?
+        } else {
+            Scheduler::new(&cfg.cluster, cfg.placement, policy)
+        })
     };
+    let mut sched = build(cfg.policy.clone())?;
     // Typed runs: each job's pools and speed row, or why no node can ever serve it; and its
     // work in base units (its run time on the model it was measured on, times that speed).
     let mut eligs: Vec<ordo_core::Elig> = Vec::new();
@@ -484,27 +514,32 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
             _ => j.runtime,
         }
     };
-    if let Some(q) = &cfg.quotas {
-        let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
-        let q = q
-            .resolve(
-                cfg.cluster.total_gpus(),
-                sched.capacity(),
-                ordo_core::pools::same_model,
-                |u| index(&w.users, u),
-                |g| index(&w.groups, g),
-            )
-            .map_err(|e| SimError::Cluster(format!("--quotas: {e}")))?;
-        sched.set_quotas(q);
-    }
+    // Quotas, and the guards every preemptive run has (the guards per job are set below).
+    let configure = |sched: &mut Scheduler| -> Result<(), SimError> {
+        if let Some(q) = &cfg.quotas {
+            let index = |names: &[String], n: &str| names.iter().position(|x| x == n).map(|i| i as u32);
+            let q = q
+                .resolve(
+                    cfg.cluster.total_gpus(),
+                    sched.capacity(),
+                    ordo_core::pools::same_model,
+                    |u| index(&w.users, u),
+                    |g| index(&w.groups, g),
+                )
+                .map_err(|e| SimError::Cluster(format!("--quotas: {e}")))?;
+            sched.set_quotas(q);
+        }
+        // Every restart loses the overhead; a run protected for twice that always does some work.
+        sched.set_min_run(cfg.preemption.min_run.max(2 * cfg.preemption_overhead));
+        sched.set_max_preemptions(cfg.preemption.max_preemptions);
+        Ok(())
+    };
+    configure(&mut sched)?;
     // Jobs waiting on others join the queue once their dependencies are met; `ended` says how
     // each job ended (`Some(true)`: successfully) once it has, or was never run.
     let mut deps = Dependencies::default();
     let mut ended: Vec<Option<bool>> = vec![None; w.jobs.len()];
     let mut never_satisfied: Vec<Rejected> = Vec::new();
-    // Every restart loses the overhead; a run protected for twice that always does some work.
-    sched.set_min_run(cfg.preemption.min_run.max(2 * cfg.preemption_overhead));
-    sched.set_max_preemptions(cfg.preemption.max_preemptions);
     // How each job checkpoints (empty: every job resumes exactly where it stopped), and the
     // GPU-milliseconds preemptions cost: restart overheads and work done then lost.
     let rules = cfg.preemption.per_job(w);
@@ -532,6 +567,12 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
     type Event = (Time, Kind, u64, JobId, u32);
     let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
     let mut seq = 0u64;
+    // A change is an event with the change's index as its epoch (no job: a workload without
+    // jobs has none to move).
+    for (k, (at, _)) in changes.iter().enumerate().filter(|_| !w.jobs.is_empty()) {
+        heap.push(Reverse((*at, Kind::Switch, seq, JobId(0), k as u32)));
+        seq += 1;
+    }
     // Arrivals in (submit, index) order; a renumbered workload is in that order already.
     let arrivals: Vec<u32> = if w.jobs.windows(2).all(|p| p[0].submit <= p[1].submit) {
         (0..w.jobs.len() as u32).collect()
@@ -669,7 +710,7 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
         let mut arrivals_done = false;
         loop {
             let (id, kind, epoch) = match heap.peek() {
-                Some(&Reverse((et, kind, _, id, epoch))) if et == t && (kind == Kind::End || arrivals_done) => {
+                Some(&Reverse((et, kind, _, id, epoch))) if et == t && (kind != Kind::Wake || arrivals_done) => {
                     heap.pop();
                     (id, Some(kind), epoch)
                 }
@@ -729,6 +770,46 @@ pub fn simulate(w: &Workload, cfg: &SimConfig) -> Result<SimOutput, SimError> {
                             out.apply(w, &records, released);
                         }
                     }
+                }
+                Some(Kind::Switch) => {
+                    happened = true;
+                    let mut next = build(changes[epoch as usize].1.clone())?;
+                    configure(&mut next)?;
+                    let moved = |e: SubmitError| SimError::Inconsistent {
+                        time: t,
+                        what: format!("moving a job to the new policy's scheduler: {e}"),
+                    };
+                    // Running jobs by the start of their run, each on the GPUs it holds, its
+                    // estimate what is left of it (as the server builds its scheduler again).
+                    let mut run: Vec<(Time, JobId)> = live
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, l)| l.running)
+                        .filter_map(|(i, _)| {
+                            let seg = records[i].as_ref()?.segments.last()?;
+                            Some((seg.start, JobId(i as u32)))
+                        })
+                        .collect();
+                    run.sort_unstable();
+                    for (start, j) in run {
+                        let mut req = req_of(j);
+                        req.estimate = (start + req.estimate - t).max(1);
+                        next.submit(req, t).map_err(moved)?;
+                        let held = records[j.idx()]
+                            .as_ref()
+                            .and_then(|r| r.segments.last())
+                            .map(|s| s.gpu_ids.clone())
+                            .unwrap_or_default();
+                        let parts = held.iter().map(|(n, ids)| (n, ids.len() as u32)).collect();
+                        next.start_holding(j, &ordo_core::Allocation { parts, detail: None }, &held, t)
+                            .map_err(inconsistent(t))?;
+                    }
+                    let mut waiting: Vec<JobId> = sched.waiting_ids_in_order().collect();
+                    waiting.sort_by_key(|j| (w.jobs[j.idx()].submit, j.0));
+                    for j in waiting {
+                        next.submit(req_of(j), t).map_err(moved)?;
+                    }
+                    sched = next;
                 }
                 Some(Kind::Wake) => {
                     wakes.remove(&t);

@@ -68,7 +68,7 @@ pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
 pub use constraint::{Constraint, ConstraintError};
 pub use error::{ClusterError, QuotaError, TraceError};
 pub use format::{is_pai_job_table, Format, ParseFormatError};
-pub use ordodb::{is_sqlite, JobBusy, ServerRecord, ServerRun, SQLITE_MAGIC};
+pub use ordodb::{is_sqlite, JobBusy, PolicyChangeRecord, ServerRecord, ServerRun, SQLITE_MAGIC};
 pub use quotas::{load_quotas, parse_quotas};
 pub use speeds::{load_speeds, parse_speeds, SpeedFileError};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};

@@ -50,6 +50,25 @@ pub struct ServerRecord {
     pub runs: Vec<Vec<ServerRun>>,
     /// Each kept job's GPU activity, where its agent sampled it.
     pub busy: Vec<Option<JobBusy>>,
+    /// Every change of policy the audit log holds, in time order.
+    pub changes: Vec<PolicyChangeRecord>,
+}
+
+/// A change of policy as the audit log keeps it (`ordo policy set P --reason ...`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyChangeRecord {
+    /// When (rebased like the workload's submit times).
+    pub time: Time,
+    /// When, ms since the Unix epoch, as stored.
+    pub unix_ms: Time,
+    /// Who made it.
+    pub actor: String,
+    /// The policy before.
+    pub from: String,
+    /// The policy after.
+    pub to: String,
+    /// Why, in the author's words.
+    pub reason: String,
 }
 
 /// Whether `path` starts like an SQLite database.
@@ -204,6 +223,33 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
     } else {
         HashMap::new()
     };
+    // Changes of policy, with who made them and why (`detail`: {from, to, reason}).
+    let mut changes: Vec<PolicyChangeRecord> = Vec::new();
+    let mut st =
+        conn.prepare("SELECT time, actor, policy, detail FROM audit WHERE kind = 'policy' ORDER BY id").map_err(sql)?;
+    let rows = st
+        .query_map([], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, String>(3)?))
+        })
+        .map_err(sql)?;
+    for r in rows {
+        let (t, actor, policy, detail) = r.map_err(sql)?;
+        let d: serde_json::Value = serde_json::from_str(&detail).unwrap_or_default();
+        let text = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+        let to = Some(text("to")).filter(|s| !s.is_empty()).or(policy).unwrap_or_default();
+        if (0..=MAX_TIME).contains(&t) && !to.is_empty() {
+            changes.push(PolicyChangeRecord {
+                time: t,
+                unix_ms: t,
+                actor,
+                from: text("from"),
+                to,
+                reason: text("reason"),
+            });
+        }
+    }
+    drop(st);
+    changes.sort_by_key(|c| c.time);
     let mut sink = Sink::new(&file, Format::OrdoDb, opts)?;
     let mut runs_of: HashMap<String, Vec<(Time, Time, Option<u32>)>> = HashMap::new();
     // Databases of servers without dependencies have no `after` column.
@@ -406,6 +452,9 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
     };
     let busy =
         t.workload.jobs.iter().map(|job| job.name.parse::<i64>().ok().and_then(|id| busy.get(&id).copied())).collect();
-    t.server = Some(ServerRecord { cluster: ClusterSpec { nodes }, policy, policies, runs, busy });
+    for c in &mut changes {
+        c.time -= base;
+    }
+    t.server = Some(ServerRecord { cluster: ClusterSpec { nodes }, policy, policies, runs, busy, changes });
     Ok(t)
 }

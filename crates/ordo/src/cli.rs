@@ -48,6 +48,9 @@ enum Cmd {
     Tune(crate::tune_cmd::TuneArgs),
     /// Write a self-contained HTML (or Markdown, JSON) report: every policy side by side, cost, equivalent GPUs.
     Report(crate::report_cmd::ReportArgs),
+    /// Before and after a change of policy: what really changed, and how much of it the order made
+    /// (each period's jobs replayed under the other's policy), with intervals and the replay's fidelity.
+    BeforeAfter(crate::periods_cmd::BeforeAfterArgs),
     /// (packaging) Write shell completions (bash, zsh, fish) and man pages made from these
     /// definitions: `ordo generate --out DIR` writes DIR/completions and DIR/man.
     #[command(hide = true)]
@@ -279,6 +282,10 @@ pub struct Input {
     /// Each job's measured mean GPU busy %, where the input measured it (an `ordo server`
     /// database, Alibaba PAI 2020).
     pub busy: Option<Vec<Option<f64>>>,
+    /// An `ordo server` database's changes of policy (its audit log), in time order.
+    pub changes: Vec<ordo_trace::PolicyChangeRecord>,
+    /// For a trace in wall-clock time: the time (ms since the Unix epoch, UTC) that became 0.
+    pub time_base: Option<ordo_core::Time>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
@@ -299,6 +306,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     };
     let explicit = |c: &ClusterSpec| (c.clone(), "given by --cluster".to_string());
     let mut server = None;
+    let mut time_base = None;
     let mut activity: Option<Vec<Option<ordo_trace::JobBusy>>> = None;
     let (workload, mut source, (cluster, cluster_from), placement) = match &a.trace {
         Some(path) => {
@@ -306,6 +314,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
             crate::trace_cmd::report_other_drops(&t);
             server = t.server.take().map(|s| (s, cluster_arg.is_none()));
             activity = t.activity.take();
+            time_base = t.time_base.filter(|_| t.format.wall_clock());
             let cluster = match (&cluster_arg, &a.cluster) {
                 (Some(c), _) => explicit(c),
                 (None, Some(_)) => {
@@ -387,6 +396,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     }
     let mut server_policy = None;
     let mut as_run = None;
+    let mut changes = Vec::new();
     let mut busy: Option<Vec<Option<f64>>> =
         activity.as_ref().map(|a| a.iter().map(|b| b.map(|b| b.mean_pct)).collect());
     if let Some((s, own_cluster)) = server {
@@ -395,6 +405,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         }
         server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
         as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
+        changes = s.changes;
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
         as_run = trace_as_run_row(&workload, &cluster, placement, activity.as_deref())?;
     }
@@ -421,6 +432,8 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         speeds,
         model_pick: a.model_pick,
         busy,
+        changes,
+        time_base,
     })
 }
 
@@ -657,6 +670,7 @@ pub fn run() -> Result<ExitCode> {
         Cmd::Batch(a) => return crate::batch_cmd::run(a),
         Cmd::Tune(a) => return crate::tune_cmd::run(a),
         Cmd::Report(a) => crate::report_cmd::run(a)?,
+        Cmd::BeforeAfter(a) => crate::periods_cmd::run(a)?,
         Cmd::Generate { out } => generate_assets(&out)?,
         Cmd::Compare(a) => {
             if a.policies.0.is_empty() {

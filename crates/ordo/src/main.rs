@@ -6,6 +6,7 @@ mod cli;
 mod kube_cmd;
 mod ops_http;
 mod output;
+mod periods_cmd;
 mod progress;
 mod report_cmd;
 mod server_cmd;

@@ -50,7 +50,7 @@ pub struct ReportArgs {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-enum OutFormat {
+pub(crate) enum OutFormat {
     Html,
     Md,
     Json,
@@ -63,10 +63,15 @@ enum By {
 }
 
 fn out_format(a: &ReportArgs) -> OutFormat {
-    if let Some(f) = a.out_format {
+    out_format_of(a.out_format, &a.out)
+}
+
+/// The format given, else the one `out`'s extension names (html by default).
+pub(crate) fn out_format_of(given: Option<OutFormat>, out: &Path) -> OutFormat {
+    if let Some(f) = given {
         return f;
     }
-    match a.out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+    match out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("md" | "markdown") => OutFormat::Md,
         Some("json") => OutFormat::Json,
         _ => OutFormat::Html,
@@ -154,7 +159,7 @@ pub fn run(a: ReportArgs) -> Result<()> {
 
 /// When the report is made, RFC 3339 in UTC: now, or `$SOURCE_DATE_EPOCH` (Unix seconds) when
 /// set, for reproducible pages (reproducible-builds.org's convention).
-fn generated_at() -> Result<String> {
+pub(crate) fn generated_at() -> Result<String> {
     let t = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(v) => v
             .trim()
@@ -167,7 +172,7 @@ fn generated_at() -> Result<String> {
     Ok(ordo_slurm::audit::rfc3339(t))
 }
 
-fn write_out(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_out(path: &Path, text: &str) -> Result<()> {
     if path == Path::new("-") {
         std::io::stdout().write_all(text.as_bytes()).context("writing the report to standard output")?;
         return Ok(());
