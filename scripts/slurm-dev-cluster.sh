@@ -4,7 +4,7 @@
 # fake GPU device files (typed in gres.conf), job completion log, and slurmrestd with JWT
 # auth. Debian's Slurm 22.05. Runs as root.
 #
-#   slurm-dev-cluster.sh start DIR [--acct]   start (prints `export SLURM_CONF=...`)
+#   slurm-dev-cluster.sh start DIR [--acct|--multifactor]   start (prints `export SLURM_CONF=...`)
 #   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file (munged too,
 #                                              when `start` started it)
 #   slurm-dev-cluster.sh ctld-stop DIR         stop only slurmctld (an outage, for tests)
@@ -22,6 +22,14 @@
 # `sacct -c` reads the job-completion file when accounting storage is off.
 set -euo pipefail
 cmd=${1:?start|stop}; D=${2:?state dir}; ACCT=${3:-}
+# --multifactor: a second cluster (`mf`) beside the first, on its own ports (slurmctld 6717,
+# slurmd 16901-16903), no slurmrestd, 16 CPUs a node (so that GPUs, not CPUs, bound what runs),
+# and priority/multifactor: age (max age 10 minutes) and GPUs (the TRES factor of GRES/gpu)
+# weighted, priorities recomputed every minute, sched/backfill. GPUs are an accounted TRES, which
+# Slurm allows only with slurmdbd: it uses the slurmdbd of a cluster started with --acct (port
+# 6819), so start that one first. For crates/ordo/tests/slurm_fidelity.rs.
+MF=
+if [ "$ACCT" = --multifactor ]; then MF=1; ACCT=; fi
 D=$(mkdir -p "$D" && cd "$D" && pwd)
 
 stop() {
@@ -50,7 +58,7 @@ if [ "$cmd" = ctld-start ]; then
   for _ in $(seq 100); do timeout 2 sinfo -h >/dev/null 2>&1 && break; sleep 0.1; done
   exit 0
 fi
-[ "$cmd" = start ] || { echo "usage: $0 start|stop|ctld-stop|ctld-start DIR [--acct]" >&2; exit 2; }
+[ "$cmd" = start ] || { echo "usage: $0 start|stop|ctld-stop|ctld-start DIR [--acct|--multifactor]" >&2; exit 2; }
 
 PKGS="slurmctld slurmd slurm-client munge slurmrestd curl"
 [ "$ACCT" = --acct ] && PKGS="$PKGS slurmdbd mariadb-server"
@@ -82,7 +90,25 @@ else
 JobAcctGatherType=jobacct_gather/none"
 fi
 . "$(dirname "$0")/slurm-dev-conf.sh"
-write_dev_conf "$D" dev 6817 17001 "$ACCT_LINES"
+if [ -n "$MF" ]; then
+  export SLURM_CONF=$D/slurm.conf
+  write_dev_conf "$D" mf 6717 16901 "AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=6819
+AccountingStorageTRES=gres/gpu,gres/gpu:a100,gres/gpu:v100
+JobAcctGatherType=jobacct_gather/linux" "PriorityType=priority/multifactor
+PriorityWeightAge=1000
+PriorityMaxAge=00:10:00
+PriorityWeightTRES=GRES/gpu=2000
+PriorityWeightFairshare=0
+PriorityWeightJobSize=0
+PriorityWeightQOS=0
+PriorityWeightPartition=0
+PriorityCalcPeriod=1
+SlurmdParameters=config_overrides" 16
+else
+  write_dev_conf "$D" dev 6817 17001 "$ACCT_LINES"
+fi
 export SLURM_CONF=$D/slurm.conf
 
 if [ "$ACCT" = --acct ]; then
@@ -113,11 +139,19 @@ CONF
   sacctmgr -i add cluster dev >/dev/null || true
 fi
 
+if [ -n "$MF" ]; then
+  timeout 10 sacctmgr -n show cluster >/dev/null 2>&1 || {
+    echo "--multifactor: no slurmdbd answers on localhost:6819; start the first dev cluster with --acct" >&2; exit 1
+  }
+  timeout 10 sacctmgr -i add cluster mf >/dev/null || true
+fi
 /usr/sbin/slurmctld -i
 for n in n1 n2 n3; do /usr/sbin/slurmd -N $n; done
 for _ in $(seq 200); do
   [ "$(timeout 2 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = 3 ] && break; sleep 0.1
 done
+
+if [ -n "$MF" ]; then echo "export SLURM_CONF=$D/slurm.conf"; exit 0; fi
 
 # slurmrestd refuses to run as root: run it as nobody, JWT auth, loopback only.
 SLURM_JWT=daemon setsid runuser -u nobody -- /usr/sbin/slurmrestd -a rest_auth/jwt \

@@ -23,6 +23,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod drive;
+pub mod emulate;
 pub mod error;
 pub mod job;
 pub mod jobcache;

@@ -31,6 +31,54 @@ enum SlurmCmd {
     Drive(Box<DriveArgs>),
     /// Hand back to Slurm every priority `drive` set (from its audit log).
     Release(ReleaseArgs),
+    /// Print the ordo policy that emulates this controller's own order (its priority plugin,
+    /// weights and scheduler, from `scontrol show config`), for replaying its history with
+    /// `ordo compare --trace ... --policies P`, and what of its configuration ordo does not model.
+    Policy(PolicyArgs),
+}
+
+#[derive(Args, Debug)]
+struct PolicyArgs {
+    /// Read this saved `scontrol show config` output instead of running scontrol.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn policy_cmd(a: PolicyArgs) -> Result<ExitCode> {
+    let text = match &a.config {
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        None => {
+            // Slurm's clients wait for a controller that does not answer: at most 15 s.
+            let out = std::process::Command::new("timeout")
+                .args(["15", "scontrol", "show", "config"])
+                .output()
+                .context("running `scontrol show config` (is Slurm's client installed?)")?;
+            if !out.status.success() {
+                anyhow::bail!(
+                    "`scontrol show config` failed: {} (give --config FILE with its saved output)",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let e = ordo_slurm::emulate::Emulation::from_config(&text)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+    } else {
+        println!("{}", e.policy);
+        println!("# from: {}", e.from.join(", "));
+        if e.not_modelled.is_empty() {
+            println!("# not modelled: nothing that changes the order");
+        }
+        for n in &e.not_modelled {
+            println!("# not modelled: {n}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
@@ -283,6 +331,7 @@ pub fn run(a: SlurmArgs) -> Result<ExitCode> {
         SlurmCmd::Import(a) => import(a),
         SlurmCmd::Drive(a) => drive(*a),
         SlurmCmd::Release(a) => release_cmd(a),
+        SlurmCmd::Policy(a) => policy_cmd(a),
     }
 }
 
