@@ -33,6 +33,12 @@ pub struct BeforeAfterArgs {
     /// The policy in force after the split (default: from the audit log).
     #[arg(long)]
     after_policy: Option<PolicySpec>,
+    /// `ordo slurm drive`'s audit log: its `policy` records are the changes of policy (who
+    /// started drive with which policy, and why) of a Slurm history given as its raw `sacct` or
+    /// jobcomp file (whose times are dates). The policy before the first is Slurm's own: name it
+    /// with --before-policy (`ordo slurm policy` prints it).
+    #[arg(long)]
+    audit_log: Option<PathBuf>,
     /// Bootstrap resamples for the intervals.
     #[arg(long, default_value_t = 2000)]
     resamples: usize,
@@ -73,7 +79,7 @@ fn split_at<'a>(input: &'a Input, at: &str) -> Result<(Time, Option<&'a ordo_tra
         return match input.changes.last() {
             Some(c) => Ok((c.time, Some(c))),
             None => bail!(
-                "--at auto: the history records no change of policy (only an `ordo server`'s audit log does, from `ordo policy set P --reason ...`); give --at DATE with --before-policy and --after-policy"
+                "--at auto: the history records no change of policy (an `ordo server`'s audit log does, from `ordo policy set P --reason ...`, and `ordo slurm drive`'s, given with --audit-log); give --at DATE with --before-policy and --after-policy"
             ),
         };
     }
@@ -166,7 +172,28 @@ pub fn run(a: BeforeAfterArgs) -> Result<()> {
         bail!("--days: give a positive number of days");
     }
     let format = crate::report_cmd::out_format_of(a.out_format, &a.out);
-    let input = load_input(&a.input)?;
+    let mut input = load_input(&a.input)?;
+    if let Some(log) = &a.audit_log {
+        let Some(base) = input.time_base else {
+            bail!(
+                "--audit-log: this history's times are not dates, so the log's cannot be placed in it; give the raw `sacct --parsable2` or jobcomp file as --trace"
+            )
+        };
+        let records = ordo_slurm::audit::read_audit_log(log)?;
+        input.changes = records
+            .into_iter()
+            .filter(|r| r.action == "policy")
+            .map(|r| ordo_trace::PolicyChangeRecord {
+                time: r.unix_time * 1000 - base,
+                unix_ms: r.unix_time * 1000,
+                actor: r.actor.unwrap_or_default(),
+                from: r.from_policy.unwrap_or_default(),
+                to: r.policy,
+                reason: r.reason,
+            })
+            .collect();
+        input.changes.sort_by_key(|c| c.time);
+    }
     let Some((as_run, _)) = &input.as_run else {
         bail!(
             "a before/after page needs the schedule as it really ran: an `ordo server` database, or a trace whose jobs carry their start times (`ordo slurm import`); see the note above for why this input has none"

@@ -416,3 +416,96 @@ fn the_page_renders_in_headless_chromium() {
     }
     assert!(checked > 60, "only {checked} keyed numbers");
 }
+
+/// A Slurm history (a raw `sacct --parsable2` file, in dates) and `ordo slurm drive`'s audit log,
+/// whose `policy` record is the change: Slurm's own order (fifo, named with --before-policy)
+/// until 10:01:00, then drive's sjf. One node of 4 GPUs, whole-node jobs, worked out by hand:
+/// before, X (10 s) at 0 s, P (40 s) at 1 s, Q (5 s) at 2 s ran 0-10, 10-50, 50-55 (waits 0, 9,
+/// 48); after, the same three from 60 s ran in sjf order: X 60-70, Q 70-75, P 75-115 (waits 0,
+/// 8, 14). Each period under the other's policy waits as the other did: the order's part is
+/// 22/3 - 19 s on both, the workload's 0.
+#[test]
+fn a_slurm_history_split_at_drives_change_of_policy() {
+    let dir = tempdir("sacct");
+    let sacct = dir.join("sacct.txt");
+    let row = |id: u32, user: &str, submit: &str, start: &str, end: &str, run: u32| {
+        format!(
+            "{id}|{user}|ml|gpu|2024-03-01T{submit}|2024-03-01T{start}|2024-03-01T{end}|00:00:{run:02}|00:00:{:02}|cpu=4,gres/gpu=4,node=1|cpu=4,gres/gpu=4|COMPLETED|1\n",
+            run + 1
+        )
+    };
+    let mut text = String::from(
+        "JobID|User|Account|Partition|Submit|Start|End|Elapsed|Timelimit|AllocTRES|ReqTRES|State|Priority\n",
+    );
+    for r in [
+        row(1, "ann", "10:00:00", "10:00:00", "10:00:10", 10),
+        row(2, "ann", "10:00:01", "10:00:10", "10:00:50", 40),
+        row(3, "bob", "10:00:02", "10:00:50", "10:00:55", 5),
+        row(4, "ann", "10:01:00", "10:01:00", "10:01:10", 10),
+        row(5, "ann", "10:01:01", "10:01:15", "10:01:55", 40),
+        row(6, "bob", "10:01:02", "10:01:10", "10:01:15", 5),
+    ] {
+        text.push_str(&r);
+    }
+    std::fs::write(&sacct, text).unwrap();
+    let log = dir.join("audit.jsonl");
+    std::fs::write(
+        &log,
+        "{\"time\":\"2024-03-01T10:01:00Z\",\"unix_time\":1709287260,\"action\":\"policy\",\"job\":0,\"old_priority\":0,\"new_priority\":null,\"position\":null,\"reason\":\"short jobs first (ticket 4711)\",\"policy\":\"sjf\",\"actor\":\"carol\"}\n",
+    )
+    .unwrap();
+    let out = dir.join("page.json");
+    let args = [
+        "before-after",
+        "--trace",
+        sacct.to_str().unwrap(),
+        "--format",
+        "sacct",
+        "--cluster",
+        "1x4",
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--before-policy",
+        "fifo",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    ok(&ordo(&args));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!((r["change"]["actor"].as_str(), r["change"]["to"].as_str()), (Some("carol"), Some("sjf")));
+    assert!(r["change"]["at"].as_str().unwrap().starts_with("2024-03-01 10:01:00"), "{}", r["change"]);
+    assert_eq!((r["periods"][0]["policy"].as_str(), r["periods"][1]["policy"].as_str()), (Some("fifo"), Some("sjf")));
+    let w = &r["effects"][0];
+    assert!(close(&w["before"], 19.0) && close(&w["after"], 22.0 / 3.0), "{w}");
+    for k in ["order_on_before", "order_on_after", "order", "observed"] {
+        assert!(close(&w[k]["value"], 22.0 / 3.0 - 19.0), "{k}: {w}");
+    }
+    assert!(close(&w["workload"]["value"], 0.0) && close(&w["replay_gap"], 0.0), "{w}");
+    for f in r["fidelity"].as_array().unwrap() {
+        assert_eq!(f["exact_starts"].as_u64(), Some(3), "{f}");
+    }
+    // Without dates the log cannot be placed: said, not guessed.
+    let generic = dir.join("t.csv");
+    ok(&ordo(&[
+        "slurm",
+        "import",
+        "--sacct-file",
+        sacct.to_str().unwrap(),
+        "--cluster",
+        "1x4",
+        "--out",
+        generic.to_str().unwrap(),
+    ]));
+    let r = ordo(&[
+        "before-after",
+        "--trace",
+        generic.to_str().unwrap(),
+        "--audit-log",
+        log.to_str().unwrap(),
+        "--before-policy",
+        "fifo",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&r.stderr).contains("--audit-log: this history's times are not dates"));
+}
