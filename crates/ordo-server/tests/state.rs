@@ -493,6 +493,13 @@ fn lost_run_time_follows_the_checkpoint_rule_over_several_preemptions() {
     let (ja, jb) = (c.job(a, t).expect("job"), c.job(b, t).expect("job"));
     assert_eq!((ja.executed_ms, ja.lost_ms), (2_100, 2_100), "a restart from zero loses what it ran, not more");
     assert_eq!((jb.executed_ms, jb.lost_ms), (2_100, 500));
+    // Why each was stopped names the run's protection: the job's own floor (its checkpoint
+    // interval) to the tenth of a second, or none.
+    let why = |id: u64| {
+        c.audit(Some(id), None, 100).expect("audit").iter().map(|r| r.detail.to_string()).collect::<Vec<_>>().join("\n")
+    };
+    assert!(why(b).contains("ran 1.0s this time (protected for its first 0.4s)"), "{}", why(b));
+    assert!(why(a).contains("ran 1.0s this time (protected for its first 0.0s)"), "{}", why(a));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -319,7 +319,12 @@ impl Core {
             }
             _ => format!("{other} ranks ahead of job {id}"),
         };
-        format!("{base}; job {id} ran {}s this time (min_run {})", secs(ran), fmt_rel(self.cfg.min_run_ms))
+        // The run's protection: the server's min_run, or the job's own floor (its min_run, its
+        // checkpoint interval or stop grace) when longer; tenths of a second below a minute.
+        let floor =
+            self.active.get(&id).and_then(|j| j.preempt.as_ref()).map_or(0, |p| p.run_floor()).max(self.cfg.min_run_ms);
+        let floor = if floor < 60_000 { format!("{}s", secs(floor)) } else { fmt_rel(floor) };
+        format!("{base}; job {id} ran {}s this time (protected for its first {floor})", secs(ran))
     }
 
     /// CPUs and memory asked by the active jobs of each node.
