@@ -92,20 +92,55 @@ pub struct PreemptionRules {
     /// A job preempted this many times runs to its end from its next start
     /// (`--max-preemptions`); `None`: no limit.
     pub max_preemptions: Option<u32>,
+    /// What each job declared itself (indexed by job id; an `ordo server` database keeps each
+    /// job's `ordo submit --checkpoint` and `--min-run`): its rule, taken over the queue rules,
+    /// and its own minimum run. `None`: no job declared anything.
+    pub declared: Option<std::sync::Arc<[Option<Declared>]>>,
+}
+
+/// How one job declared it takes a preemption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Declared {
+    /// Its checkpoint rule.
+    pub checkpoint: ordo_core::Checkpoint,
+    /// Its runs are not preempted before they are this old (0: no floor of its own).
+    pub min_run: Time,
 }
 
 impl PreemptionRules {
     /// Whether these are the defaults (no loss beyond the overhead, no guard of their own).
     pub fn is_default(&self) -> bool {
-        self.checkpoint.is_continuous() && self.min_run == 0 && self.max_preemptions.is_none()
+        self.checkpoint.is_continuous()
+            && self.min_run == 0
+            && self.max_preemptions.is_none()
+            && self.declared.is_none()
     }
 
-    /// The rule of each job of `w`; empty where every job resumes exactly (the default).
+    /// What job `i` declared, if anything.
+    fn declared_of(&self, i: usize) -> Option<Declared> {
+        self.declared.as_ref().and_then(|d| d.get(i).copied().flatten())
+    }
+
+    /// The rule of each job of `w` (its own where it declared one); empty where every job
+    /// resumes exactly (the default).
     pub fn per_job(&self, w: &Workload) -> Vec<ordo_core::Checkpoint> {
-        if self.checkpoint.is_continuous() {
+        let declares = self
+            .declared
+            .as_ref()
+            .is_some_and(|d| d.iter().flatten().any(|x| x.checkpoint != ordo_core::Checkpoint::Continuous));
+        if self.checkpoint.is_continuous() && !declares {
             return Vec::new();
         }
-        w.jobs.iter().map(|j| self.checkpoint.of(j.queue.as_deref())).collect()
+        w.jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| self.declared_of(i).map_or_else(|| self.checkpoint.of(j.queue.as_deref()), |d| d.checkpoint))
+            .collect()
+    }
+
+    /// The minimum run job `i` declared itself (0: none).
+    pub fn own_min_run(&self, i: usize) -> Time {
+        self.declared_of(i).map_or(0, |d| d.min_run)
     }
 }
 
@@ -552,12 +587,26 @@ pub fn simulate_with_changes(
     // its run time.
     let zero_floor = cfg.preemption.min_run.max(ZERO_RESTART_FLOOR);
     for (i, rule) in rules.iter().enumerate() {
-        match *rule {
-            ordo_core::Checkpoint::Every(c) => sched.set_run_floor(JobId(i as u32), c + cfg.preemption_overhead),
+        let floor = match *rule {
+            ordo_core::Checkpoint::Every(c) => c + cfg.preemption_overhead,
             // Its restarts cost the overhead and the save: protected for twice both, so every
             // run does some work.
-            ordo_core::Checkpoint::Signal(g) => sched.set_run_floor(JobId(i as u32), 2 * (cfg.preemption_overhead + g)),
-            _ => {}
+            ordo_core::Checkpoint::Signal(g) => 2 * (cfg.preemption_overhead + g),
+            _ => 0,
+        };
+        // A minimum run the job declared itself protects its runs as long.
+        let floor = floor.max(cfg.preemption.own_min_run(i));
+        if floor > 0 {
+            sched.set_run_floor(JobId(i as u32), floor);
+        }
+    }
+    // Jobs that declared only a minimum run (no rule: `rules` is empty).
+    if rules.is_empty() {
+        for i in 0..w.jobs.len() {
+            let m = cfg.preemption.own_min_run(i);
+            if m > 0 {
+                sched.set_run_floor(JobId(i as u32), m);
+            }
         }
     }
     // Busy and total capacity in thousandths of a GPU, so that a 250-milli job counts 0.25.
@@ -897,7 +946,8 @@ pub fn simulate_with_changes(
             l.saved += kept.unwrap_or(0);
             if kept.is_none() {
                 let k = sched.progress(id).map_or(1, |p| p.preemptions).clamp(1, 40);
-                sched.set_run_floor(id, zero_floor.saturating_mul(1 << (k - 1)));
+                let floor = zero_floor.saturating_mul(1 << (k - 1)).max(cfg.preemption.own_min_run(id.idx()));
+                sched.set_run_floor(id, floor);
             }
             lost_gpu_ms += lost_wall as f64 * milli_of(job) as f64 / 1000.0;
             busy -= milli_of(job);

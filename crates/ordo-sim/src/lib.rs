@@ -8,5 +8,7 @@ pub mod reclaim;
 pub mod transform;
 pub mod workload;
 
-pub use engine::{simulate, simulate_with_changes, JobRecord, PreemptionRules, SimConfig, SimError, SimOutput};
+pub use engine::{
+    simulate, simulate_with_changes, Declared, JobRecord, PreemptionRules, SimConfig, SimError, SimOutput,
+};
 pub use metrics::Metrics;

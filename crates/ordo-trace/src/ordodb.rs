@@ -52,6 +52,10 @@ pub struct ServerRecord {
     pub busy: Vec<Option<JobBusy>>,
     /// Every change of policy the audit log holds, in time order.
     pub changes: Vec<PolicyChangeRecord>,
+    /// How each kept job declared it takes a preemption (`ordo submit --checkpoint`,
+    /// `--min-run`; schema version 5), indexed like `workload.jobs`; `None` for a job that
+    /// declared nothing (it resumes where it stopped, as by default).
+    pub declared: Vec<Option<(ordo_core::Checkpoint, Time)>>,
 }
 
 /// A change of policy as the audit log keeps it (`ordo policy set P --reason ...`).
@@ -101,6 +105,9 @@ struct JobRow {
     gpu_mem_mib: Option<i64>,
     /// Node features it needs, comma-separated.
     features: Option<String>,
+    /// How it takes a preemption (JSON: checkpoint, signal, grace_ms, min_run_ms; schema
+    /// version 5).
+    preempt: Option<String>,
 }
 
 /// A comma-separated list of names as the server stores it.
@@ -251,6 +258,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
     drop(st);
     changes.sort_by_key(|c| c.time);
     let mut sink = Sink::new(&file, Format::OrdoDb, opts)?;
+    let mut declared_of: HashMap<String, (ordo_core::Checkpoint, Time)> = HashMap::new();
     let mut runs_of: HashMap<String, Vec<(Time, Time, Option<u32>)>> = HashMap::new();
     // Databases of servers without dependencies have no `after` column.
     let has_after = conn
@@ -258,12 +266,14 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
         .map_err(sql)?
         > 0;
     let job_typed = has_column(&conn, "jobs", "gpu_models").map_err(sql)?;
+    let has_preempt = has_column(&conn, "jobs", "preempt").map_err(sql)?;
     let mut st = conn
         .prepare(&format!(
-            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms, {}, {}
+            "SELECT id, user, gpus, cpus, mem_mib, time_limit_ms, priority, state, submit, start, end_time, node, executed_ms, {}, {}, {}
              FROM jobs ORDER BY submit, id",
             if has_after { "after" } else { "NULL" },
-            if job_typed { "gpu_models, gpu_mem_mib, features" } else { "NULL, NULL, NULL" }
+            if job_typed { "gpu_models, gpu_mem_mib, features" } else { "NULL, NULL, NULL" },
+            if has_preempt { "preempt" } else { "NULL" }
         ))
         .map_err(sql)?;
     let rows = st
@@ -286,6 +296,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
                 gpu_models: r.get(14)?,
                 gpu_mem_mib: r.get(15)?,
                 features: r.get(16)?,
+                preempt: r.get(17)?,
             })
         })
         .map_err(sql)?;
@@ -404,6 +415,28 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
         let needs = needs.constrains().then(|| Box::new(needs));
         let failed = matches!(j.state.as_str(), "failed" | "cancelled" | "timeout");
         let name = j.id.to_string();
+        if let Some(p) = j.preempt.as_deref().filter(|p| !p.is_empty()) {
+            #[derive(serde::Deserialize)]
+            struct Preempt {
+                checkpoint: Option<String>,
+                min_run_ms: Option<i64>,
+            }
+            let expected = "a JSON object {checkpoint, signal, grace_ms, min_run_ms} as ordo submit stores it";
+            let d: Preempt = serde_json::from_str(p).map_err(|_| bad("preempt", expected, p.to_string()))?;
+            let rule = match d.checkpoint.as_deref() {
+                None => ordo_core::Checkpoint::Continuous,
+                Some(c) => c.parse().map_err(|_| {
+                    bad("preempt", "a checkpoint rule (continuous, none, every:T, signal:G)", c.to_string())
+                })?,
+            };
+            let min_run = d.min_run_ms.unwrap_or(0);
+            if !(0..=MAX_TIME).contains(&min_run) {
+                return Err(bad("preempt", "a minimum run of 0 ms or more", min_run.to_string()));
+            }
+            if rule != ordo_core::Checkpoint::Continuous || min_run > 0 {
+                declared_of.insert(name.clone(), (rule, min_run));
+            }
+        }
         if runtime.is_some() && !censored {
             runs_of.insert(name.clone(), runs);
         }
@@ -455,6 +488,7 @@ pub(crate) fn load(path: &Path, opts: &LoadOptions) -> Result<LoadedTrace, Trace
     for c in &mut changes {
         c.time -= base;
     }
-    t.server = Some(ServerRecord { cluster: ClusterSpec { nodes }, policy, policies, runs, busy, changes });
+    let declared = t.workload.jobs.iter().map(|job| declared_of.get(&job.name).copied()).collect();
+    t.server = Some(ServerRecord { cluster: ClusterSpec { nodes }, policy, policies, runs, busy, changes, declared });
     Ok(t)
 }

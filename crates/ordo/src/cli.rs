@@ -406,6 +406,15 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         server_policy = s.policy.as_deref().and_then(|p| p.parse::<PolicySpec>().ok());
         as_run = as_run_row(&workload, &cluster, placement, &s, own_cluster)?;
         changes = s.changes;
+        // What each job declared (`ordo submit --checkpoint`, `--min-run`) is replayed with it.
+        if s.declared.iter().any(Option::is_some) {
+            let d: Vec<Option<ordo_sim::Declared>> = s
+                .declared
+                .iter()
+                .map(|x| x.map(|(checkpoint, min_run)| ordo_sim::Declared { checkpoint, min_run }))
+                .collect();
+            preemption.declared = Some(d.into());
+        }
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
         as_run = trace_as_run_row(&workload, &cluster, placement, activity.as_deref())?;
     }

@@ -216,3 +216,38 @@ fn a_bad_database_says_what_and_where() {
     assert!(String::from_utf8_lossy(&e.stderr).contains("not an SQLite database"), "{:?}", e);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A job's own declaration (`ordo submit --checkpoint none`) is replayed with it. One node of 4
+/// GPUs under fifo: A (4 GPUs, time limit 200 s, restarts from zero) ran 0-100 s; B (4 GPUs,
+/// time limit 20 s) came at 20 s and ran 100-120 s. Replayed under srtf (remaining time by time
+/// limits), B preempts A at 20 s: A loses its 20 s (80 GPU-s), restarts at 40 s and ends at
+/// 140 s; B runs 20-40 s. Mean JCT (140 + 20) / 2 = 80 s; had A declared nothing it would
+/// resume and end at 120 s.
+#[test]
+fn a_jobs_declared_checkpoint_is_replayed_with_it() {
+    let dir = tempdir("declared");
+    let mut cfg = ServerConfig { db: dir.join("ordo.db"), ..ServerConfig::default() };
+    cfg.set_policy("test", "fifo").unwrap();
+    let mut c = Core::open(cfg, T0).unwrap();
+    let reg = RegisterRequest { node: "n1".into(), gpus: 4, fake: true, ..RegisterRequest::default() };
+    c.register(&agent(), &reg, T0).unwrap();
+    let alice = Principal { user: "alice".into(), role: Role::User };
+    let none = PreemptSpec { checkpoint: Some("none".into()), ..PreemptSpec::default() };
+    let a = c
+        .submit(&alice, SubmitRequest { preempt: Some(none), time_limit_ms: Some(200 * S), ..job(4, "a") }, T0)
+        .unwrap();
+    c.pass(T0).unwrap();
+    confirm(&mut c, &[(a, T0)], T0);
+    let b = c.submit(&alice, SubmitRequest { time_limit_ms: Some(20 * S), ..job(4, "b") }, T0 + 20 * S).unwrap();
+    end(&mut c, a, T0, T0 + 100 * S);
+    c.pass(T0 + 100 * S).unwrap();
+    confirm(&mut c, &[(b, T0 + 100 * S)], T0 + 100 * S);
+    end(&mut c, b, T0 + 100 * S, T0 + 120 * S);
+    let db = dir.join("ordo.db");
+    let out: Value =
+        serde_json::from_str(&ok(&ordo(&["compare", "--trace", db.to_str().unwrap(), "--policies", "srtf", "--json"])))
+            .unwrap();
+    let srtf = out["results"].as_array().unwrap().iter().find(|r| r["policy"] == "srtf").unwrap();
+    assert!(close(&srtf["mean_jct_s"], 80.0), "{srtf}");
+    assert!(close(&srtf["preemption_lost_gpu_hours"], 80.0 / 3600.0), "{srtf}");
+}
