@@ -60,16 +60,22 @@ fn confirm(c: &mut Core, running: &[(u64, i64)], now: i64) {
     c.poll(&agent(), &PollRequest { node: "n1".into(), running, wait_ms: 0, problem: None }, now).unwrap();
 }
 
-/// One node of 4 GPUs under `fifo`. A (4 GPUs) is submitted at 0 s and runs 0-10 s; B (2 GPUs,
-/// at 2 s) and C (2 GPUs, at 4 s) wait behind it and run 10-14 s and 10-13 s. D is cancelled
-/// before it starts (never ran) and E still runs when the database is read (outlived it). A's
-/// GPUs are sampled at 50% busy; B's and C's not at all.
-fn history(dir: &Path) -> PathBuf {
+/// A server under fifo with one node, n1, of 4 GPUs, its database in `dir`.
+fn fifo_server(dir: &Path) -> Core {
     let mut cfg = ServerConfig { db: dir.join("ordo.db"), ..ServerConfig::default() };
     cfg.set_policy("test", "fifo").unwrap();
     let mut c = Core::open(cfg, T0).unwrap();
     let reg = RegisterRequest { node: "n1".into(), gpus: 4, fake: true, ..RegisterRequest::default() };
     c.register(&agent(), &reg, T0).unwrap();
+    c
+}
+
+/// One node of 4 GPUs under `fifo`. A (4 GPUs) is submitted at 0 s and runs 0-10 s; B (2 GPUs,
+/// at 2 s) and C (2 GPUs, at 4 s) wait behind it and run 10-14 s and 10-13 s. D is cancelled
+/// before it starts (never ran) and E still runs when the database is read (outlived it). A's
+/// GPUs are sampled at 50% busy; B's and C's not at all.
+fn history(dir: &Path) -> PathBuf {
+    let mut c = fifo_server(dir);
     let alice = Principal { user: "alice".into(), role: Role::User };
     let bob = Principal { user: "bob".into(), role: Role::User };
     let a = c.submit(&alice, job(4, "a"), T0).unwrap();
@@ -226,11 +232,7 @@ fn a_bad_database_says_what_and_where() {
 #[test]
 fn a_jobs_declared_checkpoint_is_replayed_with_it() {
     let dir = tempdir("declared");
-    let mut cfg = ServerConfig { db: dir.join("ordo.db"), ..ServerConfig::default() };
-    cfg.set_policy("test", "fifo").unwrap();
-    let mut c = Core::open(cfg, T0).unwrap();
-    let reg = RegisterRequest { node: "n1".into(), gpus: 4, fake: true, ..RegisterRequest::default() };
-    c.register(&agent(), &reg, T0).unwrap();
+    let mut c = fifo_server(&dir);
     let alice = Principal { user: "alice".into(), role: Role::User };
     let none = PreemptSpec { checkpoint: Some("none".into()), ..PreemptSpec::default() };
     let a = c
