@@ -251,6 +251,8 @@ pub struct SizeRow {
     pub jobs: [usize; 2],
     /// Mean wait as it ran, before / after (s); `None` without jobs.
     pub mean_wait_s: [Option<f64>; 2],
+    /// Mean completion time as it ran, before / after (s); `None` without jobs.
+    pub mean_jct_s: [Option<f64>; 2],
     /// The order's part for this class (s): the other policy on the same jobs, mean of the
     /// periods that have such jobs.
     pub order_s: Option<f64>,
@@ -557,6 +559,7 @@ fn by_size(ps: &[PeriodInput]) -> Vec<SizeRow> {
         .map(|&(lo, hi, name)| {
             let mut jobs = [0; 2];
             let mut wait = [None; 2];
+            let mut jct = [None; 2];
             let mut order = Vec::new();
             for (k, p) in ps.iter().enumerate() {
                 let js: Vec<&PeriodJob> = p.jobs.iter().filter(|j| (lo..=hi).contains(&j.gpus)).collect();
@@ -566,6 +569,7 @@ fn by_size(ps: &[PeriodInput]) -> Vec<SizeRow> {
                 }
                 let n = js.len() as f64;
                 wait[k] = Some(js.iter().map(|j| per_job(j, j.actual, Measure::Wait)).sum::<f64>() / n);
+                jct[k] = Some(js.iter().map(|j| per_job(j, j.actual, Measure::Jct)).sum::<f64>() / n);
                 // The after policy minus the before policy, on these jobs.
                 let d: f64 = js
                     .iter()
@@ -582,7 +586,7 @@ fn by_size(ps: &[PeriodInput]) -> Vec<SizeRow> {
                 order.push(d);
             }
             let order_s = (!order.is_empty()).then(|| order.iter().sum::<f64>() / order.len() as f64);
-            SizeRow { class: name.to_string(), jobs, mean_wait_s: wait, order_s }
+            SizeRow { class: name.to_string(), jobs, mean_wait_s: wait, mean_jct_s: jct, order_s }
         })
         .collect()
 }
@@ -1009,7 +1013,9 @@ impl BeforeAfter {
                 "jobs after".into(),
                 "mean wait before".into(),
                 "mean wait after".into(),
-                "the order's part".into(),
+                "mean JCT before".into(),
+                "mean JCT after".into(),
+                "the order's part (wait)".into(),
             ],
             rows: self
                 .by_size
@@ -1023,6 +1029,8 @@ impl BeforeAfter {
                         num(r.jobs[1].to_string(), format!("{k}.jobs.1"), r.jobs[1] as f64),
                         opt_dur(r.mean_wait_s[0], format!("{k}.mean_wait_s.0")),
                         opt_dur(r.mean_wait_s[1], format!("{k}.mean_wait_s.1")),
+                        opt_dur(r.mean_jct_s[0], format!("{k}.mean_jct_s.0")),
+                        opt_dur(r.mean_jct_s[1], format!("{k}.mean_jct_s.1")),
                         match r.order_s {
                             Some(v) => num(signed(v), format!("{k}.order_s"), v),
                             None => text("-".into()),
@@ -1122,8 +1130,8 @@ impl BeforeAfter {
                 ),
                 section(
                     "by-size",
-                    "Wait by job size",
-                    "Mean wait as it ran, and the order's part for each size (the after policy against the before policy on the same jobs).".into(),
+                    "Wait and JCT by job size",
+                    "Mean wait and completion time as it ran, and the order's part in the wait for each size (the after policy against the before policy on the same jobs).".into(),
                     None,
                     sizes,
                 ),

@@ -152,6 +152,37 @@ fn ordo_replays_a_multifactor_backfill_slurm_within_ten_percent() {
         err[(err.len() * 95) / 100],
         err[err.len() - 1]
     );
+    // The same history on the before/after page, split after the fourth burst (one policy
+    // throughout): the page carries the replay's fidelity for each half.
+    let page = dir.join("fidelity-page.json");
+    ordo(
+        &conf,
+        &[
+            "before-after",
+            "--trace",
+            dir.join("log/jobcomp.txt").to_str().unwrap(),
+            "--format",
+            "jobcomp",
+            "--cluster",
+            "2x8,1x4",
+            "--placement",
+            "consolidated",
+            "--at",
+            "18s",
+            "--before-policy",
+            &policy,
+            "--after-policy",
+            &policy,
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    let p: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&page).unwrap()).unwrap();
+    assert_eq!(p["verdict"], "same_policy");
+    for f in p["fidelity"].as_array().unwrap() {
+        assert!(f["rank_correlation"].as_f64().unwrap() > 0.9, "{f}");
+    }
+    eprintln!("before/after page: {}; fidelity {}", p["headline"], p["fidelity"]);
     assert!(real_wait / n > 30.0, "the jobs queued (mean wait {:.1} s)", real_wait / n);
     assert!(gap.abs() <= 0.10, "mean wait: real {:.1} s, replayed {:.1} s", real_wait / n, sim_wait / n);
     assert!(rho > 0.9, "start-order rank correlation {rho:.3}");
