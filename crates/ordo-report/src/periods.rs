@@ -18,6 +18,8 @@
 use crate::fmt::dur;
 use crate::page::{Bars, Page, PageSection};
 use crate::sections::{Cell, Table};
+// Nearest-rank, as every other percentile ordo reports (docs/METRICS.md).
+use ordo_sim::metrics::percentile;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -171,7 +173,7 @@ pub struct PeriodSummary {
 pub struct Estimate {
     /// From all the jobs.
     pub value: f64,
-    /// 2.5th percentile of the resamples.
+    /// 2.5th percentile of the resamples (nearest rank).
     pub low: f64,
     /// 97.5th percentile.
     pub high: f64,
@@ -419,14 +421,6 @@ fn groups(p: &PeriodInput, by_days: bool) -> Vec<Sums> {
     days.into_values().collect()
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn total(g: &[Sums]) -> Sums {
     let mut s = Sums::default();
     for x in g {
@@ -456,7 +450,7 @@ fn intervals(ga: &[Sums], gb: &[Sums], resamples: usize, seed: u64) -> [[(f64, f
         for f in 0..5 {
             let mut v: Vec<f64> = draws.iter().map(|d| d[m][f]).collect();
             v.sort_by(f64::total_cmp);
-            out[m][f] = (percentile(&v, 0.025), percentile(&v, 0.975));
+            out[m][f] = (percentile(&v, 2.5), percentile(&v, 97.5));
         }
     }
     out
@@ -514,7 +508,7 @@ fn fidelity(p: &PeriodInput) -> Fidelity {
         jobs: p.jobs.len(),
         exact_starts: exact,
         mean_abs_start_error_s: err.iter().sum::<f64>() / n,
-        p95_abs_start_error_s: percentile(&err, 0.95),
+        p95_abs_start_error_s: percentile(&err, 95.0),
         max_abs_start_error_s: err.last().copied().unwrap_or(0.0),
         rank_correlation: spearman(&real, &replay),
         mean_wait_real_s: w_real,
@@ -545,7 +539,7 @@ fn summary(p: &PeriodInput, gpus: u64) -> PeriodSummary {
         busy: p.busy.map(|b| b.0),
         busy_measured: p.busy.map(|b| b.1),
         mean_wait_s: waits.iter().sum::<f64>() / n,
-        p95_wait_s: percentile(&waits, 0.95),
+        p95_wait_s: percentile(&waits, 95.0),
         mean_jct_s: p.jobs.iter().map(|j| per_job(j, j.actual, Measure::Jct)).sum::<f64>() / n,
     }
 }

@@ -281,18 +281,39 @@ fn page(db: &Path, name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// The same core decides in the server and in the replay: every start agrees exactly.
+fn every_start_agrees(r: &Value) {
+    for f in r["fidelity"].as_array().unwrap() {
+        assert_eq!(f["exact_starts"], f["jobs"], "{f}");
+    }
+}
+
+/// A month on two nodes of 8 GPUs through the server: `before_days` of generated work at
+/// `before_rate` jobs a day under fifo, then from day 14 a fortnight at `after_rate` under sjf;
+/// run times by `secs`, GPUs from `sizes`, seeded by `seed`. Returns the database.
+fn month(
+    tag: &str,
+    seed: u64,
+    (before_days, before_rate): (i64, f64),
+    after_rate: f64,
+    sizes: &[u32],
+    secs: &dyn Fn(&mut fastrand::Rng) -> i64,
+) -> PathBuf {
+    let dir = tempdir(tag);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut jobs = generated(&mut rng, 0, before_days, before_rate, sizes, secs);
+    jobs.extend(generated(&mut rng, 14 * 86_400, 14, after_rate, sizes, secs));
+    history(&dir, (2, 8), &jobs, 14 * 86_400, "sjf")
+}
+
 /// Two fortnights on two nodes of 8 GPUs at the same load, run times from 10 minutes to 12
 /// hours: fifo, then sjf. The last day before the change is quiet (no submissions), so the
 /// queue has drained by then. Shortest-first cuts waits on both fortnights' jobs, by far more
 /// than the intervals over days, and the page says the order helped.
 #[test]
 fn a_generated_month_where_the_order_helped() {
-    let dir = tempdir("month-helped");
-    let mut rng = fastrand::Rng::with_seed(11);
     let secs = |r: &mut fastrand::Rng| (600.0 * (72.0f64).powf(r.f64())) as i64;
-    let mut jobs = generated(&mut rng, 0, 13, 30.0, &[1, 1, 2, 4, 8], &secs);
-    jobs.extend(generated(&mut rng, 14 * 86_400, 14, 30.0, &[1, 1, 2, 4, 8], &secs));
-    let db = history(&dir, (2, 8), &jobs, 14 * 86_400, "sjf");
+    let db = month("month-helped", 11, (13, 30.0), 30.0, &[1, 1, 2, 4, 8], &secs);
     let r = page(&db, "helped");
     assert_eq!(r["bootstrap"]["unit"], "days");
     assert_eq!(r["verdict"], "order_helped", "{}", r["headline"]);
@@ -303,9 +324,7 @@ fn a_generated_month_where_the_order_helped() {
         (Some(0), Some(0))
     );
     // The same core decides in the server and in the replay: every start agrees.
-    for f in r["fidelity"].as_array().unwrap() {
-        assert_eq!(f["exact_starts"], f["jobs"], "{f}");
-    }
+    every_start_agrees(&r);
 }
 
 /// Two fortnights of jobs of nearly equal length (100-140 minutes): fifo at a heavy load, then
@@ -313,21 +332,15 @@ fn a_generated_month_where_the_order_helped() {
 /// credit the change of order.
 #[test]
 fn a_generated_month_where_the_load_made_the_difference() {
-    let dir = tempdir("month-load");
-    let mut rng = fastrand::Rng::with_seed(5);
     let secs = |r: &mut fastrand::Rng| 6000 + r.i64(0..2400);
-    let mut jobs = generated(&mut rng, 0, 14, 50.0, &[2, 4], &secs);
-    jobs.extend(generated(&mut rng, 14 * 86_400, 14, 25.0, &[2, 4], &secs));
-    let db = history(&dir, (2, 8), &jobs, 14 * 86_400, "sjf");
+    let db = month("month-load", 5, (14, 50.0), 25.0, &[2, 4], &secs);
     let r = page(&db, "load");
     assert_eq!(r["bootstrap"]["unit"], "days");
     let w = &r["effects"][0];
     assert!(w["observed"]["high"].as_f64().unwrap() < 0.0, "waits fell: {w}");
     assert_ne!(r["verdict"], "order_helped", "{}", r["headline"]);
     assert!(!r["headline"].as_str().unwrap().contains("helped"), "{}", r["headline"]);
-    for f in r["fidelity"].as_array().unwrap() {
-        assert_eq!(f["exact_starts"], f["jobs"], "{f}");
-    }
+    every_start_agrees(&r);
 }
 
 /// The same as `a_generated_month_where_the_order_helped` at a heavier load and with no quiet day
@@ -336,18 +349,12 @@ fn a_generated_month_where_the_load_made_the_difference() {
 /// it really started.
 #[test]
 fn jobs_waiting_at_the_change_are_carried_over_it_as_the_server_did() {
-    let dir = tempdir("month-backlog");
-    let mut rng = fastrand::Rng::with_seed(11);
     let secs = |r: &mut fastrand::Rng| (600.0 * (72.0f64).powf(r.f64())) as i64;
-    let mut jobs = generated(&mut rng, 0, 14, 40.0, &[1, 1, 2, 4, 8], &secs);
-    jobs.extend(generated(&mut rng, 14 * 86_400, 14, 40.0, &[1, 1, 2, 4, 8], &secs));
-    let db = history(&dir, (2, 8), &jobs, 14 * 86_400, "sjf");
+    let db = month("month-backlog", 11, (14, 40.0), 40.0, &[1, 1, 2, 4, 8], &secs);
     let r = page(&db, "backlog");
     assert_eq!(r["carried"], true);
     assert!(r["periods"][0]["waiting_at_end"].as_u64().unwrap() > 10, "{}", r["periods"][0]);
-    for f in r["fidelity"].as_array().unwrap() {
-        assert_eq!(f["exact_starts"], f["jobs"], "{f}");
-    }
+    every_start_agrees(&r);
     assert!(close(&r["effects"][0]["replay_gap"], 0.0), "{}", r["effects"][0]);
     assert!(r["notes"][0].as_str().unwrap().contains("carry them over the change as the server did"), "{}", r["notes"]);
 }
@@ -363,12 +370,8 @@ fn the_page_renders_in_headless_chromium() {
         eprintln!("skipped: /usr/bin/chromium not found (apt-get install chromium)");
         return;
     }
-    let dir = tempdir("chromium");
-    let mut rng = fastrand::Rng::with_seed(5);
     let secs = |r: &mut fastrand::Rng| 6000 + r.i64(0..2400);
-    let mut jobs = generated(&mut rng, 0, 14, 50.0, &[2, 4], &secs);
-    jobs.extend(generated(&mut rng, 14 * 86_400, 14, 25.0, &[2, 4], &secs));
-    let db = history(&dir, (2, 8), &jobs, 14 * 86_400, "sjf");
+    let db = month("chromium", 5, (14, 50.0), 25.0, &[2, 4], &secs);
     let r = page(&db, "chromium");
     let target = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
     std::fs::create_dir_all(&target).unwrap();
