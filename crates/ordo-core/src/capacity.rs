@@ -63,6 +63,9 @@ pub struct Demand {
     pub pools: u128,
     /// Its row in the speed matrix ([`crate::speed::Speeds::row_of`]), for the choice among pools.
     pub row: u16,
+    /// The topology level its nodes must or should share ([`crate::topology`]); only a
+    /// capacity with a topology reads it.
+    pub topo: crate::topology::TopoNeed,
 }
 
 impl Demand {
@@ -75,7 +78,7 @@ impl Demand {
     #[inline]
     pub fn new(gpus: u32, milli: Option<u32>, cpus: u32, mem_mib: u64) -> Self {
         let milli = crate::model::fractional_share(gpus, milli).unwrap_or(0);
-        Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools: 0, row: 0 }
+        Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools: 0, row: 0, topo: crate::topology::TopoNeed::NONE }
     }
 
     /// The same ask as a gang on exactly `nodes` nodes (0: any placement). A shape that does
@@ -90,6 +93,12 @@ impl Demand {
     #[inline]
     pub fn within(self, e: crate::pools::Elig) -> Self {
         Demand { pools: e.pools, row: e.row, ..self }
+    }
+
+    /// The same ask with a topology level.
+    #[inline]
+    pub fn with_topo(self, topo: crate::topology::TopoNeed) -> Self {
+        Demand { topo, ..self }
     }
 
     /// The same ask on any pool (what it would need without its constraints).
@@ -242,6 +251,10 @@ pub struct Capacity {
     /// every change, in order.
     undo: Vec<(u32, u32)>,
     logging: bool,
+    /// Free GPUs per unit of each topology level, when the cluster has a topology and
+    /// placement is consolidated ([`Capacity::set_topology`]): gangs are then placed by
+    /// [`crate::topology`].
+    topo: Option<Box<crate::topology::TopoFree>>,
 }
 
 /// Largest node size (GPUs) the free-count index covers; clusters with larger nodes scan.
@@ -286,7 +299,35 @@ impl Capacity {
             det: None,
             undo: Vec::new(),
             logging: false,
+            topo: None,
         }
+    }
+
+    /// Places gangs by `view`, the topology of this capacity's nodes (consolidated placement,
+    /// count-only; ignored otherwise). Call it on an empty capacity.
+    pub fn set_topology(&mut self, view: Arc<crate::topology::TopoView>) {
+        if self.placement != Placement::Consolidated || self.det.is_some() {
+            return;
+        }
+        debug_assert_eq!(self.total_free, self.total, "set the topology on an empty capacity");
+        self.topo = Some(Box::new(crate::topology::TopoFree::new(view, &self.cap)));
+    }
+
+    /// The topology it places gangs by, if any.
+    pub fn topology(&self) -> Option<&crate::topology::TopoFree> {
+        self.topo.as_deref()
+    }
+
+    /// GPUs of its largest node.
+    #[inline]
+    pub fn max_node_gpus(&self) -> u32 {
+        self.max_cap
+    }
+
+    /// What its topology says of `d` (`None`: no topology).
+    #[inline]
+    pub(crate) fn topo_route(&self, d: Demand) -> Option<crate::topology::Route> {
+        self.topo.as_ref().map(|t| t.route(self, d))
     }
 
     /// A single virtual node of `total` GPUs with `free` of them free: the counter that pooled
@@ -347,6 +388,7 @@ impl Capacity {
             let mem: Vec<Option<u64>> = d.mem_cap.iter().map(|&x| Some(x)).collect();
             c = Capacity::detailed(&self.cap, &cpus, &mem, self.placement);
         }
+        c.topo = self.topo.as_ref().map(|t| Box::new(t.emptied()));
         c
     }
 
@@ -407,6 +449,11 @@ impl Capacity {
     /// Whether a job asking `d` could ever run on this cluster when it is empty.
     #[inline]
     pub fn can_ever_fit_for(&self, d: Demand) -> bool {
+        if let Some(t) = &self.topo {
+            if !t.can_ever(self, d) {
+                return false;
+            }
+        }
         if let Some((n, k)) = self.shape(d) {
             // Enough nodes that hold `k` GPUs (and their share of CPUs and memory) when empty.
             let holds = (0..self.cap.len()).filter(|&i| {
@@ -442,6 +489,14 @@ impl Capacity {
     /// Whether a job asking `d` fits now.
     #[inline]
     pub fn fits_for(&self, d: Demand) -> bool {
+        if let Some(r) = self.topo_route(d) {
+            use crate::topology::Route;
+            match r {
+                Route::Placed(_) => return true,
+                Route::Held => return false,
+                Route::Plain => {}
+            }
+        }
         if let Some((n, k)) = self.shape(d) {
             return self.place_shaped(n, k, d).is_some();
         }
@@ -517,6 +572,14 @@ impl Capacity {
     /// capacity the share, CPUs and memory are not modelled and only the GPU count matters.
     #[inline]
     pub fn place_for(&self, d: Demand) -> Option<Allocation> {
+        if let Some(r) = self.topo_route(d) {
+            use crate::topology::Route;
+            match r {
+                Route::Placed(a) => return Some(a),
+                Route::Held => return None,
+                Route::Plain => {}
+            }
+        }
         if let Some((n, k)) = self.shape(d) {
             return self.place_shaped(n, k, d);
         }
@@ -793,6 +856,9 @@ impl Capacity {
 
     /// Why a job asking `d` does not fit now, in words (for `explain`).
     pub fn why_not(&self, d: Demand) -> String {
+        if let Some(w) = self.topo.as_ref().and_then(|t| t.why_not(self, d)) {
+            return w;
+        }
         if let Some((n, k)) = self.shape(d) {
             if k == u32::MAX {
                 return format!("{} GPUs do not split evenly over {n} nodes", d.gpus);
@@ -1107,6 +1173,9 @@ impl Capacity {
             if let Ok(k) = self.idle.binary_search_by(|e| cap.cmp(&e.0)) {
                 self.idle[k].1.insert(n as u32);
             }
+        }
+        if let Some(t) = &mut self.topo {
+            t.on_change(n, cap, old, new);
         }
         self.total_free = self.total_free - old as u64 + new as u64;
         self.free[n] = new;

@@ -17,6 +17,7 @@ pub mod speed;
 mod sumset;
 pub mod time;
 mod tiresias;
+pub mod topology;
 mod whatif;
 pub mod words;
 
@@ -31,3 +32,4 @@ pub use quota::{GpuLimit, ModelLimit, QuotaConfig, QuotaScope, Quotas};
 pub use scheduler::{Plan, Reason, Scheduler, Start};
 pub use speed::{ModelPick, Speeds};
 pub use time::Time;
+pub use topology::{TopoAsk, TopoNeed, Topology};

@@ -93,6 +93,10 @@ pub struct GpuNeeds {
     /// The GPU model its run time was measured on; `None`: speed 1 (the reference).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_on: Option<String>,
+    /// The topology level its nodes must or should share (`required:block`,
+    /// `preferred:switch`; [`crate::topology`]); `None`: placed as low as it fits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::TopoAsk>,
 }
 
 fn is_zero(x: &u64) -> bool {

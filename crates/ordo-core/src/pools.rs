@@ -461,6 +461,17 @@ impl Pools {
         Pools { parts, map: self.map.clone(), counters: false }
     }
 
+    /// Places gangs by `t` ([`Capacity::set_topology`]), each pool by its own nodes' view.
+    pub fn set_topology(&mut self, t: &crate::topology::Topology) {
+        let single = self.is_single();
+        for (p, c) in self.parts.iter_mut().enumerate() {
+            let nodes: Vec<u32> =
+                if single { (0..c.cap_per_node().len() as u32).collect() } else { self.map.nodes[p].clone() };
+            let view = t.view(&nodes, c.cap_per_node());
+            c.set_topology(Arc::new(view));
+        }
+    }
+
     /// The same cluster with everything free.
     pub fn empty_like(&self) -> Pools {
         Pools {

@@ -74,6 +74,9 @@ pub struct JobReq {
     /// Which node pools it may use and its speed row ([`Scheduler::eligibility`]); `Elig::ANY`
     /// by default.
     pub elig: Elig,
+    /// The topology level its nodes must or should share ([`Scheduler::topology_need`]);
+    /// `TopoNeed::NONE` by default.
+    pub topo: crate::topology::TopoNeed,
 }
 
 impl JobReq {
@@ -93,13 +96,17 @@ impl JobReq {
             nodes: 0,
             array: 0,
             elig: Elig::ANY,
+            topo: crate::topology::TopoNeed::NONE,
         }
     }
 
     /// What placement must find for it.
     #[inline]
     pub fn demand(&self) -> Demand {
-        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib).on_nodes(self.nodes).within(self.elig)
+        Demand::new(self.gpus, self.gpu_milli, self.cpus, self.mem_mib)
+            .on_nodes(self.nodes)
+            .within(self.elig)
+            .with_topo(self.topo)
     }
 }
 
@@ -420,6 +427,8 @@ pub struct Scheduler {
     pub(crate) limits: crate::quota::Limits,
     /// `las:...,compat=tiresias`: the Tiresias simulator's queue lists (`tiresias.rs`).
     pub(crate) tiresias: crate::tiresias::Lists,
+    /// The topology gangs are placed by ([`Scheduler::set_topology`]), if any.
+    pub(crate) topology: Option<std::sync::Arc<crate::topology::Topology>>,
 }
 
 /// Estimate class: jobs in class `c >= 1` have estimates in `[2^(c-1), 2^c)` ms.
@@ -516,7 +525,43 @@ impl Scheduler {
             scratch: Scratch::default(),
             limits: crate::quota::Limits::default(),
             tiresias: crate::tiresias::Lists::default(),
+            topology: None,
         })
+    }
+
+    /// Places gangs by `topology` from now on (consolidated placement on count-only pools:
+    /// [`crate::topology`]): a gang goes into the lowest level with a unit that holds it, and a
+    /// job that requires a level waits for a unit of it. Call it before the first job is
+    /// submitted. Errors when the topology does not describe the cluster's nodes.
+    pub fn set_topology(&mut self, topology: std::sync::Arc<crate::topology::Topology>) -> Result<(), String> {
+        if !self.queue.is_empty() || !self.running.is_empty() {
+            return Err("the topology is set before any job is submitted".to_string());
+        }
+        let n = self.cap.cap_per_node().len();
+        if topology.nodes() != n {
+            return Err(format!("the topology describes {} nodes; the cluster has {n}", topology.nodes()));
+        }
+        self.cap.set_topology(&topology);
+        if let Some(c) = self.cons.as_mut() {
+            c.profile = Profile::new(0, &self.cap);
+        }
+        self.scratch.reset();
+        self.topology = Some(topology);
+        Ok(())
+    }
+
+    /// The topology gangs are placed by, if any.
+    pub fn topology(&self) -> Option<&crate::topology::Topology> {
+        self.topology.as_deref()
+    }
+
+    /// A job's topology ask resolved against the levels ([`JobReq::topo`]); an error in words
+    /// when the cluster has no such level. Without a topology every ask is ignored.
+    pub fn topology_need(&self, ask: &crate::topology::TopoAsk) -> Result<crate::topology::TopoNeed, String> {
+        match &self.topology {
+            Some(t) => t.need(ask),
+            None => Ok(crate::topology::TopoNeed::NONE),
+        }
     }
 
     /// Where a job with `needs` may run ([`JobReq::elig`]): the pools that satisfy its models,
@@ -1565,7 +1610,9 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        if !explain && indexed && !cap.is_detailed() {
+        // The index groups jobs by GPUs, shape and pools, not by topology ask: with a topology
+        // the plain scan decides.
+        if !explain && indexed && !cap.is_detailed() && self.topology.is_none() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }

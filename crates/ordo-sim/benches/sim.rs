@@ -57,6 +57,8 @@ fn run(c: &mut Criterion, group: &str, w: &Workload, policies: &[&str], placemen
             give_up_above_mean_jct_s: None,
             speeds: ordo_core::Speeds::default(),
             model_pick: None,
+            topology: None,
+            place_by_topology: false,
         };
         g.bench_with_input(BenchmarkId::from_parameter(p), w, |b, w| b.iter(|| simulate(w, &cfg).unwrap()));
     }

@@ -46,6 +46,13 @@ pub struct SimConfig {
     /// cluster's GPU models, memory and features are modelled (pools); otherwise the cluster is
     /// one kind, as before.
     pub model_pick: Option<ordo_core::ModelPick>,
+    /// The cluster's network topology (`--topology FILE`), if known: a run whose nodes are in
+    /// several units of a level takes longer by the topology's slowdown factors, under every
+    /// placement ([`ordo_core::topology`]); `None`: not modelled.
+    pub topology: Option<std::sync::Arc<ordo_core::Topology>>,
+    /// Place gangs by the topology (`--placement topology`: consolidated placement, each gang
+    /// in the lowest level with a unit that holds it; jobs' `required:` levels honoured).
+    pub place_by_topology: bool,
 }
 
 impl SimConfig {
@@ -63,6 +70,8 @@ impl SimConfig {
             give_up_above_mean_jct_s: None,
             speeds: ordo_core::Speeds::default(),
             model_pick: None,
+            topology: None,
+            place_by_topology: false,
         }
     }
 
@@ -298,6 +307,11 @@ struct Live {
     speed: f64,
     /// Wall time of its earlier runs' work that survived (what a restart from zero loses).
     saved: Time,
+    /// Its current run's slowdown for where it landed in the topology (1: none).
+    spread: f64,
+    /// The slowdown of the least spread placement its GPUs allow (within the smallest unit
+    /// that holds them on the empty cluster).
+    spread_best: f64,
 }
 
 /// A lower bound (seconds) on the mean JCT a run will report, from its state at `t`.
@@ -509,13 +523,21 @@ pub fn simulate_with_changes(
         }
     }
     let typed = cfg.typed(w);
+    let topo_placed = cfg.topology.as_ref().filter(|_| cfg.place_by_topology);
+    if topo_placed.is_some() && cfg.placement != Placement::Consolidated {
+        return Err(SimError::Cluster("placement by topology is consolidated placement".into()));
+    }
     let build = |policy: PolicySpec| -> Result<Scheduler, SimError> {
-        Ok(if typed {
+        let mut s = if typed {
             let pick = cfg.model_pick.unwrap_or_default();
             Scheduler::typed(&cfg.cluster, cfg.placement, policy, &cfg.speeds, pick).map_err(SimError::Cluster)?
         } else {
             Scheduler::new(&cfg.cluster, cfg.placement, policy)
-        })
+        };
+        if let Some(t) = topo_placed {
+            s.set_topology(t.clone()).map_err(SimError::Cluster)?;
+        }
+        Ok(s)
     };
     let mut sched = build(cfg.policy.clone())?;
     // Typed runs: each job's pools and speed row, or why no node can ever serve it; and its
@@ -536,6 +558,33 @@ pub fn simulate_with_changes(
             })
             .collect();
     }
+    // Placed by topology: each job's ask resolved against the levels (an unknown level: the
+    // job is never served, with the reason).
+    let mut topo_needs: Vec<ordo_core::TopoNeed> = Vec::new();
+    if topo_placed.is_some() {
+        topo_needs = w
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| match j.needs.as_ref().and_then(|n| n.topology.as_ref()) {
+                None => ordo_core::TopoNeed::NONE,
+                Some(ask) => sched.topology_need(ask).unwrap_or_else(|why| {
+                    never_serves.insert(i as u32, why);
+                    ordo_core::TopoNeed::NONE
+                }),
+            })
+            .collect();
+    }
+    let mut spread = cfg.topology.as_ref().map(|t| empty_spread(t));
+    let mut spread_lost_gpu_ms = 0f64;
+    // Per job: bit 0 counted as a gang, bit 1 counted as spread beyond its least.
+    let mut spread_seen = vec![0u8; if cfg.topology.is_some() { w.jobs.len() } else { 0 }];
+    // GPUs of the largest unit of each level: a gang of more crosses that level wherever it goes.
+    let largest: Vec<u64> = cfg.topology.as_ref().map_or(Vec::new(), |t| {
+        let gpus: Vec<u32> = cfg.cluster.nodes.iter().map(|n| n.gpus).collect();
+        (0..t.levels().len()).map(|l| t.largest_unit(l, &gpus)).collect()
+    });
+    let least_crossed = |g: u32| largest.iter().position(|&u| u >= g as u64).unwrap_or(largest.len());
     let base_runtime = |j: &ordo_core::Job| -> Time {
         match j.needs.as_ref().and_then(|n| n.measured_on.as_deref().map(|m| (n.class.as_deref(), m))) {
             Some((class, m)) if !cfg.speeds.is_empty() => {
@@ -696,6 +745,7 @@ pub fn simulate_with_changes(
             nodes: 0,
             array: 0,
             elig: eligs.get(id.idx()).copied().unwrap_or_default(),
+            topo: topo_needs.get(id.idx()).copied().unwrap_or_default(),
         }
     };
     // The bound reads run times at speed 1: with a speed matrix a job may run faster, so there
@@ -783,8 +833,11 @@ pub fn simulate_with_changes(
                     }
                     happened = true;
                     events += 1;
+                    let started = sched.running_start(id).unwrap_or(t);
                     sched.finish(id, t).map_err(inconsistent(t))?;
                     lost_gpu_ms += live[id.idx()].overhead as f64 * milli_of(job) as f64 / 1000.0;
+                    let l = &live[id.idx()];
+                    spread_lost_gpu_ms += spread_loss(t - started - l.overhead, l, milli_of(job));
                     live[id.idx()].done = true;
                     live[id.idx()].running = false;
                     busy -= milli_of(job);
@@ -939,6 +992,7 @@ pub fn simulate_with_changes(
             } else {
                 sched.preempt(id, t).map_err(inconsistent(t))?;
             }
+            spread_lost_gpu_ms += spread_loss(useful, l, milli_of(job));
             let lost_wall = match kept {
                 Some(k) => (t - start) - k,
                 None => (t - start) + std::mem::take(&mut l.saved),
@@ -1003,6 +1057,29 @@ pub fn simulate_with_changes(
                 cfg.preemption_overhead + rules.get(s.job.idx()).map_or(0, |c| c.extra_overhead())
             };
             l.speed = if typed { sched.capacity().speed_on(eligs[s.job.idx()].row, &s.alloc) } else { 1.0 };
+            l.spread = 1.0;
+            l.spread_best = 1.0;
+            if let (Some(t), Some(sp)) = (&cfg.topology, spread.as_mut()) {
+                // A run spread over several units of a level runs slower by the level's factor.
+                if s.alloc.parts.len() > 1 {
+                    let crossed = t.crossed(s.alloc.parts.iter().map(|p| p.0));
+                    let least = least_crossed(job.gpus).min(crossed);
+                    sp.gang_runs_by_crossed[crossed] += 1;
+                    let class = job.needs.as_ref().and_then(|n| n.class.as_deref());
+                    l.spread = t.factor(class, crossed);
+                    l.spread_best = t.factor(class, least);
+                    l.speed /= l.spread;
+                    let seen = &mut spread_seen[s.job.idx()];
+                    if *seen & 1 == 0 {
+                        *seen |= 1;
+                        sp.gangs += 1;
+                    }
+                    if crossed > least && *seen & 2 == 0 {
+                        *seen |= 2;
+                        sp.spread_gangs += 1;
+                    }
+                }
+            }
             let end = t + l.overhead + ordo_core::pools::scaled(l.remaining, l.speed);
             rec.end = end;
             rec.segments.push(RunSegment { start: t, end, gpu_ids });
@@ -1025,13 +1102,31 @@ pub fn simulate_with_changes(
             let cap = sched.capacity();
             let fits =
                 waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib, pools)| {
-                    cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools, row: 0 })
+                    cap.fits_for(ordo_core::Demand {
+                        gpus,
+                        milli,
+                        cpus,
+                        mem_mib,
+                        nodes: 0,
+                        pools,
+                        row: 0,
+                        topo: ordo_core::TopoNeed::NONE,
+                    })
                 });
             // None fits: had a constrained one accepted any GPU, would it have?
             let refused = || {
                 waiting_demands.keys().take_while(|k| k.0 <= idle).any(|&(_, gpus, milli, cpus, mem_mib, pools)| {
                     pools != 0
-                        && cap.fits_for(ordo_core::Demand { gpus, milli, cpus, mem_mib, nodes: 0, pools: 0, row: 0 })
+                        && cap.fits_for(ordo_core::Demand {
+                            gpus,
+                            milli,
+                            cpus,
+                            mem_mib,
+                            nodes: 0,
+                            pools: 0,
+                            row: 0,
+                            topo: ordo_core::TopoNeed::NONE,
+                        })
                 })
             };
             if fits {
@@ -1100,6 +1195,13 @@ pub fn simulate_with_changes(
     integ.passes = passes;
     let mut metrics = Metrics::compute(w, &records, &integ, cfg, oracle, rejected.len(), never_satisfied.len());
     metrics.preemption_lost_gpu_hours = lost_gpu_ms / 3_600_000.0;
+    if topo_placed.is_some() {
+        metrics.placement = "topology".to_string();
+    }
+    if let Some(mut sp) = spread {
+        sp.lost_gpu_hours = spread_lost_gpu_ms / 3_600_000.0;
+        metrics.spread = Some(sp);
+    }
     if cfg.check_invariants && highest_bound > metrics.mean_jct_s * (1.0 + 1e-9) + 1e-9 {
         return Err(SimError::Inconsistent {
             time: prev_t,
@@ -1108,6 +1210,25 @@ pub fn simulate_with_changes(
     }
     never_satisfied.sort_by_key(|r| r.job);
     Ok(SimOutput { records, rejected, never_satisfied, metrics })
+}
+
+/// Empty spread counts for `t`'s levels.
+fn empty_spread(t: &ordo_core::Topology) -> crate::metrics::SpreadStats {
+    crate::metrics::SpreadStats {
+        levels: t.levels().to_vec(),
+        gang_runs_by_crossed: vec![0; t.levels().len() + 1],
+        ..Default::default()
+    }
+}
+
+/// GPU-milliseconds a run of `useful` wall time (after its restart overhead) spent beyond what
+/// it would have taken in the least spread placement its GPUs allow (`Live::spread` over
+/// `Live::spread_best`).
+fn spread_loss(useful: Time, l: &Live, milli: u64) -> f64 {
+    if l.spread <= l.spread_best || useful <= 0 {
+        return 0.0;
+    }
+    useful as f64 * (1.0 - l.spread_best / l.spread) * milli as f64 / 1000.0
 }
 
 /// Why a job can never start under the quotas (more GPUs than its user's or group's limit, or

@@ -302,10 +302,36 @@ pub struct Metrics {
     /// restart from zero or from an older checkpoint; `--checkpoint`). 0 without preemption.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub preemption_lost_gpu_hours: f64,
+    /// Runs on a cluster with a topology (`--topology`): where gangs landed and what spreading
+    /// them cost (docs/TOPOLOGY.md); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<SpreadStats>,
     /// Events the engine processed.
     pub events: u64,
     /// Scheduling passes (one per distinct event time).
     pub sched_passes: u64,
+}
+
+/// Where the runs of gangs (jobs on more than one node) landed in the topology, and what
+/// spreading them over several units of a level cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpreadStats {
+    /// The topology's levels, lowest first.
+    pub levels: Vec<String>,
+    /// Runs of gangs by the number of levels they crossed: `[0]` within one unit of the lowest
+    /// level, `[l]` within one unit of level `l` but not of `l - 1`, `[levels]` over several
+    /// units of the top level.
+    pub gang_runs_by_crossed: Vec<u64>,
+    /// GPU-hours lost to spread placement: GPUs x the run time gangs spent beyond what they
+    /// would have taken in the least spread placement their size allows (within the smallest
+    /// unit that holds them on the empty cluster; a gang larger than any unit of a level
+    /// crosses it wherever it goes, and that is not counted).
+    pub lost_gpu_hours: f64,
+    /// Gangs (jobs whose runs were on more than one node) whose runs crossed more levels than
+    /// their size needs.
+    pub spread_gangs: u64,
+    /// Gangs in all.
+    pub gangs: u64,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -506,6 +532,7 @@ impl Metrics {
             preemptions: records.iter().map(|r| r.preemptions as u64).sum(),
             preempted_jobs: records.iter().filter(|r| r.preemptions > 0).count(),
             preemption_lost_gpu_hours: 0.0,
+            spread: None,
             events: integ.events,
             sched_passes: integ.passes,
         }

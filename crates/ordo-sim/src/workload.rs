@@ -177,11 +177,24 @@ pub enum Scenario {
     /// in memory and time when jobs are many and wide but seldom wait.
     #[serde(rename = "longlog")]
     LongLog,
+    /// Distributed training on a cluster with a network topology ([`Scenario::topology`]: 64
+    /// nodes of 8 GPUs, blocks of 4 nodes, switches of 4 blocks): 3,000 jobs of 1 to 128 GPUs
+    /// ([`GANG_SIZES`], a third of them gangs of 16 or more), each of a model class whose
+    /// slowdown when spread is Gavel's measurement ([`ordo_core::topology::GAVEL_V100`]),
+    /// arriving as `Online`'s at an in-window load of 0.7. Where a gang lands decides its run
+    /// time: placement by topology matters here.
+    Gangs,
+    /// The same cluster, topology, classes and arrivals as `Gangs`, but every job fits one node
+    /// (1 to 8 GPUs): consolidated placement never spreads a job, so placement by topology
+    /// changes nothing. The control beside `Gangs`.
+    #[serde(rename = "nodelocal")]
+    NodeLocal,
 }
 
 impl Scenario {
     /// Every scenario, in a fixed order.
-    pub const ALL: [Scenario; 4] = [Scenario::Online, Scenario::Backlog, Scenario::Mixed, Scenario::LongLog];
+    pub const ALL: [Scenario; 6] =
+        [Scenario::Online, Scenario::Backlog, Scenario::Mixed, Scenario::LongLog, Scenario::Gangs, Scenario::NodeLocal];
 
     /// The scenario's name as the CLI spells it.
     pub fn name(self) -> &'static str {
@@ -190,6 +203,8 @@ impl Scenario {
             Scenario::Backlog => "backlog",
             Scenario::Mixed => "mixed",
             Scenario::LongLog => "longlog",
+            Scenario::Gangs => "gangs",
+            Scenario::NodeLocal => "nodelocal",
         }
     }
 
@@ -199,6 +214,27 @@ impl Scenario {
             Scenario::Online | Scenario::Backlog => ClusterSpec::uniform(64, 8),
             Scenario::Mixed => ClusterSpec::uniform(32, 8),
             Scenario::LongLog => ClusterSpec::uniform(1024, 1),
+            Scenario::Gangs | Scenario::NodeLocal => ClusterSpec::uniform(64, 8),
+        }
+    }
+
+    /// The network topology of the scenario's cluster, where it has one (`Gangs`,
+    /// `NodeLocal`): blocks of 4 nodes (32 GPUs, an NVLink domain), switches of 4 blocks (128
+    /// GPUs), 4 switches; spreading over blocks costs Gavel's factor per class, over switches
+    /// nothing more (the defaults, [`ordo_core::topology::Slowdown::published`]).
+    pub fn topology(self) -> Option<ordo_core::Topology> {
+        match self {
+            Scenario::Gangs | Scenario::NodeLocal => {
+                let c = self.cluster();
+                let names: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+                let paths: Vec<Vec<Option<String>>> =
+                    (0..names.len()).map(|i| vec![Some(format!("b{}", i / 4)), Some(format!("s{}", i / 16))]).collect();
+                Some(
+                    ordo_core::Topology::from_paths(vec!["block".into(), "switch".into()], &names, &paths)
+                        .expect("the built-in topology is valid"),
+                )
+            }
+            _ => None,
         }
     }
 
@@ -206,7 +242,7 @@ impl Scenario {
     pub fn placement(self) -> Placement {
         match self {
             Scenario::Online | Scenario::Backlog | Scenario::LongLog => Placement::Pooled,
-            Scenario::Mixed => Placement::Consolidated,
+            Scenario::Mixed | Scenario::Gangs | Scenario::NodeLocal => Placement::Consolidated,
         }
     }
 }
@@ -219,7 +255,7 @@ impl fmt::Display for Scenario {
 
 /// Why a scenario name could not be read.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown workload scenario `{0}` (expected `online`, `backlog`, `mixed` or `longlog`)")]
+#[error("unknown workload scenario `{0}` (expected `online`, `backlog`, `mixed`, `longlog`, `gangs` or `nodelocal`)")]
 pub struct ScenarioParseError(pub String);
 
 impl FromStr for Scenario {
@@ -230,6 +266,8 @@ impl FromStr for Scenario {
             "backlog" => Ok(Scenario::Backlog),
             "mixed" => Ok(Scenario::Mixed),
             "longlog" => Ok(Scenario::LongLog),
+            "gangs" => Ok(Scenario::Gangs),
+            "nodelocal" => Ok(Scenario::NodeLocal),
             _ => Err(ScenarioParseError(s.to_string())),
         }
     }
@@ -249,7 +287,19 @@ pub enum SizeMix {
     Mixed,
     /// [`LONGLOG_SIZES`]: gangs of 32 to 1,024 GPUs (the `LongLog` scenario).
     LongLog,
+    /// [`GANG_SIZES`]: 1 to 128 GPUs, a third gangs (the `Gangs` scenario).
+    Gangs,
+    /// [`GANG_SIZES`] up to one node (8 GPUs; the `NodeLocal` scenario).
+    NodeLocal,
 }
+
+/// The `Gangs` scenario's job sizes: `(GPUs, weight)` by job count. Not fitted to a trace: a
+/// cluster shared by single-node experiments and multi-node training runs.
+pub const GANG_SIZES: [(u32, u32); 8] = [(1, 30), (2, 8), (4, 8), (8, 12), (16, 14), (32, 14), (64, 10), (128, 4)];
+
+/// The `Gangs` scenario's model classes, `(class, weight)`: the model families of Gavel's
+/// throughput measurements ([`ordo_core::topology::GAVEL_V100`]).
+pub const GANG_CLASSES: [(&str, u32); 4] = [("resnet50", 30), ("transformer", 35), ("resnet18", 20), ("lm", 15)];
 
 /// The `Mixed` scenario's job sizes: `(GPUs, weight)` by job count. Not fitted to a trace: a
 /// cluster shared by small experiments and multi-node training, where packing matters.
@@ -330,6 +380,8 @@ impl WorkloadParams {
                 WorkloadParams { jobs: 1_200, size_mix: SizeMix::GpuWeighted, max_runtime: DAY, ..base }
             }
             Scenario::Mixed => WorkloadParams { jobs: 1_500, size_mix: SizeMix::Mixed, max_runtime: DAY, ..base },
+            Scenario::Gangs => WorkloadParams { size_mix: SizeMix::Gangs, load: 0.7, max_runtime: DAY, ..base },
+            Scenario::NodeLocal => WorkloadParams { size_mix: SizeMix::NodeLocal, load: 0.7, max_runtime: DAY, ..base },
             Scenario::LongLog => WorkloadParams {
                 jobs: 122_000,
                 size_mix: SizeMix::LongLog,
@@ -385,6 +437,7 @@ const STREAM_GAPS: u64 = 2;
 const STREAM_RATE_PATH: u64 = 3;
 const STREAM_STARTS: u64 = 4;
 const STREAM_ESTIMATES: u64 = 5;
+const STREAM_CLASSES: u64 = 6;
 
 fn rng_for(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut r = ChaCha8Rng::seed_from_u64(seed);
@@ -563,13 +616,15 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
     let table: &[(u32, u32)] = match p.size_mix {
         SizeMix::Mixed => &MIXED_SIZES,
         SizeMix::LongLog => &LONGLOG_SIZES,
+        SizeMix::Gangs => &GANG_SIZES,
+        SizeMix::NodeLocal => &GANG_SIZES[..4],
         SizeMix::Jobs | SizeMix::GpuWeighted => &SIZE_MIX,
     };
     let sizes: Vec<(u32, f64)> = table
         .iter()
         .filter(|(g, _)| *g as u64 <= cluster_gpus)
         .map(|&(g, n)| match p.size_mix {
-            SizeMix::Jobs | SizeMix::Mixed | SizeMix::LongLog => (g, n as f64),
+            SizeMix::Jobs | SizeMix::Mixed | SizeMix::LongLog | SizeMix::Gangs | SizeMix::NodeLocal => (g, n as f64),
             SizeMix::GpuWeighted => (g, n as f64 * g as f64),
         })
         .collect();
@@ -586,7 +641,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
         let gpus = if sizes.is_empty() { 0 } else { sizes[pick(&mut rng, &size_weights)].0 };
         let mixed = MIXED_RUNTIMES.iter().find(|(upto, _)| gpus <= *upto).map(|(_, c)| std::slice::from_ref(c));
         let mix = match (p.size_mix, mixed) {
-            (SizeMix::Mixed, Some(m)) => m,
+            (SizeMix::Mixed | SizeMix::Gangs | SizeMix::NodeLocal, Some(m)) => m,
             (SizeMix::LongLog, _) => &LONGLOG_RUNTIMES[..],
             _ => runtime_mix(gpus),
         };
@@ -603,7 +658,7 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
     let mut rng = rng_for(p.seed, STREAM_GAPS);
     let gaps_s: Vec<i64> = drafts.iter().map(|_| pick(&mut rng, &BATCH_GAP) as i64).collect();
     let submit_s: Vec<i64> = match p.scenario {
-        Scenario::Online => {
+        Scenario::Online | Scenario::Gangs | Scenario::NodeLocal => {
             let load = if p.load.is_finite() && p.load > 0.0 { p.load } else { 1.0 };
             let g = cluster_gpus.max(1) as f64;
             let at = |span_s: f64| place(&drafts, &online_starts(p.seed, batches, span_s), &gaps_s, i64::MAX);
@@ -648,6 +703,15 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
         }
     };
 
+    // Model classes (the topology scenarios), one per batch, from their own stream.
+    let classes: Vec<Option<&str>> = match p.scenario {
+        Scenario::Gangs | Scenario::NodeLocal => {
+            let mut rng = rng_for(p.seed, STREAM_CLASSES);
+            let weights: Vec<f64> = GANG_CLASSES.iter().map(|c| c.1 as f64).collect();
+            (0..batches).map(|_| Some(GANG_CLASSES[pick(&mut rng, &weights)].0)).collect()
+        }
+        _ => Vec::new(),
+    };
     // Estimates, from their own stream.
     let mut rng = rng_for(p.seed, STREAM_ESTIMATES);
     for (i, d) in drafts.iter().enumerate() {
@@ -674,7 +738,11 @@ pub fn generate(p: &WorkloadParams, cluster_gpus: u64) -> Workload {
             after: vec![],
             failed: false,
             start: None,
-            needs: None,
+            needs: classes
+                .get(d.batch)
+                .copied()
+                .flatten()
+                .map(|c| Box::new(ordo_core::GpuNeeds { class: Some(c.to_string()), ..Default::default() })),
         });
     }
     w.renumber();
@@ -828,7 +896,7 @@ mod tests {
                 let w = generate(&params(s, 2_000, 5), gpus);
                 assert_eq!(w.jobs.len(), 2_000);
                 assert!(w.jobs.iter().all(|j| j.gpus as u64 <= gpus), "{gpus} GPUs");
-                if gpus >= 20 && s != Scenario::LongLog {
+                if gpus >= 20 && s != Scenario::LongLog && s != Scenario::NodeLocal {
                     assert!(w.jobs.iter().any(|j| j.gpus == 16));
                 }
             }

@@ -102,7 +102,7 @@ proptest! {
         let w = workload(&raw, with_estimates);
         let policy: PolicySpec = POLICIES[pol].parse().unwrap();
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, preemption: Default::default(), cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, preemption: Default::default(), cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None, topology: None, place_by_topology: false };
         let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
         validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
         // Only jobs larger than the whole cluster are rejected.
@@ -125,7 +125,7 @@ proptest! {
     fn strict_fifo_starts_in_arrival_order(c in cluster(), raw in jobs(), consolidated in any::<bool>()) {
         let w = workload(&raw, false);
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: 0, preemption: Default::default(), cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None };
+        let cfg = SimConfig { preemption_overhead: 0, preemption: Default::default(), cluster: c, placement, policy: "fifo".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None, topology: None, place_by_topology: false };
         let out = simulate(&w, &cfg).unwrap();
         let mut recs = out.records.clone();
         recs.sort_by_key(|r| r.job);
@@ -139,7 +139,7 @@ proptest! {
     #[test]
     fn pooled_sgf_never_idles_while_a_job_fits(c in cluster(), raw in jobs()) {
         let w = workload(&raw, false);
-        let cfg = SimConfig { preemption_overhead: 0, preemption: Default::default(), cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None };
+        let cfg = SimConfig { preemption_overhead: 0, preemption: Default::default(), cluster: c, placement: Placement::Pooled, policy: "sgf".parse().unwrap(), check_invariants: false, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None, topology: None, place_by_topology: false };
         let out = simulate(&w, &cfg).unwrap();
         prop_assert_eq!(out.metrics.idle_while_fit_gpu_hours, 0.0);
         prop_assert_eq!(out.metrics.idle_causes.head_of_line_gpu_hours, 0.0);
@@ -222,7 +222,7 @@ proptest! {
         let w = detailed_workload(&raw);
         let policy: PolicySpec = POLICIES[pol].parse().unwrap();
         let placement = if consolidated { Placement::Consolidated } else { Placement::Pooled };
-        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, preemption: Default::default(), cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None };
+        let cfg = SimConfig { preemption_overhead: overhead_s * 1000, preemption: Default::default(), cluster: c.clone(), placement, policy, check_invariants: true, deadline: None, quotas: None, give_up_above_mean_jct_s: None, speeds: ordo_core::Speeds::default(), model_pick: None, topology: None, place_by_topology: false };
         let out = simulate(&w, &cfg).map_err(|e| TestCaseError::fail(e.to_string()))?;
         validate(&w, &c, &out, cfg.preemption_overhead).map_err(TestCaseError::fail)?;
         let max_gpus = c.max_node_gpus();
@@ -289,6 +289,8 @@ fn regression_conservative_job_left_waiting() {
         give_up_above_mean_jct_s: None,
         speeds: ordo_core::Speeds::default(),
         model_pick: None,
+        topology: None,
+        place_by_topology: false,
     };
     let out = simulate(&w, &cfg).unwrap();
     validate(&w, &c, &out, 0).unwrap();

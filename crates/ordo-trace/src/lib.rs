@@ -54,6 +54,7 @@ pub mod constraint;
 mod csvread;
 mod error;
 mod format;
+pub mod hostlist;
 mod lines;
 mod ordodb;
 mod pai;
@@ -62,6 +63,7 @@ mod sink;
 mod speeds;
 pub mod stats;
 mod timefmt;
+mod topology;
 mod write;
 
 pub use cluster::{load_cluster, load_cluster_nodes, load_cluster_toml};
@@ -72,6 +74,7 @@ pub use ordodb::{is_sqlite, JobBusy, PolicyChangeRecord, ServerRecord, ServerRun
 pub use quotas::{load_quotas, parse_quotas};
 pub use speeds::{load_speeds, parse_speeds, SpeedFileError};
 pub use timefmt::{format_datetime, parse_datetime, parse_slurm_duration, MAX_SECONDS};
+pub use topology::{load_topology, parse_topology_conf, parse_topology_toml, TopologyFileError};
 pub use write::{write_generic, write_jsonl, write_swf};
 
 use error::shown;

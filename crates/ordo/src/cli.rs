@@ -108,10 +108,26 @@ pub struct InputArgs {
     /// docs/TRACES.md), the scenario's for built-in workloads, else 64x8.
     #[arg(long)]
     cluster: Option<String>,
-    /// How a job's GPUs may be spread over nodes (default: pooled; the `mixed` workload:
-    /// consolidated).
+    /// How a job's GPUs may be spread over nodes: `pooled` (GPU counts only), `consolidated`
+    /// (a job on one node when it fits one, larger ones on whole idle nodes), or `topology`
+    /// (consolidated, with each gang in the lowest level of the network topology that holds
+    /// it, and jobs' `required:` levels honoured; needs --topology or a workload that has one;
+    /// docs/TOPOLOGY.md). Default: pooled; the `mixed`, `gangs` and `nodelocal` workloads:
+    /// consolidated. `compare` takes several, comma-separated, and runs each policy under each.
+    #[arg(long, value_delimiter = ',')]
+    placement: Vec<PlacementArg>,
+    /// The cluster's network topology: Slurm's topology.conf (`SwitchName=`/`BlockName=`
+    /// lines) or ordo's TOML (docs/TOPOLOGY.md). Every run then charges gangs spread over
+    /// several units of a level the topology's slowdown, and reports the GPU-hours lost to
+    /// spread placement; `--placement topology` places by it. The `gangs` and `nodelocal`
+    /// workloads carry their own.
     #[arg(long)]
-    placement: Option<Placement>,
+    topology: Option<PathBuf>,
+    /// The topology level every gang (a job on more than one node) must or should share where
+    /// its trace row asks none: `required:LEVEL` (it waits for a unit of that level that holds
+    /// it) or `preferred:LEVEL`. Under --placement topology only.
+    #[arg(long, value_name = "required:LEVEL|preferred:LEVEL")]
+    gang_topology: Option<ordo_core::TopoAsk>,
     /// Shuffle the order of jobs submitted at the same instant with this seed (to see how much
     /// a result depends on tie order; by default ties keep the order of the input).
     #[arg(long)]
@@ -188,6 +204,33 @@ impl std::str::FromStr for EstimateNoise {
     }
 }
 
+/// `--placement`: how a job's GPUs may be spread over nodes.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlacementArg {
+    Pooled,
+    Consolidated,
+    Topology,
+}
+
+impl PlacementArg {
+    /// The core's placement model (`topology` is consolidated placement with a topology).
+    pub(crate) fn placement(self) -> Placement {
+        match self {
+            PlacementArg::Pooled => Placement::Pooled,
+            PlacementArg::Consolidated | PlacementArg::Topology => Placement::Consolidated,
+        }
+    }
+
+    /// Its name on the command line.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            PlacementArg::Pooled => "pooled",
+            PlacementArg::Consolidated => "consolidated",
+            PlacementArg::Topology => "topology",
+        }
+    }
+}
+
 /// `--workload`: a built-in scenario.
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
 pub(crate) enum WorkloadArg {
@@ -195,6 +238,8 @@ pub(crate) enum WorkloadArg {
     Backlog,
     Mixed,
     Longlog,
+    Gangs,
+    Nodelocal,
 }
 
 impl WorkloadArg {
@@ -205,6 +250,8 @@ impl WorkloadArg {
             WorkloadArg::Backlog => Scenario::Backlog,
             WorkloadArg::Mixed => Scenario::Mixed,
             WorkloadArg::Longlog => Scenario::LongLog,
+            WorkloadArg::Gangs => Scenario::Gangs,
+            WorkloadArg::Nodelocal => Scenario::NodeLocal,
         }
     }
 }
@@ -286,9 +333,24 @@ pub struct Input {
     pub changes: Vec<ordo_trace::PolicyChangeRecord>,
     /// For a trace in wall-clock time: the time (ms since the Unix epoch, UTC) that became 0.
     pub time_base: Option<ordo_core::Time>,
+    /// The cluster's network topology (`--topology`, or the built-in workload's).
+    pub topology: Option<std::sync::Arc<ordo_core::Topology>>,
+    /// `--placement topology`.
+    pub place_by_topology: bool,
+    /// Every `--placement` given (`compare` runs each policy under each); the first is
+    /// `placement` and `place_by_topology`.
+    pub placements: Vec<PlacementArg>,
 }
 
 pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
+    if a.placement.len() > 1 {
+        bail!("--placement: one placement here (`ordo compare` takes several)");
+    }
+    load_input_placements(a)
+}
+
+/// [`load_input`] with any number of placements (`compare`).
+pub(crate) fn load_input_placements(a: &InputArgs) -> Result<Input> {
     // Read first: a bad quota file or flag fails before a large trace is loaded.
     let mut preemption = ordo_sim::PreemptionRules {
         min_run: a.min_run.unwrap_or(0),
@@ -345,7 +407,7 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
             };
             // The server places each job on one node.
             let placement = if server.is_some() { Placement::Consolidated } else { Placement::Pooled };
-            (t.workload, info, cluster, a.placement.unwrap_or(placement))
+            (t.workload, info, cluster, a.placement.first().map_or(placement, |p| p.placement()))
         }
         None => {
             if a.select.any() {
@@ -355,12 +417,10 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
                 bail!("--cluster trace reads the cluster from a trace header; give --trace PATH");
             }
             let scenario = a.workload.scenario();
+            let placement = a.placement.first().map_or(scenario.placement(), |p| p.placement());
             let (cluster, placement) = match &cluster_arg {
-                Some(c) => (explicit(c), a.placement.unwrap_or(scenario.placement())),
-                None => (
-                    (scenario.cluster(), format!("the `{scenario}` workload's cluster")),
-                    a.placement.unwrap_or(scenario.placement()),
-                ),
+                Some(c) => (explicit(c), placement),
+                None => ((scenario.cluster(), format!("the `{scenario}` workload's cluster")), placement),
             };
             let mut p = WorkloadParams::default_for(scenario);
             p.seed = a.seed;
@@ -385,6 +445,29 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
     };
     source.cluster_from = cluster_from;
     let mut workload = workload;
+    // The topology: a file for this cluster, or the built-in workload's on its own cluster.
+    let topology = match (&a.topology, &a.trace, &a.cluster) {
+        (Some(path), _, _) => {
+            Some(ordo_trace::load_topology(path, &cluster).map_err(|e| anyhow::anyhow!("--topology {e}"))?)
+        }
+        (None, None, None) => a.workload.scenario().topology(),
+        _ => None,
+    };
+    let place_by_topology = a.placement.first() == Some(&PlacementArg::Topology);
+    if a.placement.contains(&PlacementArg::Topology) && topology.is_none() {
+        bail!("--placement topology: give the cluster's topology with --topology FILE (docs/TOPOLOGY.md)");
+    }
+    if let Some(ask) = &a.gang_topology {
+        let t = topology.as_ref().context("--gang-topology: give the cluster's topology with --topology FILE")?;
+        t.need(ask).map_err(|e| anyhow::anyhow!("--gang-topology: {e}"))?;
+        let largest = cluster.max_node_gpus();
+        for j in workload.jobs.iter_mut().filter(|j| j.gpus > largest) {
+            let n = j.needs.get_or_insert_with(Default::default);
+            if n.topology.is_none() {
+                n.topology = Some(ask.clone());
+            }
+        }
+    }
     if let Some(seed) = a.shuffle_ties {
         ordo_sim::transform::shuffle_ties(&mut workload, seed);
     }
@@ -443,6 +526,9 @@ pub(crate) fn load_input(a: &InputArgs) -> Result<Input> {
         busy,
         changes,
         time_base,
+        topology: topology.map(std::sync::Arc::new),
+        place_by_topology,
+        placements: a.placement.clone(),
     })
 }
 
@@ -595,6 +681,8 @@ pub(crate) fn config(input: &Input, policy: &PolicySpec) -> SimConfig {
     c.quotas = input.quotas.clone();
     c.speeds = input.speeds.clone();
     c.model_pick = input.model_pick;
+    c.topology = input.topology.clone();
+    c.place_by_topology = input.place_by_topology;
     c
 }
 
@@ -650,15 +738,36 @@ pub(crate) enum Keep {
 
 /// Runs every policy, in parallel over the machine's cores (rayon); results come back in input
 /// order.
+/// With several `--placement`s (`compare`), every policy under each, policy by policy, each
+/// run named `POLICY @PLACEMENT`.
 pub(crate) fn run_all(input: &Input, policies: &[PolicySpec], keep: Keep) -> Result<Vec<SimOutput>> {
     use rayon::prelude::*;
-    let bar = crate::progress::bar(policies.len() as u64, "simulating");
-    let outs = policies
+    let many = input.placements.len() > 1;
+    let runs: Vec<(&PolicySpec, Option<PlacementArg>)> = policies
+        .iter()
+        .flat_map(|p| {
+            let each: Vec<Option<PlacementArg>> =
+                if many { input.placements.iter().copied().map(Some).collect() } else { vec![None] };
+            each.into_iter().map(move |pl| (p, pl))
+        })
+        .collect();
+    let bar = crate::progress::bar(runs.len() as u64, "simulating");
+    let outs = runs
         .par_iter()
-        .map(|p| {
-            let mut out = simulate(&input.workload, &config(input, p)).with_context(|| format!("policy {p}"));
-            if let (Ok(o), Keep::Metrics) = (&mut out, keep) {
-                o.records = Vec::new();
+        .map(|&(p, pl)| {
+            let mut cfg = config(input, p);
+            if let Some(pl) = pl {
+                cfg.placement = pl.placement();
+                cfg.place_by_topology = pl == PlacementArg::Topology;
+            }
+            let mut out = simulate(&input.workload, &cfg).with_context(|| format!("policy {p}"));
+            if let Ok(o) = &mut out {
+                if let Some(pl) = pl {
+                    o.metrics.policy = format!("{} @{}", o.metrics.policy, pl.name());
+                }
+                if keep == Keep::Metrics {
+                    o.records = Vec::new();
+                }
             }
             bar.inc(1);
             out
@@ -685,7 +794,7 @@ pub fn run() -> Result<ExitCode> {
             if a.policies.0.is_empty() {
                 bail!("--policies: give at least one policy");
             }
-            let mut input = load_input(&a.input)?;
+            let mut input = load_input_placements(&a.input)?;
             let policies = policies_for(&input, &a.policies.0);
             let reclaim = match a.reclaim_after {
                 None => None,

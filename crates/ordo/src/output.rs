@@ -165,14 +165,28 @@ impl Comparison {
             let _ = writeln!(s, "         estimates: {e}");
         }
         if let Some(m) = m0 {
+            let mut placements: Vec<&str> = Vec::new();
+            for r in &self.results {
+                if !placements.contains(&r.placement.as_str()) {
+                    placements.push(&r.placement);
+                }
+            }
             let _ = writeln!(
                 s,
                 "cluster: {} ({}), {} placement; {}",
                 m.cluster,
                 count(m.gpus as usize, "GPU"),
-                m.placement,
+                placements.join(" / "),
                 i.cluster_from
             );
+            if let Some(sp) = self.results.iter().find_map(|r| r.spread.as_ref()) {
+                let _ = writeln!(
+                    s,
+                    "network: topology of {} levels ({}, lowest first); a gang spread over several units of a level runs slower by that level's factor (docs/TOPOLOGY.md)",
+                    sp.levels.len(),
+                    sp.levels.join(", ")
+                );
+            }
             let _ = writeln!(s, "load:    {}", self.load.text);
             if let Some(w) = &self.load.warning {
                 let _ = writeln!(s, "warning: {w}");
@@ -229,6 +243,12 @@ impl Comparison {
         if lost {
             head.insert(head.len() - 2, "lost GPU-h");
         }
+        // Spread placement (a topology): GPU-hours lost to it and the share of gangs spread.
+        let spread = self.results.iter().any(|m| m.spread.is_some());
+        if spread {
+            head.insert(head.len() - 2, "spread GPU-h");
+            head.insert(head.len() - 2, "gangs spread");
+        }
         let rows: Vec<Vec<String>> = self
             .results
             .iter()
@@ -254,6 +274,18 @@ impl Comparison {
                 }
                 if lost {
                     row.insert(row.len() - 2, thousands(m.preemption_lost_gpu_hours));
+                }
+                if spread {
+                    let sp = m.spread.clone().unwrap_or_default();
+                    row.insert(row.len() - 2, thousands(sp.lost_gpu_hours));
+                    row.insert(
+                        row.len() - 2,
+                        if sp.gangs == 0 {
+                            "-".into()
+                        } else {
+                            format!("{:.0}%", 100.0 * sp.spread_gangs as f64 / sp.gangs as f64)
+                        },
+                    );
                 }
                 row
             })
@@ -285,6 +317,12 @@ impl Comparison {
                 ""
             }
         );
+        if spread {
+            let _ = writeln!(
+                s,
+                "spread:  spread GPU-h: GPU-hours gangs ran beyond their time in the least spread placement their size allows (GPU-hours lost to spread placement); gangs spread: the share of gangs (jobs on more than one node) that crossed more levels than their size needs"
+            );
+        }
         let oracles: Vec<&str> = self.results.iter().filter(|m| m.clairvoyant()).map(|m| m.policy.as_str()).collect();
         if !oracles.is_empty() {
             let _ = writeln!(

@@ -19,19 +19,7 @@ fn window() -> Option<Workload> {
 }
 
 fn fifo_mean_jct(w: &Workload, placement: Placement) -> f64 {
-    let cfg = SimConfig {
-        preemption_overhead: 0,
-        preemption: Default::default(),
-        cluster: ClusterSpec::uniform(64, 8),
-        placement,
-        policy: "fifo".parse::<PolicySpec>().unwrap(),
-        check_invariants: false,
-        deadline: None,
-        quotas: None,
-        give_up_above_mean_jct_s: None,
-        speeds: ordo_core::Speeds::default(),
-        model_pick: None,
-    };
+    let cfg = SimConfig::new(ClusterSpec::uniform(64, 8), placement, "fifo".parse::<PolicySpec>().unwrap());
     let out = simulate(w, &cfg).unwrap();
     ordo_sim::engine::validate(w, &cfg.cluster, &out, 0).unwrap();
     out.metrics.mean_jct_s
