@@ -24,6 +24,9 @@ printf 'job_id,submit_time,num_gpu,duration\nx,0,2,1\n' | seed generic min
 printf 'job_id,submit_time,num_gpu,duration,gpu_model,gpu_mem_mib,features,job_class,measured_on\na,0,4,10,a100|h100,40960,ib&nvme,resnet,v100\nb,1,1,5,,,,,\n' | seed generic typed
 printf '{"job_id":"a","submit_time":0,"num_gpu":2,"duration":9,"gpu_model":"v100","features":"ib","job_class":"bert"}\n' | seed jsonl typed
 printf '[speeds."*"]\nk80 = 1\nv100 = 3.3\n[speeds.resnet50]\nk80 = 1.0\nv100 = 5.8\n' | seed speeds full
+printf 'SwitchName=s0 Nodes=n[0-7]\nSwitchName=s1 Nodes=n[8-15]\nSwitchName=top Switches=s[0-1]\n' | seed topology tree
+printf 'BlockName=b0 Nodes=n[0-3]\nBlockName=b1 Nodes=n[4-7]\nBlockSizes=4,8\n' | seed topology block
+printf 'levels = ["block", "switch"]\n[units.block]\nb0 = "n[0-3]"\nb1 = "n[4-7]"\n[units.switch]\ns0 = "b[0-1]"\n[slowdown]\nblock = 1.5\n[slowdown.class.lm]\nblock = 4\n' | seed topology toml
 printf '{"job_id":"a","submit_time":0,"num_gpu":1,"duration":5,"gpu_milli":300,"queue":"LS"}\n{"job_id":2,"submit_time":1.5,"num_gpu":4,"duration":60,"estimate":120,"user":"u"}\n' | seed jsonl two
 printf 'job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n1,u1,vcA,8,48,1,COMPLETED,2020-04-01 00:00:07,2020-04-01 00:00:09,2020-04-01 01:00:09,3600,2\n2,u2,vcB,0,4,1,FAILED,1585699807,,,10,0\n' | seed helios two
 printf 'instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time\ni0,HN,app_0,12,12,1,1,25,25,120.0,120.0,640.0,800.0,8,,,\ni1,CN,app_1,64,64,0,0,100,100,320.0,320.0,255.0,300.0,2,100.0,100.0,500.0\ni2,HN,app_0,6.5,6.5,0.5,0.5,25,25,60.5,60.5,100.0,100.0,8,120.0,130.5,\n' | seed alibaba_2025 three

@@ -318,6 +318,11 @@ impl Capacity {
         self.topo.as_deref()
     }
 
+    /// Why `d` waits for its required topology level, in words; `None` when that is not why.
+    pub fn topology_why(&self, d: Demand) -> Option<String> {
+        self.topo.as_ref().and_then(|t| t.why_not(self, d))
+    }
+
     /// GPUs of its largest node.
     #[inline]
     pub fn max_node_gpus(&self) -> u32 {

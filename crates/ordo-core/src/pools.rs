@@ -461,6 +461,13 @@ impl Pools {
         Pools { parts, map: self.map.clone(), counters: false }
     }
 
+    /// Why `d` waits for its required topology level ([`Capacity::topology_why`]) on the first
+    /// of its pools; `None` when that is not why.
+    pub fn topology_why(&self, d: Demand) -> Option<String> {
+        let p = if self.is_single() { 0 } else { self.candidates(d).next()? };
+        self.parts[p].topology_why(d)
+    }
+
     /// Places gangs by `t` ([`Capacity::set_topology`]), each pool by its own nodes' view.
     pub fn set_topology(&mut self, t: &crate::topology::Topology) {
         let single = self.is_single();

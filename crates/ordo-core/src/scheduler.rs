@@ -306,8 +306,24 @@ pub(crate) struct Run {
 }
 
 /// A waiting job's EASY run.
+/// The topology ask travels in the high byte of the prefix's gang nodes (a gang has fewer
+/// than 2^24 nodes), so that jobs of one run are placed alike: [`prefix_demand`] reads it back.
 fn prefix_of(r: &JobReq) -> Prefix {
-    (r.gpus, r.nodes, r.elig.pools, r.elig.row)
+    let t = &r.topo;
+    let code = if t.level == u8::MAX { 0 } else { 1 + 2 * t.level as u32 + u32::from(t.required) };
+    (r.gpus, r.nodes | (code << 24), r.elig.pools, r.elig.row)
+}
+
+/// The demand of a run's jobs from its prefix's GPUs and packed gang nodes ([`prefix_of`]).
+#[inline]
+fn prefix_demand(g: u32, packed: u32) -> Demand {
+    let code = packed >> 24;
+    let topo = if code == 0 {
+        crate::topology::TopoNeed::NONE
+    } else {
+        crate::topology::TopoNeed { level: ((code - 1) / 2) as u8, required: (code - 1) % 2 == 1 }
+    };
+    Demand::gpus(g).on_nodes(packed & 0x00ff_ffff).with_topo(topo)
 }
 
 /// EASY on several count-only pools: the tail of a run of groups (one GPU count, gang, pools
@@ -950,7 +966,7 @@ impl Scheduler {
     fn bucket_insert(&mut self, req: &JobReq, key: (i64, i64)) {
         let b = prefix_of(req);
         let run = self.buckets.entry(b).or_insert_with(|| {
-            let demand = Demand { pools: b.2, row: b.3, ..Demand::gpus(b.0).on_nodes(b.1) };
+            let demand = Demand { pools: b.2, row: b.3, ..prefix_demand(b.0, b.1) };
             Run { speed: self.cap.slowest(demand), classes: BTreeMap::new() }
         });
         let set = run.classes.entry(est_class(req.estimate)).or_insert_with(|| {
@@ -1610,9 +1626,7 @@ impl Scheduler {
             return plan;
         };
         let head_key = (self.waiting[&head.id], head.id);
-        // The index groups jobs by GPUs, shape and pools, not by topology ask: with a topology
-        // the plain scan decides.
-        if !explain && indexed && !cap.is_detailed() && self.topology.is_none() {
+        if !explain && indexed && !cap.is_detailed() {
             self.easy_backfill_indexed(now, &head, head_key, shadow, &mut cap, &mut shadow_cap, &mut plan, &mut used);
             return plan;
         }
@@ -1676,9 +1690,8 @@ impl Scheduler {
         // consolidated placement that is no node with `g` free, even when `g` are free in all.
         // Groups are by pools accepted too, so that a group of constrained jobs whose pools
         // are full is skipped whole.
-        let fits = |g: u32, nodes: u32, pools: u128, cap: &Pools| {
-            cap.fits_for(Demand { pools, ..Demand::gpus(g).on_nodes(nodes) })
-        };
+        let fits =
+            |g: u32, nodes: u32, pools: u128, cap: &Pools| cap.fits_for(Demand { pools, ..prefix_demand(g, nodes) });
         // A group's jobs are planned at one speed, the slowest of the pools they accept for
         // their speed row (`planned`): `scaled(t, speed)` is a job's planned run time, exactly.
         // `short`: the group's shortest job ends before the reservation (`scaled(class_min(c),
@@ -1770,7 +1783,7 @@ impl Scheduler {
                     }
                     // Every job from here on runs past the reservation and would be refused
                     // (not under limits by model: see below).
-                    let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
+                    let demand = Demand { pools, row, ..prefix_demand(g, nodes) };
                     let refused = *tail_refused.get_or_insert_with(|| {
                         (counters && !by_model).then(|| refused_at(demand, cap, shadow_cap)).flatten()
                     });
@@ -1886,7 +1899,7 @@ impl Scheduler {
                             return true;
                         }
                         let (g, nodes, pools, row) = t.prefix;
-                        let demand = Demand { pools, row, ..Demand::gpus(g).on_nodes(nodes) };
+                        let demand = Demand { pools, row, ..prefix_demand(g, nodes) };
                         if g as u64 > extra(shadow_cap) || !fits(g, nodes, pools, cap) {
                             return false;
                         }
@@ -2083,6 +2096,11 @@ fn planned(cap: &Pools, req: &JobReq) -> Time {
 pub(crate) fn blocked(cap: &Pools, req: &JobReq) -> Reason {
     if let Some(why) = cap.constraint_why(req.demand()) {
         return Reason::Constraint { need: req.gpus, why };
+    }
+    if req.topo.required {
+        if let Some(why) = cap.topology_why(req.demand()) {
+            return Reason::NodeFit { need: req.gpus, why };
+        }
     }
     if cap.is_detailed() {
         Reason::NodeFit { need: req.gpus, why: cap.why_not(req.demand()) }

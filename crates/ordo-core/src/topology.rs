@@ -373,6 +373,8 @@ pub struct TopoView {
     children: Vec<Vec<Vec<u32>>>,
     /// `gpus[l][unit]`: its GPUs.
     gpus: Vec<Vec<u64>>,
+    /// GPUs of every node, when all nodes have as many (the fast path of whole-node gangs).
+    uniform: Option<u32>,
 }
 
 impl TopoView {
@@ -393,7 +395,8 @@ impl TopoView {
                 }
             }
         }
-        TopoView { levels, unit_of, names, members, children, gpus }
+        let uniform = node_gpus.first().copied().filter(|&g| g > 0 && node_gpus.iter().all(|&x| x == g));
+        TopoView { levels, unit_of, names, members, children, gpus, uniform }
     }
 
     /// The level names, lowest first.
@@ -475,20 +478,39 @@ impl TopoFree {
             return Route::Plain; // an uneven shape: refused by the capacity's own rule
         }
         let levels = self.free.len();
-        let top = if d.topo.level == u8::MAX { levels - 1 } else { (d.topo.level as usize).min(levels - 1) };
+        // A required level bounds the search; any other gang tries every level, lowest first.
+        let top = if d.topo.required && d.topo.level != u8::MAX {
+            (d.topo.level as usize).min(levels - 1)
+        } else {
+            levels - 1
+        };
         let g = d.gpus as u64;
-        for l in 0..=top {
-            let mut cands: Vec<(u64, u32)> = (0..self.free[l].len() as u32)
-                .filter(|&u| {
-                    let u = u as usize;
-                    self.free[l][u] >= g && (shaped.is_some() || self.idle[l][u] + max_cap as u64 > g)
-                })
-                .map(|u| (self.free[l][u as usize], u))
-                .collect();
-            cands.sort_unstable();
-            for (_, u) in cands {
-                if let Some(a) = self.place_in(c, l, u, d, shaped) {
-                    return Route::Placed(a);
+        if c.total_free() >= g {
+            // The units that may hold it, found from the top down: a unit holds no more free
+            // GPUs than its parent, so only the children of the top's candidates are looked at.
+            let ok = |l: usize, u: u32| {
+                let u = u as usize;
+                self.free[l][u] >= g && (shaped.is_some() || self.idle[l][u] + max_cap as u64 > g)
+            };
+            let mut cands: Vec<Vec<(u64, u32)>> = vec![Vec::new(); levels];
+            cands[levels - 1] =
+                (0..self.free[levels - 1].len() as u32).filter(|&u| ok(levels - 1, u)).map(|u| (0, u)).collect();
+            for l in (0..levels - 1).rev() {
+                let (lower, upper) = cands.split_at_mut(l + 1);
+                for &(_, p) in &upper[0] {
+                    lower[l]
+                        .extend(self.view.children[l + 1][p as usize].iter().filter(|&&u| ok(l, u)).map(|&u| (0, u)));
+                }
+            }
+            for (l, level) in cands.iter_mut().enumerate().take(top + 1) {
+                for e in level.iter_mut() {
+                    e.0 = self.free[l][e.1 as usize];
+                }
+                level.sort_unstable();
+                for &(_, u) in level.iter() {
+                    if let Some(a) = self.place_in(c, l, u, d, shaped) {
+                        return Route::Placed(a);
+                    }
                 }
             }
         }
@@ -509,7 +531,65 @@ impl TopoFree {
         ch.iter().flat_map(|&c| self.ordered_members(l - 1, c)).collect()
     }
 
+    /// Visits the nodes of unit `u` of level `l` in [`TopoFree::ordered_members`]'s order,
+    /// skipping the children without an idle node when `idle_only`, until `f` says stop
+    /// (false). Returns false when stopped.
+    fn walk(&self, l: usize, u: u32, idle_only: bool, f: &mut impl FnMut(u32) -> bool) -> bool {
+        if l == 0 {
+            return self.view.members[0][u as usize].iter().all(|&n| f(n));
+        }
+        let mut ch: Vec<u32> = self.view.children[l][u as usize].clone();
+        if idle_only {
+            ch.retain(|&c| self.idle[l - 1][c as usize] > 0);
+        }
+        ch.sort_by_key(|&c| (std::cmp::Reverse(self.idle[l - 1][c as usize]), c));
+        ch.into_iter().all(|c| self.walk(l - 1, c, idle_only, f))
+    }
+
+    /// A whole-node gang on nodes of one size `cap`: the first `g / cap` idle nodes in walk
+    /// order, and the remainder on the node with the most free GPUs after them (the next idle
+    /// one if any, else a scan), as the general rule chooses.
+    fn place_uniform(&self, c: &Capacity, l: usize, u: u32, g: u32, cap: u32) -> Option<Allocation> {
+        let free = c.free();
+        let (k, r) = ((g / cap) as usize, g % cap);
+        let want = k + usize::from(r > 0);
+        let mut idle: Vec<u32> = Vec::with_capacity(want);
+        self.walk(l, u, true, &mut |n| {
+            if free[n as usize] == cap {
+                idle.push(n);
+            }
+            idle.len() < want
+        });
+        let mut parts: Vec<(u32, u32)> = idle.iter().take(k).map(|&n| (n, cap)).collect();
+        if parts.len() < k {
+            return None;
+        }
+        if r > 0 {
+            let rest = match idle.get(k) {
+                Some(&n) => n,
+                None => {
+                    let mut best: Option<(u32, u32)> = None;
+                    let taken: std::collections::HashSet<u32> = idle.iter().copied().collect();
+                    self.walk(l, u, false, &mut |n| {
+                        let f = free[n as usize];
+                        if f >= r && !taken.contains(&n) && best.is_none_or(|b| f > b.0) {
+                            best = Some((f, n));
+                        }
+                        true
+                    });
+                    best?.1
+                }
+            };
+            parts.push((rest, r));
+        }
+        parts.sort_unstable();
+        Some(Allocation { parts, detail: None })
+    }
+
     fn place_in(&self, c: &Capacity, l: usize, u: u32, d: Demand, shaped: Option<u32>) -> Option<Allocation> {
+        if let (None, Some(cap)) = (shaped, self.view.uniform) {
+            return self.place_uniform(c, l, u, d.gpus, cap);
+        }
         let free = c.free();
         let cap = c.cap_per_node();
         let nodes = self.ordered_members(l, u);

@@ -750,7 +750,11 @@ pub fn simulate_with_changes(
     };
     // The bound reads run times at speed 1: with a speed matrix a job may run faster, so there
     // is no bound (and no early give-up).
-    let bounded = (cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants) && cfg.speeds.is_empty();
+    // So does a topology: a run may restart on a less spread placement and end before the end
+    // planned for it.
+    let bounded = (cfg.give_up_above_mean_jct_s.is_some() || cfg.check_invariants)
+        && cfg.speeds.is_empty()
+        && cfg.topology.is_none();
     // Jobs certain to run and be counted, whatever the policy: no dependency, whole GPUs, no
     // CPUs or memory asked, within every quota, and taken by the cluster (what decides a
     // rejection depends on the cluster, not on what runs). The bound counts them before they
