@@ -31,6 +31,20 @@ const EXPECT_CORES: &str = "a number of CPU cores >= 0";
 const EXPECT_GIB: &str = "a memory size in GiB >= 0";
 const EXPECT_TIME_OR_EMPTY: &str = "a time in seconds >= 0, or an empty cell (not known: outside the trace)";
 pub(crate) const EXPECT_NAME: &str = "UTF-8 text";
+pub(crate) const EXPECT_TOPOLOGY: &str =
+    "a topology ask: `required:LEVEL` or `preferred:LEVEL` (such as `required:block`)";
+
+/// Sets the job's topology ask from its `topology` cell (empty: none).
+pub(crate) fn add_topology(needs: &mut Option<Box<ordo_core::GpuNeeds>>, cell: &[u8]) -> Result<(), ()> {
+    let text = std::str::from_utf8(cell).map_err(|_| ())?.trim();
+    if text.is_empty() {
+        return Ok(());
+    }
+    let ask: ordo_core::TopoAsk = text.parse().map_err(|_| ())?;
+    needs.get_or_insert_with(Default::default).topology = Some(ask);
+    Ok(())
+}
+
 pub(crate) const EXPECT_MODELS: &str = "GPU model names separated by `|` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
 pub(crate) const EXPECT_FEATURES: &str =
     "node features separated by `|`, `&` or `,` (letters, digits, `-`, `_`, `.`, `:`, `/`)";
@@ -462,6 +476,9 @@ fn parse_needs<'r>(
         cells[2] = required.as_bytes();
     }
     let mut needs = needs_from_cells(cells, |i, e| bad(cols[i].unwrap_or(0), e))?;
+    if let Some(c) = layout.col(Role::Topology) {
+        add_topology(&mut needs, field(c)).map_err(|()| bad(c, EXPECT_TOPOLOGY))?;
+    }
     if sacct && cols[0].is_none() && !types.asked.is_empty() {
         needs.get_or_insert_with(Default::default).models.clone_from(&types.asked);
     }

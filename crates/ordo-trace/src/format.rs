@@ -291,6 +291,8 @@ pub(crate) enum Role {
     JobClass,
     /// The GPU model its run time was measured on.
     MeasuredOn,
+    /// The topology level its nodes must or should share (`required:block`).
+    Topology,
     /// Known but not used.
     Ignore,
 }
@@ -332,6 +334,7 @@ const GENERIC: &[Column] = &[
     opt("features", Role::Features),
     opt("job_class", Role::JobClass),
     opt("measured_on", Role::MeasuredOn),
+    opt("topology", Role::Topology),
 ];
 
 const PHILLY: &[Column] = &[

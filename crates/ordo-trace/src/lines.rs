@@ -403,7 +403,7 @@ fn jobcomp_record(file: &str, line: u64, l: &[u8], sink: &mut Sink<'_>) -> Resul
 }
 
 /// The keys of a JSON Lines job: the `generic` columns.
-const JSONL_KEYS: [&str; 20] = crate::write::GENERIC_COLUMNS;
+const JSONL_KEYS: [&str; 21] = crate::write::GENERIC_COLUMNS;
 
 /// Reads ordo's JSON Lines: one object per non-blank line, keys as the `generic` columns.
 pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(), TraceError> {
@@ -426,7 +426,7 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
         };
         // Each value as the text a CSV cell would hold: strings as is, numbers as written,
         // null as empty; objects, arrays and booleans are kept as JSON text (and then rejected).
-        let mut cells: [Option<String>; 20] = Default::default();
+        let mut cells: [Option<String>; 21] = Default::default();
         let mut unknown = Vec::new();
         for (k, v) in &obj {
             match JSONL_KEYS.iter().position(|n| n == k) {
@@ -488,10 +488,12 @@ pub(crate) fn read_jsonl<R: BufRead>(reader: R, sink: &mut Sink<'_>) -> Result<(
             let failed = crate::csvread::parse_failed(cell(13)).ok_or_else(|| bad(13, crate::csvread::EXPECT_STATE))?;
             let start =
                 crate::csvread::parse_start(cell(14), submit).map_err(|()| bad(14, crate::csvread::EXPECT_START))?;
-            let needs =
+            let mut needs =
                 crate::csvread::needs_from_cells([cell(15), cell(16), cell(17), cell(18), cell(19)], |i, e| {
                     bad(15 + i, e)
                 })?;
+            crate::csvread::add_topology(&mut needs, cell(20))
+                .map_err(|()| bad(20, crate::csvread::EXPECT_TOPOLOGY))?;
             Ok((
                 name.to_string(),
                 submit,

@@ -10,7 +10,7 @@ use std::io::Write;
 /// The columns [`write_generic`] writes, in order (`start_time` only when a job carries a start
 /// time, and the five after it only when a job carries GPU needs, so traces without them are
 /// written as before).
-pub const GENERIC_COLUMNS: [&str; 20] = [
+pub const GENERIC_COLUMNS: [&str; 21] = [
     "job_id",
     "submit_time",
     "num_gpu",
@@ -31,6 +31,7 @@ pub const GENERIC_COLUMNS: [&str; 20] = [
     "features",
     "job_class",
     "measured_on",
+    "topology",
 ];
 
 fn name_of(names: &[String], i: u32) -> &str {
@@ -38,7 +39,7 @@ fn name_of(names: &[String], i: u32) -> &str {
 }
 
 /// Every job as generic cells, in [`GENERIC_COLUMNS`] order.
-fn cells(w: &Workload) -> impl Iterator<Item = [String; 20]> + '_ {
+fn cells(w: &Workload) -> impl Iterator<Item = [String; 21]> + '_ {
     let name = |j: &ordo_core::Job| if j.name.is_empty() { j.id.to_string() } else { j.name.clone() };
     w.jobs.iter().map(move |j| {
         [
@@ -62,6 +63,7 @@ fn cells(w: &Workload) -> impl Iterator<Item = [String; 20]> + '_ {
             j.needs.as_ref().map(|n| n.features.join("|")).unwrap_or_default(),
             j.needs.as_ref().and_then(|n| n.class.clone()).unwrap_or_default(),
             j.needs.as_ref().and_then(|n| n.measured_on.clone()).unwrap_or_default(),
+            j.needs.as_ref().and_then(|n| n.topology.as_ref()).map(|t| t.to_string()).unwrap_or_default(),
         ]
     })
 }
@@ -94,8 +96,10 @@ pub fn write_generic<W: Write>(workload: &Workload, writer: W) -> std::io::Resul
         csv::ErrorKind::Io(err) => err,
         other => std::io::Error::other(format!("{other:?}")),
     };
-    let n = if workload.jobs.iter().any(|j| j.needs.is_some()) {
+    let n = if workload.jobs.iter().any(|j| j.needs.as_ref().is_some_and(|n| n.topology.is_some())) {
         GENERIC_COLUMNS.len()
+    } else if workload.jobs.iter().any(|j| j.needs.is_some()) {
+        GENERIC_COLUMNS.len() - 1
     } else if workload.jobs.iter().any(|j| j.start.is_some()) {
         15
     } else {
@@ -114,7 +118,7 @@ pub fn write_jsonl<W: Write>(workload: &Workload, writer: W) -> std::io::Result<
     let mut out = std::io::BufWriter::new(writer);
     let numeric = [
         false, true, true, true, false, false, true, true, true, true, true, false, false, false, true, false, true,
-        false, false, false,
+        false, false, false, false,
     ];
     for row in cells(workload) {
         let mut first = true;

@@ -419,7 +419,7 @@ fn broken_inputs_give_the_documented_errors() {
             "{\"job_id\":1,\"submit_time\":0,\"gpus\":1,\"duration\":5}\n",
             "t.jsonl",
             Format::Auto,
-            "t.jsonl:1: unknown column(s) `gpus` for the jsonl format (known columns: `job_id`, `submit_time`, `num_gpu`, `duration`, `user`, `group`, `estimate`, `priority`, `cpus`, `mem_mib`, `gpu_milli`, `queue`, `after`, `state`, `start_time`, `gpu_model`, `gpu_mem_mib`, `features`, `job_class`, `measured_on`)",
+            "t.jsonl:1: unknown column(s) `gpus` for the jsonl format (known columns: `job_id`, `submit_time`, `num_gpu`, `duration`, `user`, `group`, `estimate`, `priority`, `cpus`, `mem_mib`, `gpu_milli`, `queue`, `after`, `state`, `start_time`, `gpu_model`, `gpu_mem_mib`, `features`, `job_class`, `measured_on`, `topology`)",
         ),
         (
             "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,606,vgg19,164,30\n1,1e400,30,133,vgg11,147,23\n",

@@ -130,3 +130,69 @@ fn bad_topology_input_is_refused_with_file_line_and_why() {
     let out = ordo(&["compare", "--workload", "gangs", "--gang-topology", "block"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected `required:LEVEL` or `preferred:LEVEL`"));
 }
+
+#[test]
+fn a_traces_topology_column_asks_per_job_and_survives_conversion() {
+    let trace = tmp(
+        "asks.csv",
+        "job_id,submit_time,num_gpu,duration,job_class,topology\n\
+         a,0,8,10,lm,\n\
+         b,0,16,100,lm,required:block\n\
+         c,0,16,100,lm,preferred:block\n",
+    );
+    let conf = tmp("asks.conf", "BlockName=b0 Nodes=n[0-1]\nBlockName=b1 Nodes=n[2-3]\n");
+    let v = json(&ordo(&[
+        "simulate",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--cluster",
+        "4x8",
+        "--topology",
+        conf.to_str().unwrap(),
+        "--placement",
+        "topology",
+        "--policy",
+        "fifo",
+        "--json",
+    ]));
+    // a on n0; b takes the whole block b1 (n2, n3); c waits for a to end, then takes b0.
+    let m = &v["results"][0];
+    assert_eq!(m["jobs"], 3, "{v}");
+    assert_eq!(m["spread"]["gang_runs_by_crossed"], serde_json::json!([2, 0]), "{m}");
+    // Written back as generic and JSON Lines, the asks are kept.
+    for (to, ext) in [("generic", "csv"), ("jsonl", "jsonl")] {
+        let out = std::env::temp_dir().join(format!("ordo-topology-cli-{}/asks-out.{ext}", std::process::id()));
+        let o = ordo(&["trace", "convert", trace.to_str().unwrap(), "--to", to, "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("required:block") && text.contains("preferred:block"), "{text}");
+    }
+    // --gang-topology fills in only the gangs without an ask of their own: every level exists.
+    let v = json(&ordo(&[
+        "compare",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--cluster",
+        "4x8",
+        "--topology",
+        conf.to_str().unwrap(),
+        "--placement",
+        "topology",
+        "--gang-topology",
+        "required:block",
+        "--policies",
+        "fifo",
+        "--json",
+    ]));
+    assert!(v.get("unsatisfiable").is_none_or(|u| u.as_array().unwrap().is_empty()), "{v}");
+    assert_eq!(v["results"][0]["jobs"], 3, "{v}");
+    let bad = tmp("bad-asks.csv", "job_id,submit_time,num_gpu,duration,topology\na,0,8,10,block\n");
+    let o = ordo(&["compare", "--trace", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "bad-asks.csv:2: field `topology`: expected a topology ask: `required:LEVEL` or `preferred:LEVEL`"
+        ),
+        "{err}"
+    );
+}
