@@ -141,20 +141,24 @@ fn a_traces_topology_column_asks_per_job_and_survives_conversion() {
          c,0,16,100,lm,preferred:block\n",
     );
     let conf = tmp("asks.conf", "BlockName=b0 Nodes=n[0-1]\nBlockName=b1 Nodes=n[2-3]\n");
-    let v = json(&ordo(&[
-        "simulate",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--cluster",
-        "4x8",
-        "--topology",
-        conf.to_str().unwrap(),
-        "--placement",
-        "topology",
-        "--policy",
-        "fifo",
-        "--json",
-    ]));
+    let (trace_arg, conf_arg) = (trace.to_str().unwrap(), conf.to_str().unwrap());
+    let on_blocks = |cmd: &str, extra: &[&str]| {
+        let mut args = vec![
+            cmd,
+            "--trace",
+            trace_arg,
+            "--cluster",
+            "4x8",
+            "--topology",
+            conf_arg,
+            "--placement",
+            "topology",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&ordo(&args))
+    };
+    let v = on_blocks("simulate", &["--policy", "fifo"]);
     // a on n0; b takes the whole block b1 (n2, n3); c waits for a to end, then takes b0.
     let m = &v["results"][0];
     assert_eq!(m["jobs"], 3, "{v}");
@@ -168,22 +172,7 @@ fn a_traces_topology_column_asks_per_job_and_survives_conversion() {
         assert!(text.contains("required:block") && text.contains("preferred:block"), "{text}");
     }
     // --gang-topology fills in only the gangs without an ask of their own: every level exists.
-    let v = json(&ordo(&[
-        "compare",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--cluster",
-        "4x8",
-        "--topology",
-        conf.to_str().unwrap(),
-        "--placement",
-        "topology",
-        "--gang-topology",
-        "required:block",
-        "--policies",
-        "fifo",
-        "--json",
-    ]));
+    let v = on_blocks("compare", &["--gang-topology", "required:block", "--policies", "fifo"]);
     assert!(v.get("unsatisfiable").is_none_or(|u| u.as_array().unwrap().is_empty()), "{v}");
     assert_eq!(v["results"][0]["jobs"], 3, "{v}");
     let bad = tmp("bad-asks.csv", "job_id,submit_time,num_gpu,duration,topology\na,0,8,10,block\n");
