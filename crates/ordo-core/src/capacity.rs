@@ -313,11 +313,6 @@ impl Capacity {
         self.topo = Some(Box::new(crate::topology::TopoFree::new(view, &self.cap)));
     }
 
-    /// The topology it places gangs by, if any.
-    pub fn topology(&self) -> Option<&crate::topology::TopoFree> {
-        self.topo.as_deref()
-    }
-
     /// Why `d` waits for its required topology level, in words; `None` when that is not why.
     pub fn topology_why(&self, d: Demand) -> Option<String> {
         self.topo.as_ref().and_then(|t| t.why_not(self, d))
@@ -861,7 +856,7 @@ impl Capacity {
 
     /// Why a job asking `d` does not fit now, in words (for `explain`).
     pub fn why_not(&self, d: Demand) -> String {
-        if let Some(w) = self.topo.as_ref().and_then(|t| t.why_not(self, d)) {
+        if let Some(w) = self.topology_why(d) {
             return w;
         }
         if let Some((n, k)) = self.shape(d) {

@@ -398,11 +398,6 @@ impl TopoView {
         let uniform = node_gpus.first().copied().filter(|&g| g > 0 && node_gpus.iter().all(|&x| x == g));
         TopoView { levels, unit_of, names, members, children, gpus, uniform }
     }
-
-    /// The level names, lowest first.
-    pub fn levels(&self) -> &[String] {
-        &self.levels
-    }
 }
 
 /// Free GPUs per unit of each level, kept by [`Capacity`] as its nodes' free counts change.
@@ -438,11 +433,6 @@ impl TopoFree {
     /// The same units, every node free.
     pub(crate) fn emptied(&self) -> Self {
         TopoFree { view: self.view.clone(), free: self.view.gpus.clone(), idle: self.view.gpus.clone() }
-    }
-
-    /// The view it keeps.
-    pub fn view(&self) -> &TopoView {
-        &self.view
     }
 
     /// Node `n` (of `cap` GPUs) went from `old` to `new` free GPUs.
@@ -672,16 +662,6 @@ impl TopoFree {
             s.push_str(&format!(" and the largest has {largest}"));
         }
         Some(s)
-    }
-
-    /// The unit names of level `l` (for messages and views).
-    pub fn unit_names(&self, l: usize) -> &[String] {
-        &self.view.names[l]
-    }
-
-    /// Free GPUs of each unit of level `l`.
-    pub fn free_of(&self, l: usize) -> &[u64] {
-        &self.free[l]
     }
 }
 
