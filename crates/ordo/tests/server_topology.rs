@@ -86,6 +86,21 @@ fn gangs_are_placed_within_a_block_and_a_required_block_waits_for_one() {
         let status = a.0.wait().expect("the agent stops");
         assert!(!status.success(), "agent {name} exits with an error");
     }
+    // Hostile registrations through the API: 10,000 levels from a node's own token, a 100 kB
+    // unit name, and a user's token speaking for a node. Refused, nothing kept.
+    let n7 = token(&dir.join("ordo.db"), "n7", Some("--agent"));
+    let many: serde_json::Map<String, Value> = (0..10_000).map(|i| (format!("l{i}"), Value::from("u"))).collect();
+    let big = serde_json::json!({"block": "u".repeat(100_000)});
+    for (tok, topology, status, want) in [
+        (&n7, Value::Object(many), 400, "10000 entries, more than the limit of 8"),
+        (&n7, big, 400, "more than the limit of 64"),
+        (&alice, serde_json::json!({"block": "b0"}), 403, ""),
+    ] {
+        let body = serde_json::json!({"node": "n7", "gpus": 4, "fake": true, "topology": topology});
+        let (st, answer) = api(&url, tok, "POST", "/v1/agent/register", Some(&body));
+        assert_eq!(st, status, "{answer}");
+        assert!(answer.to_string().contains(want), "{answer}");
+    }
     let n = cli_json(&url, &admin, &["nodes"]);
     assert_eq!(n.as_array().map(Vec::len), Some(4), "refused agents are not nodes: {n}");
     drop(agents);
