@@ -353,14 +353,15 @@ async fn gangs_land_within_a_labelled_block_and_a_required_block_waits_with_the_
     c.pod("r-1", 8, r).await;
     // u names a level the labels do not give.
     c.pod("u", 1, json!({"ordo.dev/topology": "required:rack"})).await;
-    c.wait_for("r's and u's reasons", 20, |s| s["r-0"].1.is_some() && s["r-1"].1.is_some() && s["u"].1.is_some())
-        .await;
+    c.wait_for("r's and u's reasons", 20, |s| s["r-0"].1.is_some() && s["r-1"].1.is_some() && s["u"].1.is_some()).await;
     let st = c.state().await;
     assert!(st["r-0"].0.is_none() && st["r-1"].0.is_none() && st["u"].0.is_none(), "{st:#?}");
     for p in ["r-0", "r-1"] {
         let m = st[p].1.clone().unwrap();
         assert!(
-            m.starts_with("gang of 2 pods needs 16 GPUs within one block; the most free in any block is 12; position 1"),
+            m.starts_with(
+                "gang of 2 pods needs 16 GPUs within one block; the most free in any block is 12; position 1"
+            ),
             "{p}: {m}"
         );
     }

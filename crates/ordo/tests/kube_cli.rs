@@ -211,7 +211,8 @@ fn topology_labels_are_checked_recorded_and_read_by_queue() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success()
-            && err.contains("--topology-labels: `bad key=x`: `bad key` is not a node label key (expected LABEL[=LEVEL]"),
+            && err
+                .contains("--topology-labels: `bad key=x`: `bad key` is not a node label key (expected LABEL[=LEVEL]"),
         "{err}"
     );
     let Some(dir) = dev_dir() else { return };
@@ -267,15 +268,15 @@ fn topology_labels_are_checked_recorded_and_read_by_queue() {
         std::thread::sleep(Duration::from_millis(200));
         text = queue();
     }
-    assert!(
-        text.contains("gang of 2 pods needs 16 GPUs within one block; the most free in any block is 8"),
-        "{text}"
-    );
+    assert!(text.contains("gang of 2 pods needs 16 GPUs within one block; the most free in any block is 8"), "{text}");
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && err.contains("gangs placed by the topology of node labels example.com/block=block"), "{err}");
+    assert!(
+        out.status.success() && err.contains("gangs placed by the topology of node labels example.com/block=block"),
+        "{err}"
+    );
     let log = ordo_kube::audit::read_log(&audit).unwrap();
     let starts: Vec<&serde_json::Value> = log.iter().filter(|r| r.kind == "start").map(|r| &r.detail).collect();
     assert_eq!(starts.len(), 1, "{starts:?}");
