@@ -277,6 +277,9 @@ pub struct Settings {
     pub node_selector: String,
     /// `data.default-estimate-ms`.
     pub default_estimate_ms: i64,
+    /// `data.topology-labels`: `LABEL=LEVEL,...`, lowest level first (absent or empty: no
+    /// topology; the key is written only when there is one).
+    pub topology_labels: String,
     /// `data.started`: when the scheduler started (RFC 3339).
     pub started: String,
     /// `data.ordo-version`.
@@ -285,6 +288,7 @@ pub struct Settings {
 
 impl Settings {
     fn to_data(&self) -> BTreeMap<String, String> {
+        let topology = (!self.topology_labels.is_empty()).then(|| ("topology-labels", self.topology_labels.clone()));
         [
             ("policy", self.policy.clone()),
             ("gpu-resource", self.gpu_resource.clone()),
@@ -295,6 +299,7 @@ impl Settings {
             ("ordo-version", self.ordo_version.clone()),
         ]
         .into_iter()
+        .chain(topology)
         .map(|(k, v)| (k.to_string(), v))
         .collect()
     }
@@ -314,6 +319,7 @@ impl Settings {
             default_estimate_ms: est
                 .parse()
                 .map_err(|_| format!("`default-estimate-ms`: expected milliseconds, found `{est}`"))?,
+            topology_labels: data.get("topology-labels").cloned().unwrap_or_default(),
             started: data.get("started").cloned().unwrap_or_default(),
             ordo_version: data.get("ordo-version").cloned().unwrap_or_default(),
         })
@@ -378,11 +384,17 @@ mod tests {
             gpu_model_label: "gpu-type".into(),
             node_selector: "pool=a".into(),
             default_estimate_ms: 3_600_000,
+            topology_labels: "nvidia.com/gpu.clique=block,topology.kubernetes.io/zone=zone".into(),
             started: "2026-12-04T06:00:00Z".into(),
             ordo_version: "0.1.0".into(),
         };
         let mut data = s.to_data();
         assert_eq!(Settings::from_data(&data), Ok(s.clone()));
+        // Without a topology the key is not written (the ConfigMap is as before), and an older
+        // scheduler's settings read as no topology.
+        let plain = Settings { topology_labels: String::new(), ..s.clone() };
+        assert!(!plain.to_data().contains_key("topology-labels"));
+        assert_eq!(Settings::from_data(&plain.to_data()), Ok(plain));
         // An older scheduler's settings have no GPU model label: the default.
         data.remove("gpu-model-label");
         assert_eq!(

@@ -10,6 +10,7 @@ pub mod import;
 pub mod objects;
 pub mod quantity;
 pub mod run;
+pub mod topology;
 pub mod watch;
 pub mod words;
 

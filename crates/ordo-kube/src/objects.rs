@@ -21,6 +21,9 @@ pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 pub const ANN_ESTIMATE: &str = "ordo.dev/estimate";
 /// The user a pod runs for (fair-share policies, import); default: its namespace.
 pub const ANN_USER: &str = "ordo.dev/user";
+/// The topology level a pod's (gang's) nodes must or should share: `required:block`,
+/// `preferred:rack` (levels from `--topology-labels`).
+pub const ANN_TOPOLOGY: &str = "ordo.dev/topology";
 
 /// Resources asked or offered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,6 +128,8 @@ pub struct PodInfo {
     pub priority: i64,
     /// What limits it to some nodes: `spec.nodeSelector`, required node affinity, tolerations.
     pub constraints: Constraints,
+    /// The topology level it asks (`ordo.dev/topology`), if any.
+    pub topology: Option<ordo_core::TopoAsk>,
     /// Why ordo cannot schedule it as written (a bad annotation), if so.
     pub invalid: Option<String>,
     /// The message of its `PodScheduled=False` condition, if it has one.
@@ -308,6 +313,16 @@ pub fn pod_info(p: &Pod, cfg: &ReadConfig) -> Result<PodInfo, ObjectError> {
         },
         None => spec.and_then(|s| s.active_deadline_seconds).filter(|&s| s > 0).map(|s| s.saturating_mul(1000)),
     };
+    let topology = match get(ANN_TOPOLOGY) {
+        Some(t) => match t.parse::<ordo_core::TopoAsk>() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                errs.push(format!("annotation {ANN_TOPOLOGY}: {e}"));
+                None
+            }
+        },
+        None => None,
+    };
     let phase = match status.and_then(|s| s.phase.as_deref()) {
         Some("Running") => Phase::Running,
         Some("Succeeded") => Phase::Succeeded,
@@ -374,6 +389,7 @@ pub fn pod_info(p: &Pod, cfg: &ReadConfig) -> Result<PodInfo, ObjectError> {
             required,
             tolerations,
         },
+        topology,
         invalid: (!errs.is_empty()).then(|| errs.join("; ")),
         waiting_message,
         owner,
@@ -463,7 +479,8 @@ mod tests {
     fn reads_requests_gangs_and_estimates() {
         let p = pod(serde_json::json!({
             "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "creationTimestamp": "2024-01-01T00:00:01Z",
-                "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": "4", "ordo.dev/estimate": "2h"}},
+                "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": "4", "ordo.dev/estimate": "2h",
+                    "ordo.dev/topology": " Required:Block "}},
             "spec": {"schedulerName": "ordo", "containers": [
                 {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"cpu": "1500m", "memory": "1Gi"}}},
                 {"name": "d", "resources": {"requests": {"cpu": "500m"}}}],
@@ -472,6 +489,7 @@ mod tests {
         assert_eq!(p.ask, Ask { gpus: 2, cpu_milli: 4000, mem_bytes: 1 << 30 });
         assert_eq!(p.gang, Some(GangRef { name: "g".into(), size: 4 }));
         assert_eq!(p.estimate_ms, Some(7_200_000));
+        assert_eq!(p.topology, Some(ordo_core::TopoAsk { level: "block".into(), required: true }));
         assert_eq!(p.created_ms, 1_704_067_201_000);
         assert_eq!(p.user, "ns");
         assert!(p.invalid.is_none());
@@ -481,13 +499,21 @@ mod tests {
     fn bad_annotations_make_the_pod_invalid_not_a_panic() {
         let p = pod(serde_json::json!({
             "metadata": {"name": "a", "namespace": "ns", "uid": "u1",
-                "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": "many", "ordo.dev/estimate": "soon"}},
+                "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": "many", "ordo.dev/estimate": "soon",
+                    "ordo.dev/topology": "block"}},
             "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1.5"}}}]}
         }));
         let why = p.invalid.expect("invalid");
         assert!(why.contains("gang-size `many`"), "{why}");
         assert!(why.contains("estimate `soon`"), "{why}");
         assert!(why.contains("not a whole number"), "{why}");
+        assert!(
+            why.contains(
+                "annotation ordo.dev/topology: topology ask `block`: expected `required:LEVEL` or `preferred:LEVEL`"
+            ),
+            "{why}"
+        );
+        assert_eq!(p.topology, None);
         let no_uid: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}})).expect("pod");
         assert!(pod_info(&no_uid, &ReadConfig::new("nvidia.com/gpu")).is_err());
     }
@@ -558,17 +584,19 @@ mod tests {
         #[test]
         fn any_text_in_requests_and_annotations_is_read_or_refused(
             gpu in "\\PC{0,12}", cpu in "[0-9.eEmkMGi+-]{0,12}", mem in "[0-9.eEkKMGTPi+-]{0,14}",
-            size in "\\PC{0,6}", est in "[0-9.smhd ]{0,8}",
+            size in "\\PC{0,6}", est in "[0-9.smhd ]{0,8}", topo in "(required|preferred|x)?:?\\PC{0,8}",
         ) {
             let p: Pod = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "a", "namespace": "ns", "uid": "u",
-                    "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": size, "ordo.dev/estimate": est}},
+                    "annotations": {"ordo.dev/gang": "g", "ordo.dev/gang-size": size, "ordo.dev/estimate": est,
+                        "ordo.dev/topology": topo}},
                 "spec": {"containers": [{"name": "c", "resources": {
                     "limits": {"nvidia.com/gpu": gpu}, "requests": {"cpu": cpu, "memory": mem}}}]}
             })).expect("a pod");
             let info = pod_info(&p, &ReadConfig::new("nvidia.com/gpu")).expect("readable");
             if info.invalid.is_none() {
                 proptest::prop_assert!(info.gang.as_ref().is_some_and(|g| g.size > 0));
+                proptest::prop_assert!(info.topology.is_some());
             }
         }
     }

@@ -81,13 +81,12 @@ pub async fn run(
     let mut engine = Engine::new(cfg.engine.clone());
     let policy = engine.policy().to_string();
     if let Some(a) = audit.as_mut() {
-        let d = Draft {
-            actor: "scheduler".into(),
-            kind: "policy",
-            unit: None,
-            detail: json!({"to": policy, "scheduler": cfg.engine.scheduler_name, "gpu_resource": cfg.engine.gpu_resource,
-                "node_selector": cfg.engine.node_selector}),
-        };
+        let mut detail = json!({"to": policy, "scheduler": cfg.engine.scheduler_name, "gpu_resource": cfg.engine.gpu_resource,
+                "node_selector": cfg.engine.node_selector});
+        if !cfg.engine.topology_labels.is_empty() {
+            detail["topology_labels"] = json!(cfg.engine.topology_labels.to_string());
+        }
+        let d = Draft { actor: "scheduler".into(), kind: "policy", unit: None, detail };
         a.append(vec![d], now_ms(), &policy)?;
     }
     let (tx, mut rx) = unbounded_channel();
@@ -123,6 +122,9 @@ pub async fn run(
         let out = engine.pass(now);
         published.last_pass_us = t0.elapsed().as_micros() as u64;
         wake = out.wake_at;
+        for w in &out.warnings {
+            eprintln!("{w}");
+        }
         if let Some(a) = audit.as_mut() {
             a.append(out.audit, now, &policy)?;
         }

@@ -154,6 +154,11 @@ pub fn waiting_text(
         Reason::NodeFit { why, .. } if why.starts_with("no node has") || why.starts_with("needs 1 nodes with") => {
             tail(format!("{need}; the most free on {any_node} is {}", cx.most_free))
         }
+        // Held by its required topology level: ordo-core's words say it all ("needs 16 GPUs
+        // within one block; the most free in any block is 12").
+        Reason::NodeFit { why, .. } if pods > 1 && why.starts_with("needs ") && why.contains(" within one ") => {
+            tail(format!("gang of {pods} pods {why}"))
+        }
         Reason::NodeFit { why, .. } => tail(format!("{need}; {why}")),
         // A pod limited by its nodeSelector, affinity or taints: ordo-core's words name its
         // synthetic features (`kube-req:N`); say how far off its best node is instead (the
@@ -240,6 +245,13 @@ mod tests {
         assert_eq!(t, "2 more would pass its user's quota for a100 (4 of 4 held); position 2");
         let t = waiting_text(&cx, &quota(None), Ask { gpus: 2, ..a }, 1, None, 2, None);
         assert_eq!(t, "2 more would pass its user's quota (4 of 4 held); position 2");
+        // A gang held by its required topology level says ordo-core's words.
+        let topo = Reason::NodeFit {
+            need: 16,
+            why: "needs 16 GPUs within one block; the most free in any block is 12".into(),
+        };
+        let t = waiting_text(&cx, &topo, Ask { gpus: 16, ..a }, 2, None, 1, None);
+        assert_eq!(t, "gang of 2 pods needs 16 GPUs within one block; the most free in any block is 12; position 1");
         assert_eq!(clock(now + 86_400_000, now), "2026-01-02 12:10 UTC");
         assert_eq!(
             ask_text(Ask { gpus: 2, cpu_milli: 1500, mem_bytes: 16 << 30 }, "nvidia.com/gpu"),

@@ -277,3 +277,188 @@ fn an_incomplete_gang_says_why_without_another_event() {
     // Said: no further wake-up for it.
     assert_eq!(e.pass(wake + 5_000).wake_at, None);
 }
+
+/// Node `i` of 8 GPUs in block `block` (label `example.com/block`, none when empty) and zone
+/// `zone` (`topology.kubernetes.io/zone`).
+fn placed_node(i: u32, block: &str, zone: &str) -> NodeInfo {
+    let mut n = fixtures::node(i, 8);
+    if !block.is_empty() {
+        n.labels.insert("example.com/block".into(), block.into());
+    }
+    n.labels.insert("topology.kubernetes.io/zone".into(), zone.into());
+    n
+}
+
+fn topo_config(labels: &str) -> EngineConfig {
+    let mut cfg = EngineConfig::new("ordo", "fifo".parse().unwrap());
+    cfg.topology_labels = labels.parse().unwrap();
+    cfg
+}
+
+/// Gang `name` of 2 pods of 8 GPUs (uids from `first`), asking `ask` (`ordo.dev/topology`).
+fn gang_of_two(first: u32, name: &str, ask: Option<&str>) -> Vec<PodInfo> {
+    (first..first + 2)
+        .map(|i| {
+            let mut p = fixtures::pod(i, 8, 3_600_000);
+            p.namespace = "ns".into();
+            p.gang = Some(ordo_kube::objects::GangRef { name: name.into(), size: 2 });
+            p.topology = ask.map(|a| a.parse().unwrap());
+            p
+        })
+        .collect()
+}
+
+/// The block of each bound node, by the nodes' labels.
+fn blocks_of(binds: &[ordo_kube::engine::Bind], nodes: &[NodeInfo]) -> Vec<String> {
+    binds.iter().map(|b| nodes.iter().find(|n| n.name == b.node).unwrap().labels["example.com/block"].clone()).collect()
+}
+
+/// With `--topology-labels`, a gang of two whole nodes lands within one block (the blocks
+/// alternate in node order, so the consolidated rule alone takes nodes of two blocks: checked
+/// too, without the labels).
+#[test]
+fn a_gang_lands_within_one_labelled_block() {
+    let nodes: Vec<NodeInfo> =
+        ["a", "b", "a", "b"].iter().enumerate().map(|(i, b)| placed_node(i as u32, b, "z1")).collect();
+    let mut by_labels = Vec::new();
+    for labels in ["example.com/block=block,topology.kubernetes.io/zone", ""] {
+        let mut e = Engine::new(topo_config(labels));
+        e.nodes_listed(nodes.clone());
+        e.pods_listed(gang_of_two(0, "g", None), 1_000_000);
+        let out = e.pass(1_000_000);
+        e.sanity_check().unwrap();
+        assert_eq!(out.binds.len(), 2, "{:?}", out.binds);
+        assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+        by_labels.push(blocks_of(&out.binds, &nodes));
+    }
+    assert_eq!(by_labels[0], ["a", "a"], "with the labels: one block");
+    assert_eq!(by_labels[1], ["a", "b"], "without: the first idle nodes, across blocks");
+}
+
+/// A gang that requires a block waits while no block holds it, its pods' condition giving
+/// ordo-core's reason, while the same gang preferring a block is spread; it is bound within
+/// one block once one has room. A level the labels do not give is said, not a panic.
+#[test]
+fn a_gang_that_requires_a_block_waits_with_the_reason_and_lands_within_one() {
+    let labels = "example.com/block=block,topology.kubernetes.io/zone=zone";
+    let nodes: Vec<NodeInfo> =
+        ["a", "a", "b", "b"].iter().enumerate().map(|(i, b)| placed_node(i as u32, b, "z1")).collect();
+    let t0 = 1_000_000;
+    // Pods of 4 GPUs bound on node-000 (block a) and node-002 (block b): 12 free in each block.
+    let running: Vec<PodInfo> = [0u32, 2]
+        .iter()
+        .map(|&n| {
+            let mut p = fixtures::pod(100 + n, 4, 3_600_000);
+            p.node = Some(format!("node-{n:03}"));
+            p.bound_ms = Some(t0 - 1000);
+            p
+        })
+        .collect();
+    for (ask, bound) in [("preferred:block", true), ("required:block", false)] {
+        let mut e = Engine::new(topo_config(labels));
+        e.nodes_listed(nodes.clone());
+        let mut pods = running.clone();
+        pods.extend(gang_of_two(0, "g", Some(ask)));
+        e.pods_listed(pods, t0);
+        let out = e.pass(t0);
+        e.sanity_check().unwrap();
+        if bound {
+            assert_eq!(blocks_of(&out.binds, &nodes), ["a", "b"], "{ask}: spread, as no block holds it");
+            continue;
+        }
+        assert!(out.binds.is_empty(), "{ask}: {:?}", out.binds);
+        let texts: Vec<&str> = out.notes.iter().map(|n| n.text.as_str()).collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        for t in &texts {
+            assert!(
+                t.starts_with(
+                    "gang of 2 pods needs 16 GPUs within one block; the most free in any block is 12; position 1"
+                ),
+                "{t}"
+            );
+        }
+        assert!(out.notes.iter().all(|n| n.shortage && n.event));
+        // The pod on node-000 ends: block a is free for it.
+        e.pod_gone("uid-000100", t0 + 5_000);
+        let out = e.pass(t0 + 5_000);
+        e.sanity_check().unwrap();
+        assert_eq!(blocks_of(&out.binds, &nodes), ["a", "a"]);
+        let mut on: Vec<&str> = out.binds.iter().map(|b| b.node.as_str()).collect();
+        on.sort();
+        assert_eq!(on, ["node-000", "node-001"]);
+    }
+    // A level the labels do not give: held, saying so.
+    let mut e = Engine::new(topo_config(labels));
+    e.nodes_listed(nodes.clone());
+    e.pods_listed(gang_of_two(0, "g", Some("required:rack")), t0);
+    let out = e.pass(t0);
+    assert!(out.binds.is_empty());
+    let texts: Vec<&str> = out.notes.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        ["ordo.dev/topology `required:rack`: topology level `rack` is not one of this cluster's levels (block, zone); it waits until it names one of them"; 2]
+    );
+}
+
+/// Labels that put a block in two zones give no topology: said once in the log and the audit
+/// log, gangs are placed without it, and one that requires a level waits saying why; fixed
+/// labels give it back.
+#[test]
+fn labels_with_a_unit_under_two_parents_are_reported_and_scheduling_goes_on() {
+    let mut nodes: Vec<NodeInfo> =
+        ["a", "b", "a", "b"].iter().enumerate().map(|(i, b)| placed_node(i as u32, b, "z1")).collect();
+    nodes[2].labels.insert("topology.kubernetes.io/zone".into(), "z2".into());
+    let mut e = Engine::new(topo_config("example.com/block,topology.kubernetes.io/zone"));
+    e.nodes_listed(nodes.clone());
+    let t0 = 1_000_000;
+    let mut pods = gang_of_two(0, "plain", None);
+    pods.extend(gang_of_two(2, "strict", Some("required:block")));
+    e.pods_listed(pods, t0);
+    let out = e.pass(t0);
+    e.sanity_check().unwrap();
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert!(
+        out.warnings[0].contains(
+            "give no topology: block `a` is under two units of level zone, `z1` (node `node-000`) and `z2` (node `node-002`); each unit has one parent"
+        ),
+        "{}",
+        out.warnings[0]
+    );
+    assert_eq!(out.audit.iter().filter(|d| d.kind == "topology").count(), 1);
+    // The gang without an ask is bound (the first idle nodes, as without topology); the one
+    // that requires a block waits, saying why.
+    assert_eq!(out.binds.iter().map(|b| b.node.as_str()).collect::<Vec<_>>(), ["node-000", "node-001"]);
+    let strict: Vec<&str> =
+        out.notes.iter().filter(|n| n.uid.as_str() >= "uid-000002").map(|n| n.text.as_str()).collect();
+    assert_eq!(strict.len(), 2);
+    assert!(
+        strict[0].starts_with("ordo.dev/topology `required:block`, but the nodes' topology labels give no topology (block `a` is under two units"),
+        "{}",
+        strict[0]
+    );
+    // Reported once, not at every rebuild.
+    e.nodes_listed(nodes.clone());
+    let out = e.pass(t0 + 1_000);
+    assert!(out.warnings.is_empty() && !out.audit.iter().any(|d| d.kind == "topology"), "{:?}", out.warnings);
+    // Fixed: the topology is back (said), and the strict gang waits for a block (the plain
+    // gang holds a node of each), then is placed within one.
+    nodes[2].labels.insert("topology.kubernetes.io/zone".into(), "z1".into());
+    e.node_event(nodes[2].clone());
+    let out = e.pass(t0 + 2_000);
+    e.sanity_check().unwrap();
+    assert_eq!(out.warnings.len(), 1, "{:?}", out.warnings);
+    assert!(out.warnings[0].contains("give a topology again"), "{}", out.warnings[0]);
+    assert!(out.binds.is_empty(), "{:?}", out.binds);
+    let strict: Vec<&str> = out.notes.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(strict.len(), 2);
+    assert!(
+        strict[0].starts_with("gang of 2 pods needs 16 GPUs within one block; the most free in any block is 8"),
+        "{}",
+        strict[0]
+    );
+    e.pod_gone("uid-000000", t0 + 3_000);
+    e.pod_gone("uid-000001", t0 + 3_000);
+    let out = e.pass(t0 + 3_000);
+    e.sanity_check().unwrap();
+    assert_eq!(blocks_of(&out.binds, &nodes), ["a", "a"]);
+}

@@ -308,3 +308,86 @@ async fn the_deploy_manifests_are_accepted_by_the_api_server() {
     }
     c.cleanup().await;
 }
+
+/// `--topology-labels`: nodes labelled with blocks (alternating in name order, so placement
+/// without the labels would cross them) and one zone. A gang lands inside one block; a gang
+/// that requires a block waits while none holds it, its pods' condition and Event giving
+/// ordo-core's reason, and lands inside the block that frees up; a level the labels do not
+/// give is said in the pod's condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_land_within_a_labelled_block_and_a_required_block_waits_with_the_reason() {
+    let Some(c) = Cluster::new("topology").await else { return };
+    for (n, block) in [("n1", "a"), ("n2", "b"), ("n3", "a"), ("n4", "b")] {
+        c.node_with(n, 8, json!({"example.com/block": block, "topology.kubernetes.io/zone": "z1"}), json!([])).await;
+    }
+    let block_of = |node: &str| {
+        let i = ["n1", "n2", "n3", "n4"].iter().position(|n| c.node_name(n) == node).unwrap();
+        ["a", "b", "a", "b"][i]
+    };
+    let mut engine = c.engine_config("fifo");
+    engine.topology_labels = "example.com/block=block,topology.kubernetes.io/zone=zone".parse().unwrap();
+    let s = c
+        .start_with(ordo_kube::run::RunConfig {
+            engine,
+            resync: std::time::Duration::from_secs(600),
+            audit_log: Some(c.tmp.join("audit.jsonl")),
+            bind_concurrency: 16,
+            verbose: false,
+        })
+        .await;
+    // x (4 GPUs) takes part of one block's node.
+    c.pod("x", 4, json!({})).await;
+    c.wait_for("x bound", 20, |s| s["x"].0.is_some()).await;
+    let x_block = block_of(&c.node_of("x").await.unwrap());
+    // g (2 x 8 GPUs, no ask): the other block's two nodes.
+    let g = json!({"ordo.dev/gang": "g", "ordo.dev/gang-size": "2"});
+    c.pod("g-0", 8, g.clone()).await;
+    c.pod("g-1", 8, g).await;
+    c.wait_for("g bound", 20, |s| s["g-0"].0.is_some() && s["g-1"].0.is_some()).await;
+    let g_blocks = [block_of(&c.node_of("g-0").await.unwrap()), block_of(&c.node_of("g-1").await.unwrap())];
+    assert_eq!(g_blocks[0], g_blocks[1], "g crosses blocks");
+    assert_ne!(g_blocks[0], x_block, "g went to x's block, which has 12 free");
+    // r requires one block: x's block has 12 free, the other none; it waits with the reason.
+    let r = json!({"ordo.dev/gang": "r", "ordo.dev/gang-size": "2", "ordo.dev/topology": "required:block"});
+    c.pod("r-0", 8, r.clone()).await;
+    c.pod("r-1", 8, r).await;
+    // u names a level the labels do not give.
+    c.pod("u", 1, json!({"ordo.dev/topology": "required:rack"})).await;
+    c.wait_for("r's and u's reasons", 20, |s| s["r-0"].1.is_some() && s["r-1"].1.is_some() && s["u"].1.is_some()).await;
+    let st = c.state().await;
+    assert!(st["r-0"].0.is_none() && st["r-1"].0.is_none() && st["u"].0.is_none(), "{st:#?}");
+    for p in ["r-0", "r-1"] {
+        let m = st[p].1.clone().unwrap();
+        assert!(
+            m.starts_with(
+                "gang of 2 pods needs 16 GPUs within one block; the most free in any block is 12; position 1"
+            ),
+            "{p}: {m}"
+        );
+    }
+    assert_eq!(
+        st["u"].1.as_deref(),
+        Some(
+            "ordo.dev/topology `required:rack`: topology level `rack` is not one of this cluster's levels (block, zone); it waits until it names one of them"
+        )
+    );
+    let failed = |(t, r, m): &(String, String, String)| {
+        t == "Warning" && r == "FailedScheduling" && m.contains("within one block")
+    };
+    let ev = c.events_once("r-0", 20, failed).await;
+    assert!(ev.iter().any(failed), "{ev:?}");
+    // x ends: its block is whole again, and r lands inside it.
+    c.set_phase("x", "Succeeded").await;
+    c.wait_for("r bound", 20, |s| s["r-0"].0.is_some() && s["r-1"].0.is_some()).await;
+    let r_nodes = [c.node_of("r-0").await.unwrap(), c.node_of("r-1").await.unwrap()];
+    assert_ne!(r_nodes[0], r_nodes[1]);
+    assert_eq!([block_of(&r_nodes[0]), block_of(&r_nodes[1])], [x_block, x_block]);
+    assert!(c.state().await["u"].0.is_none());
+    c.assert_no_overcommit().await;
+    s.stop().await;
+    let log = ordo_kube::audit::read_log(&c.tmp.join("audit.jsonl")).unwrap();
+    let policy = log.iter().find(|r| r.kind == "policy").unwrap();
+    assert_eq!(policy.detail["topology_labels"], "example.com/block=block,topology.kubernetes.io/zone=zone");
+    assert!(!log.iter().any(|r| r.kind == "topology"), "the labels are consistent");
+    c.cleanup().await;
+}

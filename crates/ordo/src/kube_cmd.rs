@@ -64,6 +64,13 @@ struct Common {
     /// activeDeadlineSeconds; default: 24h; `queue` and `explain`: the scheduler's).
     #[arg(long, value_parser = crate::cli::parse_duration_arg)]
     default_estimate: Option<i64>,
+    /// Place gangs by the topology the nodes' labels give: LABEL[=LEVEL],... lowest level first
+    /// (e.g. nvidia.com/gpu.clique=block,example.com/rack=rack,topology.kubernetes.io/zone=zone;
+    /// LEVEL defaults to block, zone, region for those well-known labels, else the label's name);
+    /// pods ask a level with the annotation ordo.dev/topology: required:LEVEL or
+    /// preferred:LEVEL (default: no topology; `queue` and `explain`: the scheduler's).
+    #[arg(long, value_name = "LABEL[=LEVEL],...")]
+    topology_labels: Option<String>,
 }
 
 const DEFAULT_GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -176,6 +183,11 @@ fn settings(c: &Common, policy: String, recorded: Option<&Settings>) -> Settings
             .default_estimate
             .or_else(|| recorded.map(|r| r.default_estimate_ms))
             .unwrap_or(DEFAULT_ESTIMATE_MS),
+        topology_labels: c
+            .topology_labels
+            .clone()
+            .or_else(|| recorded.map(|r| r.topology_labels.clone()))
+            .unwrap_or_default(),
         started: String::new(),
         ordo_version: env!("CARGO_PKG_VERSION").into(),
     }
@@ -187,6 +199,7 @@ fn engine_config(scheduler_name: &str, s: &Settings) -> Result<EngineConfig> {
     e.gpu_resource = s.gpu_resource.clone();
     e.node_selector = node_selector(&s.node_selector)?;
     e.default_estimate_ms = s.default_estimate_ms;
+    e.topology_labels = s.topology_labels.parse().map_err(|m| anyhow::anyhow!("--topology-labels: {m}"))?;
     Ok(e)
 }
 
@@ -217,6 +230,7 @@ async fn schedule(s: ScheduleArgs) -> Result<ExitCode> {
     settings.started = ordo_slurm::audit::rfc3339(ordo_slurm::audit::unix_now());
     let mut engine = engine_config(&s.common.scheduler_name, &settings)?;
     engine.min_run_ms = s.min_run;
+    settings.topology_labels = engine.topology_labels.to_string();
     let audit_log = match &s.audit_log {
         Some(p) => p.clone(),
         None => {
@@ -269,6 +283,9 @@ async fn schedule(s: ScheduleArgs) -> Result<ExitCode> {
         s.policy,
         audit_log.display()
     );
+    if !settings.topology_labels.is_empty() {
+        eprintln!("ordo kube: gangs placed by the topology of node labels {}", settings.topology_labels);
+    }
     let publish = ops.map(|ops| {
         let (tx, rx) = tokio::sync::watch::channel(ordo_kube::run::Published::default());
         tokio::spawn(publish_metrics(rx, ops));
@@ -335,7 +352,8 @@ async fn view_engine(v: &ViewArgs) -> Result<(Kube, EngineConfig)> {
         && c.gpu_resource.is_some()
         && c.gpu_model_label.is_some()
         && c.node_selector.is_some()
-        && c.default_estimate.is_some();
+        && c.default_estimate.is_some()
+        && c.topology_labels.is_some();
     let recorded = if all_given {
         None
     } else {

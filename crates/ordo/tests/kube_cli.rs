@@ -196,3 +196,92 @@ fn schedule_queue_and_explain_against_a_real_api_server() {
     assert!(log.iter().any(|r| r.kind == "skip" && r.detail["pods"][0] == format!("{name}/b")));
     api(&dir, "DELETE", &format!("/api/v1/nodes/{name}-n1"), json!({}), json);
 }
+
+/// `--topology-labels`: a bad value is refused before any connection, naming the entry; a good
+/// one is recorded with the scheduler's settings, so that `queue`, told only the scheduler's
+/// name, places by the same topology: a gang that requires a block no block can hold waits,
+/// saying so in ordo-core's words, while one that only prefers a block is spread and bound.
+#[test]
+fn topology_labels_are_checked_recorded_and_read_by_queue() {
+    let out = ordo()
+        .args(["kube", "schedule", "--policy", "fifo", "--topology-labels", "example.com/rack=rack,bad key=x"])
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err
+                .contains("--topology-labels: `bad key=x`: `bad key` is not a node label key (expected LABEL[=LEVEL]"),
+        "{err}"
+    );
+    let Some(dir) = dev_dir() else { return };
+    let name = format!(
+        "clitopo-{:x}",
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() % 0xffffff
+    );
+    let json = "application/json";
+    api(&dir, "POST", "/api/v1/namespaces", json!({"metadata": {"name": name}}), json);
+    let alloc = json!({"nvidia.com/gpu": "8", "cpu": "64", "memory": "256Gi", "pods": "110"});
+    for (n, block) in [("n1", "a"), ("n2", "b")] {
+        let node = json!({"metadata": {"name": format!("{name}-{n}"), "labels": {"pool": name, "example.com/block": block}},
+            "status": {"capacity": alloc, "allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]}});
+        api(&dir, "POST", "/api/v1/nodes", node, json);
+        api(
+            &dir,
+            "PATCH",
+            &format!("/api/v1/nodes/{name}-{n}"),
+            json!({"spec": {"taints": null}}),
+            "application/merge-patch+json",
+        );
+    }
+    for (gang, ask) in [("r", "required:block"), ("p", "preferred:block")] {
+        for i in 0..2 {
+            let p = json!({"metadata": {"name": format!("{gang}-{i}"), "annotations": {"ordo.dev/gang": gang,
+                    "ordo.dev/gang-size": "2", "ordo.dev/topology": ask}},
+                "spec": {"schedulerName": name, "containers": [{"name": "m", "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}});
+            api(&dir, "POST", &format!("/api/v1/namespaces/{name}/pods"), p, json);
+        }
+    }
+    let audit = tmp(&format!("{name}.jsonl"));
+    let mut s = ordo();
+    s.args(["kube", "schedule", "--policy", "fifo", "--scheduler-name", &name, "--config-namespace", &name])
+        .args(["--node-selector", &format!("pool={name}"), "--topology-labels", "example.com/block"])
+        .args(["--audit-log"])
+        .arg(&audit)
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"));
+    let child = s.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let queue = || {
+        let mut q = ordo();
+        q.args(["kube", "queue", "--scheduler-name", &name, "--config-namespace", &name, "--kubeconfig"])
+            .arg(dir.join("kubeconfig"));
+        // Until the scheduler has recorded its settings, `queue` asks for --policy.
+        let out = q.output().unwrap();
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    let t0 = Instant::now();
+    let mut text = queue();
+    while !text.contains("2 pods running, 1 waiting") {
+        assert!(t0.elapsed() < Duration::from_secs(30), "p not bound: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+        text = queue();
+    }
+    assert!(text.contains("gang of 2 pods needs 16 GPUs within one block; the most free in any block is 8"), "{text}");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("gangs placed by the topology of node labels example.com/block=block"),
+        "{err}"
+    );
+    let log = ordo_kube::audit::read_log(&audit).unwrap();
+    let starts: Vec<&serde_json::Value> = log.iter().filter(|r| r.kind == "start").map(|r| &r.detail).collect();
+    assert_eq!(starts.len(), 1, "{starts:?}");
+    assert_eq!(starts[0]["gang"], "p");
+    for n in ["n1", "n2"] {
+        api(&dir, "DELETE", &format!("/api/v1/nodes/{name}-{n}"), json!({}), json);
+    }
+}

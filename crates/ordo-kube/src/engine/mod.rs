@@ -35,6 +35,9 @@ pub struct EngineConfig {
     pub notes_per_pass: usize,
     /// A waiting pod's condition is rewritten when only its position moved, at most this often, ms.
     pub note_refresh_ms: i64,
+    /// The node labels that give the topology gangs are placed by, lowest level first (empty:
+    /// no topology, the default).
+    pub topology_labels: crate::topology::TopologyLabels,
 }
 
 impl EngineConfig {
@@ -49,6 +52,7 @@ impl EngineConfig {
             node_selector: BTreeMap::new(),
             notes_per_pass: 200,
             note_refresh_ms: 60_000,
+            topology_labels: crate::topology::TopologyLabels::default(),
         }
     }
 }
@@ -81,6 +85,8 @@ pub(crate) struct Unit {
     pub(crate) alloc: Option<Allocation>,
     /// Waiting and limited to some open nodes: its requirement set (`kube-req:N`).
     pub(crate) req: Option<u32>,
+    /// The topology level it asks (`ordo.dev/topology`), resolved by ordo-core.
+    pub(crate) topo: ordo_core::TopoNeed,
 }
 
 /// A waiting unit that ordo-core does not hold, and why.
@@ -156,6 +162,11 @@ pub struct Engine {
     pub(crate) last_explain: i64,
     /// Audit records of what was seen between passes (submits, ends, nodes).
     pub(crate) seen: Vec<Draft>,
+    /// Why the nodes' topology labels give no topology (a unit under two parents), as last
+    /// reported; ordo then schedules without topology.
+    pub(crate) topology_problem: Option<String>,
+    /// Lines for the scheduler's log, taken by the next pass.
+    pub(crate) warnings: Vec<String>,
     pub(crate) stats: Stats,
 }
 
@@ -170,6 +181,7 @@ fn same_for_scheduling(a: &PodInfo, b: &PodInfo) -> bool {
         && a.priority == b.priority
         && a.constraints == b.constraints
         && a.invalid == b.invalid
+        && a.topology == b.topology
         && a.user == b.user
         && a.scheduler == b.scheduler
         && a.created_ms == b.created_ms
@@ -209,6 +221,8 @@ impl Engine {
             audited: HashMap::new(),
             last_explain: i64::MIN / 2,
             seen: vec![],
+            topology_problem: None,
+            warnings: vec![],
             stats: Stats::default(),
         }
     }
@@ -520,7 +534,8 @@ impl Engine {
     /// Submits one new waiting pod without a gang to ordo-core (the common case, no rebuild).
     /// False when it must wait for a rebuild (it cannot be placed as written).
     fn submit_one(&mut self, p: &PodInfo, now: i64) -> bool {
-        if p.invalid.is_some() {
+        // A topology ask is resolved (or held, saying why) by the rebuild.
+        if p.invalid.is_some() || p.topology.is_some() {
             return false;
         }
         let open = self.open_nodes();
@@ -551,6 +566,7 @@ impl Engine {
             since: 0,
             alloc: None,
             req,
+            topo: ordo_core::TopoNeed::NONE,
         };
         let job = JobId(self.next_job);
         let mut req = self.req(job, &unit, &[p]);
@@ -576,6 +592,7 @@ impl Engine {
         let group = pods.first().map(|p| p.namespace.as_str()).unwrap_or("");
         r.user = name_index(user);
         r.group = name_index(group);
+        r.topo = u.topo;
         // A pod runs on one node: without the shape, a typed cluster's pool of small nodes
         // would take it over several.
         if pods.len() == 1 && u.ask.gpus > 0 {

@@ -66,6 +66,8 @@ pub struct PassOut {
     pub wake_at: Option<i64>,
     /// Whether the pass explained every waiting pod (the slower kind).
     pub explained: bool,
+    /// Lines for the scheduler's log (the topology labels turned bad, or good again).
+    pub warnings: Vec<String>,
 }
 
 impl Engine {
@@ -96,6 +98,8 @@ impl Engine {
         if !self.partial.is_empty() && self.complete_gangs(now, &mut out) {
             self.rebuild(now);
         }
+        out.warnings = std::mem::take(&mut self.warnings);
+        out.audit.append(&mut self.seen);
         if self.core.waiting_len() == 0 && self.held.is_empty() {
             return out;
         }
@@ -376,7 +380,8 @@ impl Engine {
 
     /// What a unit asks of ordo-core's capacity: its GPUs, CPU and memory, on the nodes it may use.
     pub(crate) fn demand(&self, u: &Unit, mem_mib: u64) -> Demand {
-        let mut d = Demand::new(u.ask.gpus, None, u.ask.cpu_milli.min(u32::MAX as u64) as u32, mem_mib);
+        let mut d =
+            Demand::new(u.ask.gpus, None, u.ask.cpu_milli.min(u32::MAX as u64) as u32, mem_mib).with_topo(u.topo);
         if u.pods.len() == 1 && u.ask.gpus > 0 {
             d = d.on_nodes(1);
         }

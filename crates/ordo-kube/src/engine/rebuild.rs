@@ -120,6 +120,15 @@ impl Engine {
         let keep = req_sets.fit_kinds(&open);
         let features = req_sets.node_features(names.len(), keep);
 
+        // The topology of the open nodes, in ordo-core's node order, from their labels; labels
+        // that put a unit under two parents give none (reported once, until they change).
+        let (topology, problem) = match self.cfg.topology_labels.build(&open) {
+            None => (None, None),
+            Some(Ok(t)) => (Some(std::sync::Arc::new(t)), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+        };
+        let mut topology_unset = None;
+
         let preemptive = self.cfg.policy.order.preemptive();
         let mut core;
         let mut units: HashMap<JobId, Unit>;
@@ -173,6 +182,13 @@ impl Engine {
                 }
             };
             core.set_min_run(self.cfg.min_run_ms);
+            if let Some(t) = &topology {
+                // It describes exactly these nodes and nothing is submitted yet: it cannot fail
+                // but for a bug, which the log then says.
+                if let Err(e) = core.set_topology(t.clone()) {
+                    topology_unset = Some(format!("ordo kube: the topology was not set ({e}); scheduling without it"));
+                }
+            }
             units = HashMap::new();
             job_of = HashMap::new();
             next = 0;
@@ -192,6 +208,7 @@ impl Engine {
                     since,
                     alloc: None,
                     req: None,
+                    topo: ordo_core::TopoNeed::NONE,
                 };
                 let job = JobId(next);
                 let mut req = self.req(job, &unit, pods);
@@ -255,6 +272,13 @@ impl Engine {
                     continue;
                 }
             };
+            let topo = match self.topology_need(&core, pods, problem.as_deref()) {
+                Ok(t) => t,
+                Err(why) => {
+                    held.insert(key.clone(), Held { pods: pods.iter().map(|p| p.uid.clone()).collect(), why });
+                    continue;
+                }
+            };
             let unit = Unit {
                 key: key.clone(),
                 pods: pods.iter().map(|p| p.uid.clone()).collect(),
@@ -265,6 +289,7 @@ impl Engine {
                 since: 0,
                 alloc: None,
                 req,
+                topo,
             };
             let job = JobId(next);
             let mut r = self.req(job, &unit, pods);
@@ -306,6 +331,67 @@ impl Engine {
         self.node_idx = idx;
         self.blocked.retain(|k, _| self.job_of.contains_key(k));
         self.dirty = false;
+        self.report_topology(problem.as_deref());
+        self.warnings.extend(topology_unset);
+    }
+
+    /// Logs and audits the topology labels' problem when it changes (`None`: no problem).
+    fn report_topology(&mut self, problem: Option<&str>) {
+        if self.topology_problem.as_deref() == problem {
+            return;
+        }
+        let labels = self.cfg.topology_labels.to_string();
+        self.warnings.push(match problem {
+            Some(p) => format!(
+                "ordo kube: warning: the nodes' topology labels ({labels}) give no topology: {p}; gangs are placed without topology, and pods that require a level wait, until the labels are fixed"
+            ),
+            None => format!("ordo kube: the nodes' topology labels ({labels}) give a topology again"),
+        });
+        self.seen.push(Draft {
+            actor: "cluster".into(),
+            kind: "topology",
+            unit: None,
+            detail: json!({"labels": labels, "problem": problem}),
+        });
+        self.topology_problem = problem.map(str::to_string);
+    }
+
+    /// The topology level a waiting unit asks (its pods' `ordo.dev/topology`, which must agree),
+    /// resolved by `core`; why it waits instead, in words: its pods disagree, it names a level
+    /// the labels do not give, or it requires one while there is no topology (none configured,
+    /// or labels with `problem`). Without a topology, a `preferred:` ask is ignored.
+    fn topology_need(
+        &self,
+        core: &Scheduler,
+        pods: &[&PodInfo],
+        problem: Option<&str>,
+    ) -> Result<ordo_core::TopoNeed, String> {
+        let ann = crate::objects::ANN_TOPOLOGY;
+        let mut asks = pods.iter().filter_map(|p| p.topology.as_ref().map(|a| (p, a)));
+        let Some((first, ask)) = asks.next() else { return Ok(ordo_core::TopoNeed::NONE) };
+        if let Some((other, b)) = asks.find(|(_, b)| *b != ask) {
+            return Err(format!(
+                "its pods ask different topology levels ({ann} `{ask}` on {}, `{b}` on {}); it waits until they ask the same",
+                first.key(),
+                other.key()
+            ));
+        }
+        if core.topology().is_some() {
+            return core
+                .topology_need(ask)
+                .map_err(|e| format!("{ann} `{ask}`: {e}; it waits until it names one of them"));
+        }
+        if !ask.required {
+            return Ok(ordo_core::TopoNeed::NONE);
+        }
+        Err(match problem {
+            Some(p) => format!(
+                "{ann} `{ask}`, but the nodes' topology labels give no topology ({p}); it waits until they are fixed"
+            ),
+            None => format!(
+                "{ann} `{ask}`, but this scheduler reads no topology (start it with --topology-labels, such as nvidia.com/gpu.clique=block); it waits until it does"
+            ),
+        })
     }
 
     /// A unit's estimate: the largest of its pods', each its own or the default.
@@ -332,6 +418,11 @@ impl Engine {
         let total: u64 = nodes.iter().map(|n| n.alloc.gpus as u64).sum();
         let what = crate::words::ask_text(u.ask, res);
         match e {
+            // No unit of its required level is that large, even empty.
+            ordo_core::scheduler::SubmitError::NeverPlaced { why, .. } if u.topo.required && why.contains(" within one ") => {
+                let who = if pods > 1 { format!("gang of {pods} pods ") } else { String::new() };
+                format!("{who}{why} with nothing of ordo's running; it waits until the topology has a larger one")
+            }
             _ if pods > 1 && total >= u.ask.gpus as u64 && one_kind < u.ask.gpus as u64 => {
                 format!(
                     "gang of {pods} pods needs {} {res} in all on nodes of one kind (one GPU model and memory, the same qualifying sets), and the most on one kind is {one_kind}; it waits until there are more",
