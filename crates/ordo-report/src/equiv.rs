@@ -1,7 +1,7 @@
 //! "Equivalent GPUs": how many nodes like the cluster's most common one the baseline policy
 //! needs added to reach a target mean JCT, found by simulation (exponential, then k-ary search).
 
-use ordo_core::{ClusterSpec, NodeSpec};
+use ordo_core::{ClusterSpec, NodeSpec, Topology};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,24 @@ pub fn with_extra_nodes(c: &ClusterSpec, extra: u32) -> ClusterSpec {
         }
     }
     out
+}
+
+/// `t` for `cluster`, a cluster of `t`'s nodes followed by added ones
+/// ([`with_extra_nodes`]): each added node is in no unit of any level (a unit of its own), so
+/// a gang placed on added nodes crosses every level, as a node cabled outside the fabric would.
+pub fn with_extra_topology(t: &Topology, cluster: &ClusterSpec) -> Result<Topology, String> {
+    let levels = t.levels().to_vec();
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let paths: Vec<Vec<Option<String>>> = (0..names.len())
+        .map(|i| {
+            (0..levels.len())
+                .map(|l| (i < t.nodes()).then(|| t.unit_name(l, t.unit_of(l, i as u32)).to_string()))
+                .collect()
+        })
+        .collect();
+    let mut out = Topology::from_paths(levels, &names, &paths).map_err(|e| e.to_string())?;
+    out.slowdown = t.slowdown.clone();
+    Ok(out)
 }
 
 /// One simulated cluster size.
