@@ -138,6 +138,26 @@ where
 mod tests {
     use super::*;
 
+    /// The grown topology keeps every unit and factor of the original, and each added node is
+    /// a unit of its own at every level.
+    #[test]
+    fn added_nodes_join_no_unit() {
+        let c = ClusterSpec::uniform(4, 8);
+        let names: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+        let path = |b: &str, s: &str| vec![Some(b.to_string()), Some(s.to_string())];
+        let paths = vec![path("b0", "s0"), path("b0", "s0"), path("b1", "s0"), path("b1", "s0")];
+        let mut t = Topology::from_paths(vec!["block".into(), "switch".into()], &names, &paths).unwrap();
+        t.slowdown.default = vec![3.0, 1.5];
+        let grown = with_extra_nodes(&c, 2);
+        let g = with_extra_topology(&t, &grown).unwrap();
+        assert_eq!((g.nodes(), g.slowdown.clone()), (6, t.slowdown.clone()));
+        assert_eq!(g.crossed([0, 1]), 0);
+        assert_eq!(g.crossed([0, 2]), 1);
+        assert_eq!(g.crossed([4, 5]), 2, "two added nodes share no unit");
+        assert_eq!(g.crossed([0, 4]), 2);
+        assert_eq!(g.largest_unit(0, &[8; 6]), 16);
+    }
+
     #[test]
     fn finds_the_smallest_passing_count() {
         // Mean JCT 1000 / (1 + k): the target 1000 / 38 is first met at k = 37.
