@@ -1,7 +1,7 @@
 //! "Equivalent GPUs": how many nodes like the cluster's most common one the baseline policy
 //! needs added to reach a target mean JCT, found by simulation (exponential, then k-ary search).
 
-use ordo_core::{ClusterSpec, NodeSpec};
+use ordo_core::{ClusterSpec, NodeSpec, Topology};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +28,24 @@ pub fn with_extra_nodes(c: &ClusterSpec, extra: u32) -> ClusterSpec {
         }
     }
     out
+}
+
+/// `t` for `cluster`, a cluster of `t`'s nodes followed by added ones
+/// ([`with_extra_nodes`]): each added node is in no unit of any level (a unit of its own), so
+/// a gang placed on added nodes crosses every level, as a node cabled outside the fabric would.
+pub fn with_extra_topology(t: &Topology, cluster: &ClusterSpec) -> Result<Topology, String> {
+    let levels = t.levels().to_vec();
+    let names: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    let paths: Vec<Vec<Option<String>>> = (0..names.len())
+        .map(|i| {
+            (0..levels.len())
+                .map(|l| (i < t.nodes()).then(|| t.unit_name(l, t.unit_of(l, i as u32)).to_string()))
+                .collect()
+        })
+        .collect();
+    let mut out = Topology::from_paths(levels, &names, &paths).map_err(|e| e.to_string())?;
+    out.slowdown = t.slowdown.clone();
+    Ok(out)
 }
 
 /// One simulated cluster size.
@@ -119,6 +137,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The grown topology keeps every unit and factor of the original, and each added node is
+    /// a unit of its own at every level.
+    #[test]
+    fn added_nodes_join_no_unit() {
+        let c = ClusterSpec::uniform(4, 8);
+        let names: Vec<String> = c.nodes.iter().map(|n| n.name.clone()).collect();
+        let path = |b: &str, s: &str| vec![Some(b.to_string()), Some(s.to_string())];
+        let paths = vec![path("b0", "s0"), path("b0", "s0"), path("b1", "s0"), path("b1", "s0")];
+        let mut t = Topology::from_paths(vec!["block".into(), "switch".into()], &names, &paths).unwrap();
+        t.slowdown.default = vec![3.0, 1.5];
+        let grown = with_extra_nodes(&c, 2);
+        let g = with_extra_topology(&t, &grown).unwrap();
+        assert_eq!((g.nodes(), g.slowdown.clone()), (6, t.slowdown.clone()));
+        assert_eq!(g.crossed([0, 1]), 0);
+        assert_eq!(g.crossed([0, 2]), 1);
+        assert_eq!(g.crossed([4, 5]), 2, "two added nodes share no unit");
+        assert_eq!(g.crossed([0, 4]), 2);
+        assert_eq!(g.largest_unit(0, &[8; 6]), 16);
+    }
 
     #[test]
     fn finds_the_smallest_passing_count() {

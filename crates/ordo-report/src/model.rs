@@ -357,7 +357,7 @@ impl Report {
             input: input.clone(),
             cluster: first.metrics.cluster.clone(),
             gpus: first.metrics.gpus,
-            placement: first.metrics.placement.clone(),
+            placement: placements(outs).unwrap_or_else(|| first.metrics.placement.clone()),
             policies: policies.clone(),
             baseline: policies[h.baseline].clone(),
             best: policies[h.best].clone(),
@@ -434,6 +434,18 @@ impl Report {
         }
         Ok(rep)
     }
+}
+
+/// The placements of the simulated runs, comma-separated, when they differ (`report
+/// --placement consolidated,topology`); `None` when there is one.
+fn placements(outs: &[SimOutput]) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for o in outs.iter().filter(|o| o.metrics.policy != ordo_sim::asrun::AS_RUN) {
+        if !seen.contains(&o.metrics.placement.as_str()) {
+            seen.push(&o.metrics.placement);
+        }
+    }
+    (seen.len() > 1).then(|| seen.join(", "))
 }
 
 fn owners(w: &Workload, outs: &[SimOutput], opts: &ReportOptions) -> Owners {
@@ -571,20 +583,21 @@ pub fn days(d: f64) -> String {
     }
 }
 
-/// Simulates `baseline` (its config `cfg`) on the cluster plus added nodes like its most common
+/// Simulates the baseline (its config `cfg`; `baseline`: its name as the report shows it, such
+/// as `fifo` or `fifo @topology`, and its mean JCT) on the cluster plus added nodes like its most common
 /// one until its mean JCT is at most `target_mean_jct_s` (the best policy's), up to
 /// `cap_factor` times the cluster's nodes in all. `on_probe` is called after each simulation
 /// (for a progress display). Simulations of one search round run in parallel.
 pub fn equivalent_gpus(
     w: &Workload,
     cfg: &SimConfig,
-    baseline_mean_jct_s: f64,
+    baseline: (&str, f64),
     best: &str,
     target_mean_jct_s: f64,
     cap_factor: u32,
     on_probe: &(dyn Fn() + Sync),
 ) -> Result<Equivalent, ReportError> {
-    let baseline = cfg.policy.to_string();
+    let (baseline, baseline_mean_jct_s) = (baseline.0.to_string(), baseline.1);
     let node_gpus = equiv::common_node(&cfg.cluster).map_or(0, |n| n.gpus);
     let base_nodes = cfg.cluster.nodes.len() as u32;
     let cap = base_nodes.saturating_mul(cap_factor.max(2) - 1);
@@ -609,6 +622,11 @@ pub fn equivalent_gpus(
     let out = equiv::search(target_mean_jct_s, cap, rayon::current_num_threads(), |k| {
         let mut c = cfg.clone();
         c.cluster = equiv::with_extra_nodes(&cfg.cluster, k);
+        if let Some(t) = &cfg.topology {
+            let grown = equiv::with_extra_topology(t, &c.cluster)
+                .map_err(|why| ReportError::Sim { extra_nodes: k, source: SimError::Cluster(why) })?;
+            c.topology = Some(std::sync::Arc::new(grown));
+        }
         let r =
             simulate(w, &c).map(|o| o.metrics.mean_jct_s).map_err(|source| ReportError::Sim { extra_nodes: k, source });
         on_probe();
@@ -749,12 +767,12 @@ mod tests {
         let w = workload();
         let cfg =
             SimConfig::new(ClusterSpec::uniform(1, 4), Placement::Pooled, PolicySpec::plain(ordo_core::Order::Fifo));
-        let e = equivalent_gpus(&w, &cfg, 120.0, "sgf", 60.0, 16, &|| {}).unwrap();
+        let e = equivalent_gpus(&w, &cfg, ("fifo", 120.0), "sgf", 60.0, 16, &|| {}).unwrap();
         assert_eq!((e.extra_nodes, e.extra_gpus, e.reached), (Some(1), Some(4), true));
         assert!((e.probes[0].mean_jct_s - 160.0 / 3.0).abs() < 1e-9, "{:?}", e.probes);
-        let e = equivalent_gpus(&w, &cfg, 120.0, "sgf", 10.0, 4, &|| {}).unwrap();
+        let e = equivalent_gpus(&w, &cfg, ("fifo", 120.0), "sgf", 10.0, 4, &|| {}).unwrap();
         assert!(!e.reached && e.message.starts_with("not reached"), "{}", e.message);
-        let e = equivalent_gpus(&w, &cfg, 120.0, "fifo", 120.0, 16, &|| {}).unwrap();
+        let e = equivalent_gpus(&w, &cfg, ("fifo", 120.0), "fifo", 120.0, 16, &|| {}).unwrap();
         assert!(e.reached && e.message.starts_with("none needed"), "{}", e.message);
     }
 }

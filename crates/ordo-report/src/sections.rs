@@ -234,6 +234,7 @@ pub fn sections(r: &Report) -> Result<Vec<Section>, String> {
     if let Some(s) = models_section(r)? {
         out.push(s);
     }
+    out.extend(spread_sections(r)?);
 
     // JCT CDF (log x).
     let lines = policy_lines(r, |n| {
@@ -413,6 +414,155 @@ fn models_section(r: &Report) -> Result<Option<Section>, String> {
         table: t,
         notes: vec![],
     }))
+}
+
+/// What crossing `crossed` of `levels` (lowest first) means, in words: `within one block`,
+/// `across blocks, within one switch`, `across switches`.
+pub fn crossed_label(levels: &[String], crossed: usize) -> String {
+    let plural = ordo_core::words::plural;
+    match (crossed, levels.get(crossed)) {
+        (0, Some(l)) => format!("within one {l}"),
+        (c, Some(l)) => format!("across {}, within one {l}", plural(&levels[c - 1])),
+        (c, None) => format!("across {}", plural(levels.get(c.wrapping_sub(1)).map_or("unit", |s| s.as_str()))),
+    }
+}
+
+/// Runs on a cluster with a network topology (`--topology`, the `gangs` workload): where gangs
+/// landed (runs by levels crossed) and the GPU-hours spreading them cost, per policy (and
+/// placement, `POLICY @PLACEMENT`). None without a topology.
+fn spread_sections(r: &Report) -> Result<Vec<Section>, String> {
+    let with: Vec<(usize, &String, &ordo_sim::metrics::SpreadStats)> = r
+        .policies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| r.metrics.get(n).and_then(|m| m.spread.as_ref()).map(|s| (i, n, s)))
+        .collect();
+    let Some(&(_, _, first)) = with.first() else { return Ok(Vec::new()) };
+    let levels = &first.levels;
+    let cats_n = levels.len() + 1;
+    let cats: Vec<String> = (0..cats_n).map(|c| crossed_label(levels, c)).collect();
+    let legend: Vec<LegendEntry> = with.iter().map(|&(i, n, _)| (n.clone(), i, emphasised(r, n))).collect();
+    let runs = |s: &ordo_sim::metrics::SpreadStats| s.gang_runs_by_crossed.iter().sum::<u64>();
+    let share = |part: u64, all: u64| if all > 0 { part as f64 / all as f64 } else { 0.0 };
+    let rows_of = |cells: &dyn Fn(&String, &ordo_sim::metrics::SpreadStats) -> Vec<Cell>| -> Vec<Vec<Cell>> {
+        with.iter()
+            .map(|&(_, n, s)| {
+                let mut row = vec![Cell::text(n)];
+                row.extend(cells(n, s));
+                row
+            })
+            .collect()
+    };
+
+    // Gang runs by levels crossed, as shares of each policy's gang runs.
+    let bars: Vec<Line> = with
+        .iter()
+        .map(|&(i, n, s)| Line {
+            name: n.clone(),
+            color: i,
+            points: (0..cats_n)
+                .map(|c| (c as f64, 100.0 * share(s.gang_runs_by_crossed.get(c).copied().unwrap_or(0), runs(s))))
+                .collect(),
+            emphasis: emphasised(r, n),
+        })
+        .collect();
+    let axes = Axes {
+        x: "where a gang's nodes were",
+        y: "gang runs (%)",
+        x_fmt: &fmt0,
+        y_fmt: &fmt_g,
+        x_ticks: None,
+        y_ticks: Some(vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]),
+    };
+    let mut head = heads(&["policy", "gang runs"]);
+    head.extend(cats.iter().cloned());
+    head.extend(heads(&["gangs", "gangs spread more than their size needs", "share of gangs"]));
+    let table = Table {
+        head,
+        rows: rows_of(&|n, s| {
+            let mut row = vec![Cell::text(thousands(runs(s) as f64))];
+            for c in 0..cats_n {
+                let v = s.gang_runs_by_crossed.get(c).copied().unwrap_or(0);
+                row.push(f(format!("metrics.{n}.spread.gang_runs_by_crossed.{c}"), v as f64, 0));
+            }
+            row.push(f(format!("metrics.{n}.spread.gangs"), s.gangs as f64, 0));
+            row.push(f(format!("metrics.{n}.spread.spread_gangs"), s.spread_gangs as f64, 0));
+            row.push(Cell::text(pct1(share(s.spread_gangs, s.gangs))));
+            row
+        }),
+    };
+    let runs_section = Section {
+        id: "spread",
+        title: "Where gangs landed".into(),
+        intro: format!(
+            "Every run of a gang (a job on more than one node) by how far apart its nodes were in the cluster's network topology ({} levels, lowest first: {}): all in one {}, or spread over several units of one level or more. A run that crosses a level takes longer by that level's slowdown factor (docs/TOPOLOGY.md), so bars further left are better. Shares of each policy's gang runs; the table gives the counts (a preempted gang counts once per run). A gang larger than every unit of a level crosses that level wherever it goes: the last columns count the gangs that crossed more levels than their size needs.",
+            levels.len(),
+            levels.join(", "),
+            levels.first().map_or("unit", |l| l.as_str()),
+        ),
+        svg: chart::bar_chart(&cats, &bars, &axes)?,
+        legend: legend.clone(),
+        table,
+        notes: vec![],
+    };
+
+    // GPU-hours lost to spread placement.
+    let bars: Vec<Line> = with
+        .iter()
+        .map(|&(i, n, s)| Line {
+            name: n.clone(),
+            color: i,
+            points: vec![(0.0, s.lost_gpu_hours)],
+            emphasis: emphasised(r, n),
+        })
+        .collect();
+    let axes = Axes { x: "", y: "GPU-hours lost", x_fmt: &fmt0, y_fmt: &fmt_g, x_ticks: None, y_ticks: None };
+    let table = Table {
+        head: heads(&["policy", "GPU-hours lost to spread placement", "share of the GPU-hours of work", "mean JCT"]),
+        rows: rows_of(&|n, s| {
+            let m = &r.metrics[n];
+            vec![
+                gh(format!("metrics.{n}.spread.lost_gpu_hours"), s.lost_gpu_hours),
+                Cell::text(pct1(share_f(s.lost_gpu_hours, m.total_gpu_hours))),
+                d(format!("metrics.{n}.mean_jct_s"), m.mean_jct_s),
+            ]
+        }),
+    };
+    let least = with.iter().min_by(|a, b| a.2.lost_gpu_hours.total_cmp(&b.2.lost_gpu_hours).then(a.0.cmp(&b.0)));
+    let most = with.iter().max_by(|a, b| a.2.lost_gpu_hours.total_cmp(&b.2.lost_gpu_hours).then(b.0.cmp(&a.0)));
+    let mut notes = Vec::new();
+    if let (Some(&(_, lo, ls)), Some(&(_, hi, hs))) = (least, most) {
+        if lo != hi && hs.lost_gpu_hours > ls.lost_gpu_hours {
+            notes.push(vec![
+                Cell::text(format!("{lo} loses the least to spread placement, ")),
+                gh(format!("metrics.{lo}.spread.lost_gpu_hours"), ls.lost_gpu_hours),
+                Cell::text(" GPU-hours, against "),
+                gh(format!("metrics.{hi}.spread.lost_gpu_hours"), hs.lost_gpu_hours),
+                Cell::text(format!(" under {hi}.")),
+            ]);
+        }
+    }
+    let lost_section = Section {
+        id: "spread-lost",
+        title: "GPU-hours lost to spread placement".into(),
+        intro: format!(
+            "The GPU-hours gangs spent running slower because their nodes were spread: each gang's run time beyond what it would have taken in the least spread placement its size allows, times its GPUs. It is capacity the cluster spent on communication, beside the idle causes above. The unavoidable part (a gang larger than every {} crosses it wherever it goes) is not counted. Under topology placement (@topology), each gang was placed in the lowest level that held it; under the others, wherever GPUs were free.",
+            levels.first().map_or("unit", |l| l.as_str()),
+        ),
+        svg: chart::bar_chart(&["lost to spread placement".to_string()], &bars, &axes)?,
+        legend,
+        table,
+        notes,
+    };
+    Ok(vec![runs_section, lost_section])
+}
+
+fn share_f(part: f64, all: f64) -> f64 {
+    if all > 0.0 {
+        part / all
+    } else {
+        0.0
+    }
 }
 
 fn owners_section(r: &Report) -> Result<Section, String> {

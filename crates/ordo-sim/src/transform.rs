@@ -37,6 +37,21 @@ pub fn noisy_estimates(w: &mut Workload, sigma: f64, seed: u64) {
     }
 }
 
+/// Gives every gang (a job of more GPUs than `largest_node_gpus`, the cluster's largest node)
+/// that asks nothing of the topology the ask `ask` (`--gang-topology`); a job's own ask stays.
+/// Returns how many jobs got it.
+pub fn ask_gangs(w: &mut Workload, largest_node_gpus: u32, ask: &ordo_core::TopoAsk) -> usize {
+    let mut n = 0;
+    for j in w.jobs.iter_mut().filter(|j| j.gpus > largest_node_gpus) {
+        let needs = j.needs.get_or_insert_with(Default::default);
+        if needs.topology.is_none() {
+            needs.topology = Some(ask.clone());
+            n += 1;
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

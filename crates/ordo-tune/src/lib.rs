@@ -10,7 +10,7 @@ pub mod space;
 
 pub use search::{tune, Dropped, Evaluated, StopReason, TuneOptions, TuneResult};
 pub use select::{summarize, Constraints, Limit, Objective, Summary};
-pub use space::{Candidate, Space};
+pub use space::{topology_rules, Candidate, Space, TopoRule};
 
 /// Why tuning failed.
 #[derive(Debug, thiserror::Error)]

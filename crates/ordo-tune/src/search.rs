@@ -37,6 +37,28 @@ pub struct Evaluated {
     pub fairness_groups: f64,
     /// Wall time of the simulation, seconds (the only field that varies between equal runs).
     pub sim_s: f64,
+    /// On a cluster with a network topology: the topology rule it ran under
+    /// ([`crate::TopoRule::name`]: `consolidated`, `topology`, `topology (required:switch)`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// On a cluster with a network topology: the GPU-hours lost to spread placement
+    /// (`spread.lost_gpu_hours` in docs/METRICS.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spread_lost_gpu_hours: Option<f64>,
+}
+
+impl Evaluated {
+    /// The policy and, on a cluster with a topology, its rule: `sjf+easy @topology`.
+    pub fn label(&self) -> String {
+        label(&self.policy, self.placement.as_deref())
+    }
+}
+
+fn label(policy: &str, placement: Option<&str>) -> String {
+    match placement {
+        Some(p) => format!("{policy} @{p}"),
+        None => policy.to_string(),
+    }
 }
 
 /// A configuration stopped before the end of its run because its mean JCT was certain to be
@@ -53,6 +75,9 @@ pub struct Dropped {
     pub reached: f64,
     /// Wall time of the simulation until it was stopped, seconds.
     pub sim_s: f64,
+    /// The topology rule it ran under, on a cluster with a network topology.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 /// Why the search stopped.
@@ -130,13 +155,48 @@ enum Outcome {
     Dropped(Dropped),
 }
 
+/// What a run under one topology rule simulates: the workload (with the rule's gang ask) and
+/// the configuration (with its placement); the input's own without topology rules.
+struct Variant<'a> {
+    w: std::borrow::Cow<'a, Workload>,
+    base: SimConfig,
+    /// The rule's name; `None` without topology rules.
+    name: Option<String>,
+}
+
+/// One [`Variant`] per topology rule of `space` (one, the input as given, without any).
+fn variants<'a>(w: &'a Workload, base: &SimConfig, space: &Space) -> Vec<Variant<'a>> {
+    if space.rules.is_empty() {
+        return vec![Variant { w: std::borrow::Cow::Borrowed(w), base: base.clone(), name: None }];
+    }
+    space
+        .rules
+        .iter()
+        .map(|r| {
+            let mut cfg = base.clone();
+            cfg.placement =
+                if r.placement == "pooled" { ordo_core::Placement::Pooled } else { ordo_core::Placement::Consolidated };
+            cfg.place_by_topology = r.placement == "topology";
+            let w = match &r.gang_ask {
+                None => std::borrow::Cow::Borrowed(w),
+                Some(ask) => {
+                    let mut asked = w.clone();
+                    ordo_sim::transform::ask_gangs(&mut asked, base.cluster.max_node_gpus(), ask);
+                    std::borrow::Cow::Owned(asked)
+                }
+            };
+            Variant { w, base: cfg, name: Some(r.name()) }
+        })
+        .collect()
+}
+
 fn evaluate(
-    w: &Workload,
-    base: &SimConfig,
+    v: &Variant,
     spec: &PolicySpec,
     deadline: Option<Instant>,
     limit_s: Option<f64>,
 ) -> Result<Outcome, TuneError> {
+    let (w, base) = (&*v.w, &v.base);
     let mut cfg = base.clone();
     cfg.policy = spec.clone();
     cfg.deadline = deadline;
@@ -154,9 +214,10 @@ fn evaluate(
                 limit_s: limit_s.unwrap_or(f64::INFINITY),
                 reached,
                 sim_s: t0.elapsed().as_secs_f64(),
+                placement: v.name.clone(),
             }));
         }
-        Err(source) => return Err(TuneError::Sim { policy: spec.to_string(), source }),
+        Err(source) => return Err(TuneError::Sim { policy: label(&spec.to_string(), v.name.as_deref()), source }),
     };
     let m = out.metrics;
     Ok(Outcome::Done(Evaluated {
@@ -170,6 +231,8 @@ fn evaluate(
         fairness_users: m.fairness_users,
         fairness_groups: m.fairness_groups,
         sim_s: t0.elapsed().as_secs_f64(),
+        placement: v.name.clone(),
+        spread_lost_gpu_hours: v.name.as_ref().and(m.spread.as_ref()).map(|s| s.lost_gpu_hours),
     }))
 }
 
@@ -224,13 +287,15 @@ struct Picker<'a> {
 }
 
 impl Picker<'_> {
-    /// Adds `c` to `batch` unless it, or another spelling of the same policy, was seen.
+    /// Adds `c` to `batch` unless it, or another spelling of the same policy under the same
+    /// topology rule, was seen.
     fn take(&mut self, c: Candidate, batch: &mut Vec<(Candidate, PolicySpec)>) -> Result<(), TuneError> {
         if !self.seen.insert(c.clone()) {
             return Ok(());
         }
         let spec = self.space.spec(&c)?;
-        if self.names.insert(spec.to_string()) {
+        let name = label(&spec.to_string(), self.space.rule(&c).map(|r| r.name()).as_deref());
+        if self.names.insert(name) {
             batch.push((c, spec));
         }
         Ok(())
@@ -238,7 +303,8 @@ impl Picker<'_> {
 }
 
 /// Searches `space` on workload `w` (cluster, placement and preemption overhead from `base`;
-/// its policy is ignored). `on_done` is called once per finished simulation, from any thread,
+/// its policy is ignored). With topology rules (`space.rules`), each rule sets the placement
+/// and gives gangs its ask; `base` must then carry the topology. `on_done` is called once per finished simulation, from any thread,
 /// with `None` for a run stopped by racing.
 pub fn tune(
     w: &Workload,
@@ -258,6 +324,7 @@ pub fn tune(
     let mut abandoned: Vec<(String, String)> = Vec::new();
     let mut dropped: Vec<Dropped> = Vec::new();
     let no_estimates = !w.jobs.is_empty() && w.jobs.iter().all(|j| j.estimate.is_none());
+    let variants = variants(w, base, space);
 
     // The baseline: strict FIFO, always simulated first.
     let fifo = grid.pop_front().filter(|c| space.name(c) == "fifo").ok_or_else(|| {
@@ -268,7 +335,7 @@ pub fn tune(
     })?;
     let mut first = Vec::new();
     picker.take(fifo, &mut first)?;
-    let Outcome::Done(baseline) = evaluate(w, base, &first[0].1, None, None)? else {
+    let Outcome::Done(baseline) = evaluate(&variants[first[0].0.rule], &first[0].1, None, None)? else {
         unreachable!("a run without a limit is never stopped by racing")
     };
     on_done(Some(&baseline));
@@ -338,12 +405,12 @@ pub fn tune(
         let results: Vec<Option<Result<Outcome, TuneError>>> = batch
             .par_iter()
             .zip(limits.par_iter())
-            .map(|((_, spec), &limit)| {
+            .map(|((c, spec), &limit)| {
                 if Instant::now() >= deadline {
                     return None;
                 }
                 // A run still going when the budget ends is abandoned, not waited for.
-                let r = evaluate(w, base, spec, Some(deadline), limit);
+                let r = evaluate(&variants[c.rule], spec, Some(deadline), limit);
                 if let Err(TuneError::Sim { source: ordo_sim::SimError::Deadline { .. }, .. }) = &r {
                     return None;
                 }

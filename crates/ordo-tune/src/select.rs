@@ -214,7 +214,10 @@ impl Objective {
                 o => return o,
             }
         }
-        simplicity(&a.policy).cmp(&simplicity(&b.policy)).then_with(|| a.policy.cmp(&b.policy))
+        simplicity(&a.policy)
+            .cmp(&simplicity(&b.policy))
+            .then_with(|| a.policy.cmp(&b.policy))
+            .then_with(|| a.placement.cmp(&b.placement))
     }
 }
 
@@ -383,6 +386,8 @@ mod tests {
             fairness_users: 1.0,
             fairness_groups: 1.0,
             sim_s: 0.0,
+            placement: None,
+            spread_lost_gpu_hours: None,
         }
     }
 

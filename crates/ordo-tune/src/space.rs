@@ -1,5 +1,6 @@
 //! The search space: every order of `ordo_core::policy` with a finite list of values per
-//! parameter, crossed with backfill (non-preemptive orders only) and the `+maxwait` guard.
+//! parameter, crossed with backfill (non-preemptive orders only) and the `+maxwait` guard, and
+//! on a cluster with a network topology with the topology rules ([`TopoRule`]).
 
 use ordo_core::PolicySpec;
 use rand::Rng;
@@ -40,6 +41,38 @@ pub struct Candidate {
     pub backfill: usize,
     /// Index into [`Space::maxwaits`].
     pub maxwait: usize,
+    /// Index into [`Space::rules`] (always 0 when the space has none).
+    pub rule: usize,
+}
+
+/// How gangs are placed on a cluster with a network topology: one value of the search's
+/// topology dimension (docs/TOPOLOGY.md, docs/TUNE.md).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopoRule {
+    /// The placement, as `--placement` names it: `pooled`, `consolidated` or `topology` (each
+    /// gang in the lowest level of the topology that holds it).
+    pub placement: &'static str,
+    /// The ask every gang gets where it asks none itself (as `--gang-topology`), under
+    /// `topology` placement only.
+    pub gang_ask: Option<ordo_core::TopoAsk>,
+}
+
+impl TopoRule {
+    /// The rule in words: `consolidated`, `topology`, `topology (required:switch)`.
+    pub fn name(&self) -> String {
+        match &self.gang_ask {
+            None => self.placement.to_string(),
+            Some(a) => format!("{} ({a})", self.placement),
+        }
+    }
+
+    /// The flags that run it with `ordo simulate` or `ordo compare`.
+    pub fn flags(&self) -> String {
+        match &self.gang_ask {
+            None => format!("--placement {}", self.placement),
+            Some(a) => format!("--placement {} --gang-topology {a}", self.placement),
+        }
+    }
 }
 
 /// The whole space.
@@ -51,6 +84,78 @@ pub struct Space {
     pub backfills: Vec<&'static str>,
     /// Starvation guards: none or `+maxwait=D`.
     pub maxwaits: Vec<&'static str>,
+    /// Topology rules (a cluster with a network topology); empty: the placement as given, and
+    /// no such dimension.
+    pub rules: Vec<TopoRule>,
+}
+
+/// The topology dimension of a search on a cluster with topology `t`: the rules to try and,
+/// in words, those left out and why.
+///
+/// - Placements: `placement` alone when `--placement` was given; else the input's own
+///   (`default_placement`), consolidated, and topology.
+/// - Under topology placement, a gang ask per level, `required:LEVEL` (gangs wait for one unit
+///   of that level), where every gang that asks nothing itself fits the largest unit of the
+///   level: a larger gang would never run, and a rule that drops jobs cannot be compared on
+///   mean JCT. Not when `ask_given` (`--gang-topology` already gave every gang its ask).
+///   `preferred:LEVEL` is not tried: topology placement already places every gang as low as it
+///   goes.
+pub fn topology_rules(
+    t: &ordo_core::Topology,
+    cluster: &ordo_core::ClusterSpec,
+    w: &ordo_core::Workload,
+    placement: Option<&'static str>,
+    default_placement: &'static str,
+    ask_given: bool,
+) -> (Vec<TopoRule>, Vec<String>) {
+    let placements: Vec<&'static str> = match placement {
+        Some(p) => vec![p],
+        None => {
+            let mut v = vec![default_placement];
+            for p in ["consolidated", "topology"] {
+                if !v.contains(&p) {
+                    v.push(p);
+                }
+            }
+            v
+        }
+    };
+    let mut rules: Vec<TopoRule> = placements.iter().map(|&p| TopoRule { placement: p, gang_ask: None }).collect();
+    let mut left_out = Vec::new();
+    if !placements.contains(&"topology") {
+        return (rules, left_out);
+    }
+    if ask_given {
+        left_out.push("gang asks: --gang-topology gives every gang its ask".to_string());
+        return (rules, left_out);
+    }
+    let largest_node = cluster.max_node_gpus();
+    let gangs: Vec<u32> = w
+        .jobs
+        .iter()
+        .filter(|j| j.gpus > largest_node && j.needs.as_ref().is_none_or(|n| n.topology.is_none()))
+        .map(|j| j.gpus)
+        .collect();
+    if gangs.is_empty() {
+        left_out.push("gang asks: no job is larger than one node without an ask of its own".to_string());
+        return (rules, left_out);
+    }
+    let node_gpus: Vec<u32> = cluster.nodes.iter().map(|n| n.gpus).collect();
+    for (l, level) in t.levels().iter().enumerate() {
+        let largest = t.largest_unit(l, &node_gpus);
+        let over = gangs.iter().filter(|&&g| g as u64 > largest).count();
+        let ask = ordo_core::TopoAsk { level: level.clone(), required: true };
+        if over == 0 {
+            rules.push(TopoRule { placement: "topology", gang_ask: Some(ask) });
+        } else {
+            left_out.push(format!(
+                "{ask}: {} larger than the largest {level} ({}) would never run",
+                ordo_core::words::count(over, "gang"),
+                ordo_core::words::count(largest as usize, "GPU")
+            ));
+        }
+    }
+    (rules, left_out)
 }
 
 /// Draws costing up to this ([`Space::cost`]) are always kept by [`Space::sample`].
@@ -128,7 +233,18 @@ impl Space {
             families,
             backfills: vec!["", "+easy", "+conservative"],
             maxwaits: vec!["", "+maxwait=6h", "+maxwait=24h", "+maxwait=72h"],
+            rules: Vec::new(),
         }
+    }
+
+    /// Values of the topology dimension (1 without one).
+    fn rule_count(&self) -> usize {
+        self.rules.len().max(1)
+    }
+
+    /// The topology rule of a candidate, when the space has that dimension.
+    pub fn rule(&self, c: &Candidate) -> Option<&TopoRule> {
+        self.rules.get(c.rule)
     }
 
     /// Number of candidates (before names that mean the same policy are merged).
@@ -140,7 +256,8 @@ impl Space {
                 let b = if f.preemptive { 1 } else { self.backfills.len() };
                 p * b * self.maxwaits.len()
             })
-            .sum()
+            .sum::<usize>()
+            * self.rule_count()
     }
 
     /// The policy name of a candidate as the tuner writes it (every parameter spelled out).
@@ -235,9 +352,10 @@ impl Space {
     /// The starting grid: every order with its default parameters under every backfill it
     /// allows (conservative only for the static orders fifo, sjf, sgf, whose conservative runs
     /// are cheap), plus the time-sliced `rr`, `fair:by=group`, small-first LAS and fine-grained
-    /// LAS. No starvation guard.
+    /// LAS. No starvation guard. With topology rules, each of these under every rule in turn
+    /// (so the first rounds compare the rules on the same policies).
     pub fn grid(&self) -> Vec<Candidate> {
-        let mut out = Vec::new();
+        let mut out: Vec<Candidate> = Vec::new();
         for (fi, f) in self.families.iter().enumerate() {
             let params: Vec<usize> = f.dims.iter().map(|d| d.default).collect();
             let backfills: &[usize] = if f.preemptive {
@@ -248,18 +366,18 @@ impl Space {
                 &[0, 1]
             };
             for &b in backfills {
-                out.push(Candidate { family: fi, params: params.clone(), backfill: b, maxwait: 0 });
+                out.push(Candidate { family: fi, params: params.clone(), backfill: b, maxwait: 0, rule: 0 });
             }
             if f.name == "fair" {
-                out.push(Candidate { family: fi, params: vec![1], backfill: 0, maxwait: 0 });
+                out.push(Candidate { family: fi, params: vec![1], backfill: 0, maxwait: 0, rule: 0 });
             }
             if f.name == "las" {
                 // Small jobs first inside a queue, and the fine-grained ladder.
-                out.push(Candidate { family: fi, params: vec![2, 0, 1], backfill: 0, maxwait: 0 });
-                out.push(Candidate { family: fi, params: vec![5, 0, 1], backfill: 0, maxwait: 0 });
+                out.push(Candidate { family: fi, params: vec![2, 0, 1], backfill: 0, maxwait: 0, rule: 0 });
+                out.push(Candidate { family: fi, params: vec![5, 0, 1], backfill: 0, maxwait: 0, rule: 0 });
             }
         }
-        out
+        out.into_iter().flat_map(|c| (0..self.rule_count()).map(move |rule| Candidate { rule, ..c.clone() })).collect()
     }
 
     /// Every candidate, in a fixed order.
@@ -283,7 +401,9 @@ impl Space {
             for p in &params {
                 for b in 0..nb {
                     for m in 0..self.maxwaits.len() {
-                        out.push(Candidate { family: fi, params: p.clone(), backfill: b, maxwait: m });
+                        for rule in 0..self.rule_count() {
+                            out.push(Candidate { family: fi, params: p.clone(), backfill: b, maxwait: m, rule });
+                        }
                     }
                 }
             }
@@ -292,7 +412,7 @@ impl Space {
     }
 
     /// Candidates one step away: one parameter to the next or previous value, another backfill,
-    /// or the next or previous starvation guard.
+    /// the next or previous starvation guard, or another topology rule.
     pub fn neighbours(&self, c: &Candidate) -> Vec<Candidate> {
         let f = &self.families[c.family];
         let mut out = Vec::new();
@@ -317,11 +437,15 @@ impl Space {
                 out.push(Candidate { maxwait: m, ..c.clone() });
             }
         }
+        for rule in (0..self.rules.len()).filter(|&r| r != c.rule) {
+            out.push(Candidate { rule, ..c.clone() });
+        }
         out
     }
 
     /// A random candidate: a family by weight, each parameter uniformly, backfill (none, easy,
-    /// conservative with weights 2:2:1) and a starvation guard in about one draw of three. A
+    /// conservative with weights 2:2:1), a starvation guard in about one draw of three and a
+    /// topology rule uniformly (only when there are several: no draw otherwise). A
     /// draw is kept with probability `min(1, 0.3 / cost)` ([`Space::cost`]), else redrawn, so
     /// slow variants are sampled less (a 3 s configuration one tenth as often as a 0.3 s one).
     pub fn sample<R: Rng>(&self, rng: &mut R) -> Candidate {
@@ -348,7 +472,8 @@ impl Space {
                 }
             };
             let maxwait = if rng.random_range(0..3) == 0 { rng.random_range(1..self.maxwaits.len()) } else { 0 };
-            let c = Candidate { family: fi, params, backfill, maxwait };
+            let rule = if self.rules.len() > 1 { rng.random_range(0..self.rules.len()) } else { 0 };
+            let c = Candidate { family: fi, params, backfill, maxwait, rule };
             if rng.random::<f64>() * self.cost(&c) <= ACCEPT_COST {
                 return c;
             }
@@ -403,7 +528,55 @@ mod tests {
             let c = s.sample(&mut rng);
             assert!(all.contains(&c), "{}", s.name(&c));
         }
-        assert_eq!(s.grid()[0], Candidate { family: 0, params: vec![], backfill: 0, maxwait: 0 });
+        assert_eq!(s.grid()[0], Candidate { family: 0, params: vec![], backfill: 0, maxwait: 0, rule: 0 });
         assert_eq!(s.name(&s.grid()[0]), "fifo");
+    }
+    /// On the `gangs` workload (blocks of 32 GPUs, switches of 128, gangs of up to 128 GPUs):
+    /// consolidated, topology and `required:switch`; `required:block` is left out, naming the
+    /// gangs no block holds. The rules multiply the space, the grid tries every grid policy
+    /// under each, and every step and draw stays in the space.
+    #[test]
+    fn topology_rules_of_the_gangs_workload() {
+        use ordo_sim::workload::{generate, Scenario, WorkloadParams};
+        let sc = Scenario::Gangs;
+        let cluster = sc.cluster();
+        let t = sc.topology().expect("gangs has a topology");
+        let w = generate(&WorkloadParams::default_for(sc), cluster.total_gpus());
+        let (rules, left_out) = topology_rules(&t, &cluster, &w, None, "consolidated", false);
+        let names: Vec<String> = rules.iter().map(TopoRule::name).collect();
+        assert_eq!(names, ["consolidated", "topology", "topology (required:switch)"]);
+        assert_eq!(rules[2].flags(), "--placement topology --gang-topology required:switch");
+        let over = w.jobs.iter().filter(|j| j.gpus > 32).count();
+        assert!(over > 0);
+        assert_eq!(
+            left_out,
+            [format!("required:block: {over} gangs larger than the largest block (32 GPUs) would never run")]
+        );
+        // A placement given is not searched; --gang-topology given: no asks.
+        let (r, _) = topology_rules(&t, &cluster, &w, Some("consolidated"), "consolidated", false);
+        assert_eq!(r.len(), 1);
+        let (r, out) = topology_rules(&t, &cluster, &w, None, "pooled", true);
+        assert_eq!(r.iter().map(TopoRule::name).collect::<Vec<_>>(), ["pooled", "consolidated", "topology"]);
+        assert!(out[0].contains("--gang-topology"), "{out:?}");
+
+        let plain = Space::standard();
+        let s = Space { rules, ..Space::standard() };
+        assert_eq!(s.size(), 3 * plain.size());
+        assert_eq!(s.grid().len(), 3 * plain.grid().len());
+        assert_eq!(s.all().len(), s.size());
+        for (i, c) in s.grid().iter().enumerate() {
+            assert_eq!(c.rule, i % 3, "each grid policy under every rule in turn");
+        }
+        let all: HashSet<Candidate> = s.all().into_iter().collect();
+        assert_eq!(all.len(), s.size());
+        let c = s.grid()[0].clone();
+        let rules_seen: HashSet<usize> = s.neighbours(&c).iter().map(|n| n.rule).collect();
+        assert_eq!(rules_seen, [0, 1, 2].into_iter().collect(), "a step to each other rule");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let drawn: HashSet<usize> =
+            (0..300).map(|_| s.sample(&mut rng)).inspect(|c| assert!(all.contains(c))).map(|c| c.rule).collect();
+        assert_eq!(drawn.len(), 3);
+        // Without rules, no candidate has one and no draw is spent on it.
+        assert!(plain.all().iter().all(|c| c.rule == 0) && plain.rule(&plain.grid()[0]).is_none());
     }
 }

@@ -127,7 +127,7 @@ pub struct InputArgs {
     /// its trace row asks none: `required:LEVEL` (it waits for a unit of that level that holds
     /// it) or `preferred:LEVEL`. Under --placement topology only.
     #[arg(long, value_name = "required:LEVEL|preferred:LEVEL")]
-    gang_topology: Option<ordo_core::TopoAsk>,
+    pub(crate) gang_topology: Option<ordo_core::TopoAsk>,
     /// Shuffle the order of jobs submitted at the same instant with this seed (to see how much
     /// a result depends on tie order; by default ties keep the order of the input).
     #[arg(long)]
@@ -460,13 +460,7 @@ pub(crate) fn load_input_placements(a: &InputArgs) -> Result<Input> {
     if let Some(ask) = &a.gang_topology {
         let t = topology.as_ref().context("--gang-topology: give the cluster's topology with --topology FILE")?;
         t.need(ask).map_err(|e| anyhow::anyhow!("--gang-topology: {e}"))?;
-        let largest = cluster.max_node_gpus();
-        for j in workload.jobs.iter_mut().filter(|j| j.gpus > largest) {
-            let n = j.needs.get_or_insert_with(Default::default);
-            if n.topology.is_none() {
-                n.topology = Some(ask.clone());
-            }
-        }
+        ordo_sim::transform::ask_gangs(&mut workload, cluster.max_node_gpus(), ask);
     }
     if let Some(seed) = a.shuffle_ties {
         ordo_sim::transform::shuffle_ties(&mut workload, seed);
@@ -742,24 +736,12 @@ pub(crate) enum Keep {
 /// run named `POLICY @PLACEMENT`.
 pub(crate) fn run_all(input: &Input, policies: &[PolicySpec], keep: Keep) -> Result<Vec<SimOutput>> {
     use rayon::prelude::*;
-    let many = input.placements.len() > 1;
-    let runs: Vec<(&PolicySpec, Option<PlacementArg>)> = policies
-        .iter()
-        .flat_map(|p| {
-            let each: Vec<Option<PlacementArg>> =
-                if many { input.placements.iter().copied().map(Some).collect() } else { vec![None] };
-            each.into_iter().map(move |pl| (p, pl))
-        })
-        .collect();
+    let runs = runs_of(input, policies);
     let bar = crate::progress::bar(runs.len() as u64, "simulating");
     let outs = runs
         .par_iter()
         .map(|&(p, pl)| {
-            let mut cfg = config(input, p);
-            if let Some(pl) = pl {
-                cfg.placement = pl.placement();
-                cfg.place_by_topology = pl == PlacementArg::Topology;
-            }
+            let cfg = run_config(input, p, pl);
             let mut out = simulate(&input.workload, &cfg).with_context(|| format!("policy {p}"));
             if let Ok(o) = &mut out {
                 if let Some(pl) = pl {
@@ -775,6 +757,24 @@ pub(crate) fn run_all(input: &Input, policies: &[PolicySpec], keep: Keep) -> Res
         .collect();
     bar.finish_and_clear();
     outs
+}
+
+/// The runs [`run_all`] makes, in its order: each policy, under each `--placement` when
+/// several are given (`None`: the input's one placement).
+pub(crate) fn runs_of<'a>(input: &Input, policies: &'a [PolicySpec]) -> Vec<(&'a PolicySpec, Option<PlacementArg>)> {
+    let each: Vec<Option<PlacementArg>> =
+        if input.placements.len() > 1 { input.placements.iter().copied().map(Some).collect() } else { vec![None] };
+    policies.iter().flat_map(|p| each.iter().map(move |&pl| (p, pl))).collect()
+}
+
+/// The configuration of one run of [`runs_of`].
+pub(crate) fn run_config(input: &Input, policy: &PolicySpec, placement: Option<PlacementArg>) -> SimConfig {
+    let mut cfg = config(input, policy);
+    if let Some(pl) = placement {
+        cfg.placement = pl.placement();
+        cfg.place_by_topology = pl == PlacementArg::Topology;
+    }
+    cfg
 }
 
 pub fn run() -> Result<ExitCode> {

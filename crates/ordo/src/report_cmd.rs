@@ -2,7 +2,8 @@
 //! crates/ordo-report as HTML (self-contained), Markdown or JSON, with cost and equivalent GPUs.
 
 use crate::cli::{
-    config, load_input, policies_for, run_all, with_as_run, InputArgs, Keep, PolicyList, DEFAULT_POLICIES,
+    load_input_placements, policies_for, run_all, run_config, runs_of, with_as_run, InputArgs, Keep, PolicyList,
+    DEFAULT_POLICIES,
 };
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -105,7 +106,8 @@ pub fn run(a: ReportArgs) -> Result<()> {
     }
     let price = price(&a)?;
     let format = out_format(&a);
-    let input = load_input(&a.input)?;
+    // Several placements, as `compare` takes them: every policy under each (`POLICY @PLACEMENT`).
+    let input = load_input_placements(&a.input)?;
     let policies = policies_for(&input, &a.policies.0);
     let simulated = run_all(&input, &policies, Keep::Records)?;
     let opts = ReportOptions {
@@ -131,10 +133,11 @@ pub fn run(a: ReportArgs) -> Result<()> {
         let h = ordo_report::headline(&results);
         let spinner = crate::progress::spinner("equivalent GPUs: simulating larger clusters");
         let tick = || spinner.inc(1);
+        let (policy, placement) = runs_of(&input, &policies)[h.baseline];
         let e = ordo_report::equivalent_gpus(
             &input.workload,
-            &config(&input, &policies[h.baseline]),
-            results[h.baseline].mean_jct_s,
+            &run_config(&input, policy, placement),
+            (&results[h.baseline].policy, results[h.baseline].mean_jct_s),
             &results[h.best].policy,
             results[h.best].mean_jct_s,
             a.equivalent_cap,

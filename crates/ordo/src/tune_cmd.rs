@@ -154,6 +154,69 @@ struct TuneReport {
     /// The schedule an `ordo server` really ran (its database as input): its metrics and words.
     #[serde(skip_serializing_if = "Option::is_none")]
     as_run: Option<(ordo_sim::Metrics, ordo_report::AsRun)>,
+    /// On a cluster with a network topology: the topology dimension of the search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topology: Option<TopologySearch>,
+}
+
+/// The topology dimension of a search (a cluster with a network topology; docs/TUNE.md).
+#[derive(Debug, Serialize)]
+struct TopologySearch {
+    /// The topology's levels, lowest first.
+    levels: Vec<String>,
+    /// The rules searched ([`ordo_tune::TopoRule::name`]), the input's own placement first.
+    rules: Vec<String>,
+    /// Rules not searched, and why.
+    left_out: Vec<String>,
+    /// Per rule, the best feasible configuration run to the end under it by the objective
+    /// (never an oracle).
+    best_by_rule: Vec<RuleBest>,
+    /// The flags that run the recommendation's rule (`ordo simulate`, `compare`, `report`).
+    recommended_flags: Option<String>,
+}
+
+/// The best configuration under one topology rule.
+#[derive(Debug, Serialize)]
+struct RuleBest {
+    rule: String,
+    /// The flags that run it.
+    flags: String,
+    best: Option<Evaluated>,
+}
+
+/// The topology dimension's summary, from the search's results.
+fn topology_search(
+    t: &ordo_core::Topology,
+    space: &Space,
+    left_out: Vec<String>,
+    s: &Summary,
+    constraints: &Constraints,
+) -> TopologySearch {
+    let best_by_rule = space
+        .rules
+        .iter()
+        .map(|r| {
+            let name = r.name();
+            let best = s
+                .all
+                .iter()
+                .filter(|e| e.placement.as_deref() == Some(name.as_str()) && !e.clairvoyant())
+                .filter(|e| constraints.violations(e, &s.baseline).is_empty())
+                .min_by(|a, b| s.objective.compare(a, b))
+                .cloned();
+            RuleBest { rule: name, flags: r.flags(), best }
+        })
+        .collect();
+    let flags = |e: &Evaluated| {
+        space.rules.iter().find(|r| e.placement.as_deref() == Some(r.name().as_str())).map(|r| r.flags())
+    };
+    TopologySearch {
+        levels: t.levels().to_vec(),
+        rules: space.rules.iter().map(|r| r.name()).collect(),
+        left_out,
+        best_by_rule,
+        recommended_flags: s.recommended.as_ref().and_then(flags),
+    }
 }
 
 pub fn run(a: TuneArgs) -> Result<ExitCode> {
@@ -177,15 +240,33 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
         round: 0,
         race: !a.no_race,
     };
-    let space = Space::standard();
+    let mut space = Space::standard();
     let mut base = SimConfig::new(input.cluster.clone(), input.placement, PolicySpec::plain(ordo_core::Order::Fifo));
     base.preemption_overhead = input.preemption_overhead;
     base.preemption = input.preemption.clone();
     base.quotas = input.quotas.clone();
+    // A cluster with a network topology: placement (and gangs' asks) become a dimension.
+    let mut left_out = Vec::new();
+    if let Some(t) = &input.topology {
+        base.topology = Some(t.clone());
+        let default = if input.placement == ordo_core::Placement::Pooled { "pooled" } else { "consolidated" };
+        let given = input.placements.first().map(|p| p.name());
+        let (rules, out) = ordo_tune::topology_rules(
+            t,
+            &input.cluster,
+            &input.workload,
+            given,
+            default,
+            a.input.gang_topology.is_some(),
+        );
+        space.rules = rules;
+        left_out = out;
+    }
     let bar = crate::progress::bar(space.size().min(opts.max_configs) as u64, "tuning");
     let result = ordo_tune::tune(&input.workload, &base, &space, &opts, &|_| bar.inc(1))?;
     bar.finish_and_clear();
     let summary = summarize(&result, &constraints, a.objective);
+    let topology = input.topology.as_ref().map(|t| topology_search(t, &space, left_out, &summary, &constraints));
     let mut deploy_list = Vec::new();
     for (target, check) in [("ordo server", server_check as Check), ("ordo slurm drive", slurm_check)] {
         deploy_list.extend(deploy(target, check, &summary)?);
@@ -209,6 +290,7 @@ pub fn run(a: TuneArgs) -> Result<ExitCode> {
         input: input.source,
         summary,
         deploy: deploy_list,
+        topology,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -282,10 +364,21 @@ fn render(r: &TuneReport) -> String {
     let _ = writeln!(s, "constraints: {cons}; {} of {} feasible", s0.feasible, s0.evaluated);
     let _ = writeln!(s, "objective:   {}", s0.objective);
     let _ = writeln!(s, "util:        {} (the util column and every line below)", r.utilisation_measure);
+    if let Some(t) = &r.topology {
+        let _ = writeln!(
+            s,
+            "topology:    levels {}; placement rules searched: {}",
+            t.levels.join(", "),
+            t.rules.join(", ")
+        );
+        for l in &t.left_out {
+            let _ = writeln!(s, "left out:    {l}");
+        }
+    }
     let _ = writeln!(
         s,
         "baseline:    {}: utilisation {}, mean JCT {}, p99 wait {}",
-        b.policy,
+        b.label(),
         pct(b.utilisation),
         dur(b.mean_jct_s),
         dur(b.p99_wait_s)
@@ -302,15 +395,19 @@ fn render(r: &TuneReport) -> String {
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "Pareto front among feasible configurations (utilisation max, mean JCT min, p99 wait min):");
-    let head =
-        ["policy", "estimates", "util", "mean JCT", "vs FIFO", "p99 wait", "vs FIFO", "fair(users)", "same values"];
+    let mut head =
+        vec!["policy", "estimates", "util", "mean JCT", "vs FIFO", "p99 wait", "vs FIFO", "fair(users)", "same values"];
+    let spread = r.topology.is_some();
+    if spread {
+        head.push("spread GPU-h");
+    }
     let rows: Vec<Vec<String>> = s0
         .front
         .iter()
         .map(|row| {
             let e = &row.policy;
-            vec![
-                e.policy.clone(),
+            let mut cells = vec![
+                e.label(),
                 e.estimates.clone(),
                 pct(e.utilisation),
                 dur(e.mean_jct_s),
@@ -319,7 +416,11 @@ fn render(r: &TuneReport) -> String {
                 change(e.p99_wait_s, b.p99_wait_s),
                 format!("{:.2}", e.fairness_users),
                 row.same_values.to_string(),
-            ]
+            ];
+            if spread {
+                cells.push(e.spread_lost_gpu_hours.map_or("-".into(), ordo_report::fmt::gpu_hours));
+            }
+            cells
         })
         .collect();
     if rows.is_empty() {
@@ -331,7 +432,7 @@ fn render(r: &TuneReport) -> String {
     let line = |e: &Evaluated| {
         format!(
             "{}: utilisation {} ({:+.1} pp), mean JCT {} ({}), p99 wait {} ({})",
-            e.policy,
+            e.label(),
             pct(e.utilisation),
             100.0 * (e.utilisation - b.utilisation),
             dur(e.mean_jct_s),
@@ -354,6 +455,38 @@ fn render(r: &TuneReport) -> String {
             "bound, not deployable: {} (oracle: it read every job's true run time, which the workload does not give)",
             line(o)
         );
+    }
+    if let Some(t) = &r.topology {
+        if let Some(f) = &t.recommended_flags {
+            let _ = writeln!(s, "placement:   run the recommendation with {f} (ordo simulate, compare, report)");
+        }
+        let _ = writeln!(s, "\nbest under each placement rule (feasible, run to the end, by {}):", s0.objective);
+        let head = ["placement rule", "best policy", "util", "mean JCT", "p99 wait", "spread GPU-h", "flags"];
+        let rows: Vec<Vec<String>> = t
+            .best_by_rule
+            .iter()
+            .map(|rb| match &rb.best {
+                Some(e) => vec![
+                    rb.rule.clone(),
+                    e.policy.clone(),
+                    pct(e.utilisation),
+                    dur(e.mean_jct_s),
+                    dur(e.p99_wait_s),
+                    e.spread_lost_gpu_hours.map_or("-".into(), ordo_report::fmt::gpu_hours),
+                    rb.flags.clone(),
+                ],
+                None => vec![
+                    rb.rule.clone(),
+                    "(none)".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    rb.flags.clone(),
+                ],
+            })
+            .collect();
+        s.push_str(&table(&head, &rows));
     }
     for d in &r.deploy {
         let _ = writeln!(s);

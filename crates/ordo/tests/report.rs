@@ -594,3 +594,111 @@ fn typed_cluster_report_shows_models_and_constrained_idle() {
     let plain = std::fs::read_to_string(plain).unwrap();
     assert!(!plain.contains("<section id=\"models\"") && !plain.contains("constrained-idle GPU-h"));
 }
+
+/// Issue 31: on a cluster with a network topology the report shows where gangs landed (runs by
+/// levels crossed) and the GPU-hours lost to spread placement, per policy and placement
+/// (`--placement consolidated,topology`), every number keyed to the JSON's `spread`; the
+/// equivalent-GPU search runs under topology placement (added nodes join no unit); a report
+/// without a topology has neither section and is the same bytes run after run.
+#[test]
+fn placement_spread_sections_with_a_topology_and_none_without() {
+    let run = |name: &str, args: &[&str]| {
+        let out = tmp(name);
+        let got = Command::new(env!("CARGO_BIN_EXE_ordo"))
+            .args(["report", "--quiet"])
+            .args(args)
+            .args(["--out", out.to_str().unwrap()])
+            .env("SOURCE_DATE_EPOCH", "1767225600")
+            .output()
+            .unwrap();
+        ok(&got);
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let gangs =
+        ["--workload", "gangs", "--jobs", "300", "--policies", "fifo,las", "--placement", "consolidated,topology"];
+    let html = run("spread.html", &[&gangs[..], &["--no-equivalent"]].concat());
+    let json: Value = serde_json::from_str(&run("spread.json", &[&gangs[..], &["--no-equivalent"]].concat())).unwrap();
+    let md = run("spread.md", &[&gangs[..], &["--no-equivalent"]].concat());
+    let names = ["fifo @consolidated", "fifo @topology", "las @consolidated", "las @topology"];
+    assert_eq!(json["policies"], serde_json::json!(names));
+    assert_eq!(json["placement"], "consolidated, topology");
+    check_numbers(&html, &json);
+    let section = |id: &str| {
+        let s = &html[html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no {id} section"))..];
+        s[..s.find("</section>").unwrap()].to_string()
+    };
+    let (landed, lost) = (section("spread"), section("spread-lost"));
+    for s in [&landed, &lost] {
+        assert_eq!(s.matches("<svg").count(), 1);
+        assert!(s.contains("<rect"), "bars drawn");
+    }
+    for head in ["within one block", "across blocks, within one switch", "across switches"] {
+        assert!(landed.contains(&format!("<th>{head}</th>")), "{head}");
+        assert!(landed.contains(&format!("\n{head}\n")), "chart category `{head}`");
+    }
+    let spread = |p: &str| &json["metrics"][p]["spread"];
+    let lost_h = |p: &str| spread(p)["lost_gpu_hours"].as_f64().unwrap();
+    for p in names {
+        let runs: Vec<u64> =
+            spread(p)["gang_runs_by_crossed"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        assert_eq!(runs.len(), 3, "{p}");
+        assert!(runs.iter().sum::<u64>() >= spread(p)["gangs"].as_u64().unwrap() && runs[0] > 0, "{p}: {runs:?}");
+        for (c, n) in runs.iter().enumerate() {
+            let key = format!("data-key=\"metrics.{p}.spread.gang_runs_by_crossed.{c}\" data-value=\"{n}\"");
+            assert!(landed.contains(&key), "{key}");
+        }
+        assert!(lost.contains(&format!("data-key=\"metrics.{p}.spread.lost_gpu_hours\"")), "{p}");
+        assert!(lost_h(p) > 0.0, "{p}");
+    }
+    // Real figures: placing by the topology keeps more gangs in one block and loses less.
+    for o in ["fifo", "las"] {
+        let (c, t) = (format!("{o} @consolidated"), format!("{o} @topology"));
+        assert!(lost_h(&t) < lost_h(&c), "{o}: {} vs {}", lost_h(&t), lost_h(&c));
+        let in_block = |p: &str| spread(p)["gang_runs_by_crossed"][0].as_f64().unwrap();
+        let all = |p: &str| {
+            spread(p)["gang_runs_by_crossed"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).sum::<f64>()
+        };
+        assert!(in_block(&t) / all(&t) > in_block(&c) / all(&c), "{o}");
+    }
+    assert!(md.contains("## Where gangs landed") && md.contains("## GPU-hours lost to spread placement"));
+    assert!(md.contains("| policy | gang runs | within one block |"), "{md}");
+    // The equivalent-GPU search under topology placement: the topology grows with the nodes.
+    let j: Value = serde_json::from_str(&run(
+        "spread-eq.json",
+        &["--workload", "gangs", "--jobs", "300", "--policies", "fifo,las", "--placement", "topology"],
+    ))
+    .unwrap();
+    assert_eq!(j["equivalent_gpus"]["baseline"], "fifo");
+    assert!(!j["equivalent_gpus"]["probes"].as_array().unwrap().is_empty(), "{}", j["equivalent_gpus"]);
+
+    // Without a topology: no spread section, no spread figure, and the same page each time.
+    let plain = ["--workload", "online", "--jobs", "200", "--policies", "fifo,sgf", "--no-equivalent"];
+    let a = run("plain-a.html", &plain);
+    assert_eq!(a, run("plain-b.html", &plain), "the report is deterministic");
+    assert!(!a.contains("<section id=\"spread") && !a.contains("Where gangs landed"));
+    let j: Value = serde_json::from_str(&run("plain.json", &plain)).unwrap();
+    assert!(j["metrics"]["fifo"].get("spread").is_none());
+
+    // Laid out at 1,400 px in Chromium, the spread tables and charts fit.
+    let chromium = Path::new("/usr/bin/chromium");
+    if !chromium.is_file() {
+        assert!(std::env::var("CI").map_or(true, |v| v != "true"), "CI must have Chromium (.ci/run installs it)");
+        let _ = writeln!(std::io::stderr(), "skipped: /usr/bin/chromium not found (apt-get install chromium)");
+        return;
+    }
+    let page = tmp("spread-layout.html");
+    std::fs::write(&page, html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"))).unwrap();
+    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let out = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"])
+        .args(["--virtual-time-budget=2000", "--dump-dom"])
+        .arg(&url)
+        .output()
+        .expect("chromium runs");
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    let dom = String::from_utf8(out.stdout).unwrap();
+    assert!(dom.contains("<section id=\"spread\"") && dom.contains("<section id=\"spread-lost\""));
+    let at = dom.find("id=\"layout-result\"").expect("the layout check ran");
+    let result = unescape(&dom[at..dom[at..].find("</pre>").map_or(dom.len(), |e| at + e)]);
+    assert!(result.contains("problems: 0\n"), "{result}");
+}

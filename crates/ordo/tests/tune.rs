@@ -243,3 +243,72 @@ fn constraints_filter_and_bad_values_are_named() {
         assert!(err.contains(flag) && err.contains(bad), "{flag} {bad}: {err}");
     }
 }
+
+/// Issue 31: on the `gangs` workload (a cluster with a network topology) the placement is a
+/// dimension of the search: consolidated, topology and `required:switch` for gangs (no block
+/// holds the largest gangs, so `required:block` is left out, saying so); every configuration
+/// names its rule, the recommendation names the combination and the flags that run it, and
+/// `ordo simulate` with those flags gives the same mean JCT. Without a topology there is no
+/// such dimension.
+#[test]
+fn tune_searches_the_placement_on_a_topology() {
+    let base = ["tune", "--quiet", "--workload", "gangs", "--jobs", "300", "--max-configs", "40", "--budget", "10m"];
+    let v = json(&[&base[..], &["--json"]].concat());
+    let t = &v["topology"];
+    let rules = ["consolidated", "topology", "topology (required:switch)"];
+    assert_eq!(t["levels"], serde_json::json!(["block", "switch"]));
+    assert_eq!(t["rules"], serde_json::json!(rules));
+    let left = t["left_out"].as_array().unwrap();
+    assert!(left.len() == 1 && left[0].as_str().unwrap().starts_with("required:block: "), "{left:?}");
+    assert_eq!(v["baseline"]["policy"], "fifo");
+    assert_eq!(v["baseline"]["placement"], "consolidated");
+    let all = v["all"].as_array().unwrap();
+    for r in rules {
+        let under: Vec<&serde_json::Value> = all.iter().filter(|e| e["placement"] == r).collect();
+        assert!(under.len() >= 5, "{r}: {} configurations", under.len());
+        assert!(under.iter().all(|e| e["spread_lost_gpu_hours"].as_f64().is_some()), "{r}");
+    }
+    // The same policies under each rule (the grid tries each under all three in turn).
+    let fifo: Vec<&serde_json::Value> = all.iter().filter(|e| e["policy"] == "fifo").collect();
+    assert_eq!(fifo.len(), 3);
+    let lost = |e: &serde_json::Value| e["spread_lost_gpu_hours"].as_f64().unwrap();
+    assert!(lost(fifo[1]) < lost(fifo[0]), "placing by the topology loses less to spreading");
+    // Best per rule: the lowest mean JCT under it among deployable runs.
+    for rb in t["best_by_rule"].as_array().unwrap() {
+        let best = &rb["best"];
+        let min = all
+            .iter()
+            .filter(|e| e["placement"] == rb["rule"] && e["estimates"] != "oracle")
+            .map(|e| e["mean_jct_s"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(best["mean_jct_s"].as_f64().unwrap(), min, "{rb}");
+    }
+    // The recommendation names its rule and its flags; simulate with them agrees.
+    let rec = &v["recommended"];
+    let rule = rec["placement"].as_str().unwrap();
+    let flags = t["recommended_flags"].as_str().unwrap();
+    let want = match rule {
+        "consolidated" => "--placement consolidated",
+        "topology" => "--placement topology",
+        _ => "--placement topology --gang-topology required:switch",
+    };
+    assert_eq!(flags, want);
+    let policy = rec["policy"].as_str().unwrap();
+    let mut args = vec!["simulate", "--workload", "gangs", "--jobs", "300", "--policy", policy, "--json"];
+    args.extend(flags.split(' '));
+    let sim = json(&args);
+    assert_eq!(sim["results"][0]["mean_jct_s"], rec["mean_jct_s"], "{policy} {flags}");
+    // The table says the same.
+    let out = ordo(&base);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("placement rules searched: consolidated, topology, topology (required:switch)"), "{text}");
+    assert!(text.contains(&format!("recommended (mean-jct): {policy} @{rule}:")), "{text}");
+    assert!(text.contains(&format!("placement:   run the recommendation with {flags}")), "{text}");
+    assert!(text.contains("spread GPU-h"), "{text}");
+    // Without a topology: no placement dimension.
+    let v = json(&["tune", "--quiet", "--json", "--workload", "online", "--jobs", "100", "--max-configs", "20"]);
+    assert!(v.get("topology").is_none());
+    assert!(v["all"].as_array().unwrap().iter().all(|e| e.get("placement").is_none()));
+    assert_eq!(v["space_size"], 2544);
+}
