@@ -151,6 +151,14 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
         let max = field("array_max_tasks")?.filter(|&m| m > 0 && m < INFINITE32 - 1).map(|m| m as u32);
         Some(ArrayPart { array_job_id, task, tasks, throttle: throttle.or(max) })
     };
+    // `--switches=N@TIME` where the layout has it (Slurm 24.11's v0.0.42, not 22.05's v0.0.38).
+    let switches = field("required_switches")?.filter(|&n| n > 0 && n < INFINITE32 - 1).unwrap_or(0) as u32;
+    let switch_wait_s = match field("maximum_switch_wait_time")? {
+        Some(w) => Some(w),
+        None => field("wait_for_switch")?,
+    }
+    .filter(|&w| w > 0 && w < INFINITE32 - 1)
+    .unwrap_or(0) as u64;
     Ok(SlurmJob {
         id,
         state,
@@ -170,6 +178,8 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
         array,
         gpu_types,
         constraint: constraint_text(&text(j.get("features"))),
+        switches,
+        switch_wait_s,
     })
 }
 

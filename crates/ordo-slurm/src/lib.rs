@@ -34,6 +34,7 @@ pub mod priorities;
 pub mod release;
 pub mod rest;
 pub mod squeue;
+pub mod topology;
 pub mod values;
 
 pub use audit::AuditRecord;
@@ -45,3 +46,4 @@ pub use job::{JobState, SlurmJob, SlurmNode};
 pub use order::{intended_order, Intended, PlanSpec, Ranked};
 pub use release::{release, ReleaseOutcome, ReleaseReport};
 pub use rest::SlurmRest;
+pub use topology::SlurmTopology;

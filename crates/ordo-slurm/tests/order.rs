@@ -119,6 +119,8 @@ fn job(id: u64, state: JobState, gpus: u32, limit: u64, parts: &[&str]) -> Slurm
         array: None,
         gpu_types: Vec::new(),
         constraint: None,
+        switches: 0,
+        switch_wait_s: 0,
     }
 }
 
