@@ -40,7 +40,7 @@ pub mod values;
 pub use audit::AuditRecord;
 pub use cli::SlurmCli;
 pub use client::Backend;
-pub use drive::{DriveConfig, Driver, PassReport};
+pub use drive::{DriveConfig, Driver, PassReport, TopologyFrom};
 pub use error::SlurmError;
 pub use job::{JobState, SlurmJob, SlurmNode};
 pub use order::{intended_order, Intended, PlanSpec, Ranked};
