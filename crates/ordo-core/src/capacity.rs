@@ -303,10 +303,10 @@ impl Capacity {
         }
     }
 
-    /// Places gangs by `view`, the topology of this capacity's nodes (consolidated placement,
-    /// count-only; ignored otherwise). Call it on an empty capacity.
+    /// Places gangs by `view`, the topology of this capacity's nodes (consolidated placement;
+    /// ignored under pooled). Call it on an empty capacity.
     pub fn set_topology(&mut self, view: Arc<crate::topology::TopoView>) {
-        if self.placement != Placement::Consolidated || self.det.is_some() {
+        if self.placement != Placement::Consolidated {
             return;
         }
         debug_assert_eq!(self.total_free, self.total, "set the topology on an empty capacity");
@@ -316,6 +316,16 @@ impl Capacity {
     /// Why `d` waits for its required topology level, in words; `None` when that is not why.
     pub fn topology_why(&self, d: Demand) -> Option<String> {
         self.topo.as_ref().and_then(|t| t.why_not(self, d))
+    }
+
+    /// Whether node `n` has the CPUs and memory a part of `k` of `d`'s GPUs takes
+    /// ([`Demand::per_node`]); always on a count-only capacity.
+    #[inline]
+    pub(crate) fn has_room(&self, n: usize, k: u32, d: Demand) -> bool {
+        self.det.as_ref().is_none_or(|det| {
+            let (c, m) = d.per_node(k);
+            det.cpu_free[n] >= c && det.mem_free[n] >= m
+        })
     }
 
     /// GPUs of its largest node.

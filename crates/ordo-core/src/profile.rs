@@ -510,7 +510,8 @@ impl CountProfile {
             if lead.is_some_and(|s| long_enough(s, r.prefix_end)) {
                 return lead.expect("checked");
             }
-            if r.max_inner >= d {
+            // (An inner run lasts more than 0: `max_inner` 0 is none, even for `d` 0.)
+            if r.max_inner > 0 && r.max_inner >= d {
                 let blk = &self.blocks[b];
                 let mut run: Option<Time> = None;
                 for i in 0..blk.times.len() {

@@ -461,7 +461,10 @@ impl TopoFree {
             Some(_) => d.nodes > 1,
             None => d.nodes == 0 && d.gpus > max_cap,
         };
-        if !multi || !d.is_plain() {
+        // A detailed capacity places a gang's CPUs and memory with its GPUs (a share of a GPU is
+        // never a gang); a count-only one leaves demands with more than GPUs to its own rule.
+        let plain = if c.is_detailed() { d.milli == 0 } else { d.is_plain() };
+        if !multi || !plain {
             return Route::Plain;
         }
         if d.nodes > 0 && shaped.is_none() {
@@ -577,7 +580,8 @@ impl TopoFree {
     }
 
     fn place_in(&self, c: &Capacity, l: usize, u: u32, d: Demand, shaped: Option<u32>) -> Option<Allocation> {
-        if let (None, Some(cap)) = (shaped, self.view.uniform) {
+        let det = c.is_detailed();
+        if let (None, Some(cap), false) = (shaped, self.view.uniform, det) {
             return self.place_uniform(c, l, u, d.gpus, cap);
         }
         let free = c.free();
@@ -589,7 +593,7 @@ impl TopoFree {
             let mut fit: Vec<(u32, usize, u32)> = nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, &n)| free[n as usize] >= k)
+                .filter(|(_, &n)| free[n as usize] >= k && c.has_room(n as usize, k, d))
                 .map(|(i, &n)| (free[n as usize], i, n))
                 .collect();
             if fit.len() < d.nodes as usize {
@@ -607,7 +611,7 @@ impl TopoFree {
                 .collect();
             idle.sort_unstable();
             for &(std::cmp::Reverse(k), _, n) in &idle {
-                if left >= k {
+                if left >= k && c.has_room(n as usize, k, d) {
                     parts.push((n, k));
                     left -= k;
                 }
@@ -617,18 +621,24 @@ impl TopoFree {
                 let best = nodes
                     .iter()
                     .enumerate()
-                    .filter(|(_, &n)| !taken(n) && free[n as usize] >= left)
+                    .filter(|(_, &n)| !taken(n) && free[n as usize] >= left && c.has_room(n as usize, left, d))
                     .max_by_key(|(i, &n)| (free[n as usize], std::cmp::Reverse(*i)))?;
                 parts.push((*best.1, left));
             }
         }
         parts.sort_unstable();
-        Some(Allocation { parts, detail: None })
+        let alloc = Allocation { parts, detail: None };
+        if det {
+            // The lowest free GPUs of each node, with its share of the CPUs and memory.
+            c.complete(&alloc, d)
+        } else {
+            Some(alloc)
+        }
     }
 
     /// Whether `d`'s required level can ever hold it (on the empty cluster).
     pub(crate) fn can_ever(&self, c: &Capacity, d: Demand) -> bool {
-        if !d.topo.required || d.topo.level == u8::MAX || !d.is_plain() {
+        if !d.topo.required || d.topo.level == u8::MAX || d.milli > 0 || (!c.is_detailed() && !d.is_plain()) {
             return true;
         }
         let empty = Capacity::empty_like(c);
@@ -774,6 +784,46 @@ mod tests {
         c.give(&Allocation { parts: vec![(1, 3)], detail: None });
         // Now b0 (n0: 2 free, n1: 4 free; 6 free in all) is the best fit.
         assert_eq!(c.place_for(d).unwrap().parts, vec![(0, 2), (1, 2)]);
+    }
+
+    #[test]
+    fn detailed_capacities_place_gangs_with_their_cpus_within_a_unit() {
+        let t = topo();
+        let g = [4u32; 8];
+        // 32 CPUs per node, except n4 and n5 (block b2) with 8.
+        let cpus: Vec<Option<u32>> = (0..8).map(|i| Some(if i == 4 || i == 5 { 8 } else { 32 })).collect();
+        let mem = vec![Some(65_536u64); 8];
+        let mut c = Capacity::detailed(&g, &cpus, &mem, Placement::Consolidated);
+        c.set_topology(Arc::new(t.view(&(0..8).collect::<Vec<u32>>(), &g)));
+        // Block b0 half used: an 8-GPU gang with 16 CPUs per node goes to the next whole block
+        // with the CPUs (b1), its GPUs and CPUs given per node.
+        let one = c.place_for(Demand { cpus: 4, ..Demand::gpus(1) }).unwrap();
+        assert_eq!(one.parts, vec![(0, 1)]);
+        c.take(&one);
+        let d = Demand { cpus: 32, mem_mib: 1024, ..Demand::gpus(8) };
+        let a = c.place_for(d).unwrap();
+        assert_eq!(a.parts, vec![(2, 4), (3, 4)]);
+        let det = a.detail.as_ref().unwrap();
+        assert_eq!(det.gpu_ids, vec![vec![0, 1, 2, 3], vec![0, 1, 2, 3]]);
+        assert_eq!(det.cpus, vec![16, 16]);
+        c.take(&a);
+        // b2 (n4, n5) has the GPUs but not the CPUs: the next gang goes to b3, not across blocks.
+        let a = c.place_for(d).unwrap();
+        assert_eq!(a.parts, vec![(6, 4), (7, 4)]);
+        c.take(&a);
+        // Required within one block: b2 lacks the CPUs and b0 the GPUs; held, never spread.
+        let need = Demand { topo: TopoNeed::required(0), ..d };
+        assert!(c.place_for(need).is_none());
+        assert!(!c.fits_for(need));
+        assert!(c.can_ever_fit_for(need));
+        // Without a CPU ask it fits b2.
+        let gpus_only = Demand { topo: TopoNeed::required(0), ..Demand::gpus(8) };
+        assert_eq!(c.place_for(gpus_only).unwrap().parts, vec![(4, 4), (5, 4)]);
+        // A shaped gang (2 nodes x 2 GPUs, 4 CPUs each) stays in one block too.
+        let shaped = Demand { cpus: 8, ..Demand::gpus(4).on_nodes(2) };
+        let a = c.place_for(shaped).unwrap();
+        assert_eq!(t.crossed(a.parts.iter().map(|p| p.0)), 0);
+        assert_eq!(a.detail.as_ref().unwrap().cpus, vec![4, 4]);
     }
 
     #[test]

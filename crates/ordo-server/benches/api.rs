@@ -40,6 +40,7 @@ fn throughput(dir: &Path) {
             addr: None,
             gpu_mem_mib: None,
             features: Vec::new(),
+            topology: Default::default(),
         },
     )
     .expect("register");
@@ -76,6 +77,7 @@ fn throughput(dir: &Path) {
                                 gpu_models: Vec::new(),
                                 gpu_mem_mib: None,
                                 features: Vec::new(),
+                                topology: None,
                                 preempt: None,
                             },
                         )
@@ -123,6 +125,7 @@ fn latency(dir: &Path, samples: usize) {
         gpu_model: None,
         gpu_mem_mib: None,
         features: Vec::new(),
+        topology: Default::default(),
     };
     std::thread::spawn(move || ordo_server::agent::run(acfg));
     let c = Client::new(&url, Some(user), Duration::from_secs(30));
@@ -156,6 +159,7 @@ fn latency(dir: &Path, samples: usize) {
                     gpu_models: Vec::new(),
                     gpu_mem_mib: None,
                     features: Vec::new(),
+                    topology: None,
                     preempt: None,
                 },
             )

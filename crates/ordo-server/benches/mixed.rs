@@ -51,6 +51,7 @@ fn agent(
         addr: None,
         gpu_mem_mib: None,
         features: Vec::new(),
+        topology: Default::default(),
     };
     c.post::<_, RegisterResponse>("/v1/agent/register", &reg).expect("register");
     // job -> (started at, attempt)
@@ -145,6 +146,7 @@ fn main() {
         gpu_mem_mib: None,
         features: Vec::new(),
         preempt: None,
+        topology: None,
     };
     // The churn: 100 one-GPU jobs a second, 40 ms each.
     let churn = {

@@ -114,6 +114,8 @@ pub struct AgentConfig {
     pub gpu_mem_mib: Option<u64>,
     /// The node's features (`--feature ib,nvme`), for jobs that ask for them.
     pub features: Vec<String>,
+    /// Its place in the cluster's topology (`--topology block=nvl0,switch=leaf3`).
+    pub topology: std::collections::BTreeMap<String, String>,
 }
 
 /// A range of TCP ports (`LO-HI`, both included, LO at least 1024) from which the agent
@@ -463,6 +465,7 @@ pub fn run(mut cfg: AgentConfig) -> Result<(), AgentError> {
         gpu_model: gpus.model.clone(),
         gpu_mem_mib: gpus.mem_mib,
         features: cfg.features.clone(),
+        topology: cfg.topology.clone(),
         cpus: Some(lock(&node.cores).ids.len() as u32),
         mem_mib,
         mem_limits: node.contain.as_ref().is_some_and(|c| c.mem.is_some()),

@@ -38,6 +38,8 @@ pub struct AgentFile {
     pub gpu_mem: Option<Spanned<String>>,
     /// `--feature`: a list of names.
     features: Option<Spanned<Vec<String>>>,
+    /// `--topology`: `block=nvl0,switch=leaf3`.
+    pub topology: Option<Spanned<String>>,
     /// `false`: `--no-cgroup`.
     pub cgroup: Option<bool>,
     pub max_output: Option<Spanned<String>>,
@@ -94,6 +96,9 @@ impl AgentFile {
         }
         if let Some(v) = &f.features {
             crate::kinds::feature_list(v.get_ref()).map_err(|e| bad("features", v.span(), e))?;
+        }
+        if let Some(v) = &f.topology {
+            crate::topo::parse_place(v.get_ref()).map_err(|e| bad("topology", v.span(), e))?;
         }
         if let Some(v) = &f.master_ports {
             v.get_ref().parse::<crate::agent::PortRange>().map_err(|e| bad("master_ports", v.span(), e))?;

@@ -3,6 +3,7 @@
 
 use ordo_core::Reason;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 pub use crate::activity_api::*;
 
@@ -87,6 +88,11 @@ pub struct SubmitRequest {
     /// Node features it needs, all of them (`--feature ib,nvme`). At most 32.
     #[serde(default)]
     pub features: Vec<String>,
+    /// Where its nodes must or should be in the cluster's topology (`ordo submit --topology
+    /// required:block` / `preferred:switch`): a multi-node job within one unit of that level
+    /// (`ordo server --topology-levels`). Absent: as low as it fits, never held for it.
+    #[serde(default)]
+    pub topology: Option<String>,
     /// How it takes a preemption: its checkpointing, the signal ordo stops it with, and a
     /// minimum run before it may be preempted (`ordo submit --checkpoint --signal --min-run`).
     #[serde(default)]
@@ -308,6 +314,10 @@ pub struct JobInfo {
     /// Node features it needs (lowercased, sorted).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// Its topology ask (as [`SubmitRequest::topology`], checked: `required:LEVEL` or
+    /// `preferred:LEVEL`, the level lowercased).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
     /// How it takes a preemption, as submitted (checked); `None`: the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempt: Option<PreemptSpec>,
@@ -526,6 +536,10 @@ pub struct NodeInfo {
     /// The node's features (`ordo agent --feature ib,nvme`), lowercased and sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// Its place in the cluster's topology: the unit of each level it is in (`ordo agent
+    /// --topology block=nvl0,switch=leaf3`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topology: BTreeMap<String, String>,
     /// `up` or `down`.
     pub state: String,
     /// Why it takes no new work, when it does not (drained by its agent: a full or unwritable
@@ -743,6 +757,11 @@ pub struct RegisterRequest {
     /// letters, digits and `. _ - : = /`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<String>,
+    /// Its place in the cluster's topology (`--topology block=nvl0,switch=leaf3`): the unit of
+    /// each level it is in, levels among the server's `topology_levels`. At most 8 entries,
+    /// names as features are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topology: BTreeMap<String, String>,
     /// CPU cores the node offers to jobs.
     #[serde(default)]
     pub cpus: Option<u32>,

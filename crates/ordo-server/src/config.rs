@@ -65,6 +65,7 @@ struct RawConfig {
     max_connections_per_addr: Option<usize>,
     max_requests_per_user: Option<usize>,
     quotas: Option<ordo_core::QuotaConfig>,
+    topology_levels: Option<Vec<String>>,
     metrics_public: Option<bool>,
     idle_threshold: Option<f64>,
     idle_after: Option<String>,
@@ -190,6 +191,11 @@ pub struct ServerConfig {
     /// Per-user and per-group limits and shares (the `[quotas]` table; docs/SERVER.md,
     /// "Quotas and shares"). GPU fractions are of the GPUs of the nodes that are up.
     pub quotas: ordo_core::QuotaConfig,
+    /// The cluster's topology levels, lowest first (`topology_levels = ["block", "switch"]`,
+    /// `--topology-levels block,switch`): agents declare their unit of each (`ordo agent
+    /// --topology`) and multi-node jobs are placed within the lowest unit that holds them.
+    /// Empty: no topology.
+    pub topology_levels: Vec<String>,
     /// Serve `/metrics` without a token (for a Prometheus that cannot send one).
     pub metrics_public: bool,
     /// A running job whose GPUs stay under this busy % ...
@@ -230,6 +236,7 @@ impl Default for ServerConfig {
             max_connections_per_addr: 512,
             max_requests_per_user: 32,
             quotas: ordo_core::QuotaConfig::default(),
+            topology_levels: Vec::new(),
             metrics_public: false,
             idle_threshold_pct: 5.0,
             idle_after_ms: 30 * 60_000,
@@ -396,8 +403,21 @@ impl ServerConfig {
             q.check().map_err(|why| ConfigError::Field { where_: w.clone(), field: "quotas", why })?;
             c.quotas = q;
         }
+        if let Some(v) = raw.topology_levels {
+            c.set_topology_levels(&w, &v)?;
+        }
         c.validate(&w)?;
         Ok(c)
+    }
+
+    /// Sets the topology levels (lowest first), checked.
+    pub fn set_topology_levels(&mut self, where_: &str, v: &[String]) -> Result<(), ConfigError> {
+        self.topology_levels = crate::topo::levels(v).map_err(|why| ConfigError::Field {
+            where_: where_.into(),
+            field: "topology_levels",
+            why,
+        })?;
+        Ok(())
     }
 
     /// Sets the listen address from text.

@@ -89,7 +89,7 @@ CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_time);
 /// The schema version this binary reads and writes, kept in the database header's
 /// `PRAGMA user_version`. 0 is a database made before versions were kept (ordo up to and
 /// including commit aba5234, whose schema is version 1 without the number) or a new file.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// One step of the schema: it takes a database from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -128,7 +128,22 @@ pub const MIGRATIONS: &[Migration] = &[
                minimum run) and the run time its preemptions lost (jobs.lost_ms)",
         apply: to_v5,
     },
+    Migration {
+        to: 6,
+        what: "the cluster's topology: a node's place (nodes.topology) and a job's ask (jobs.topology)",
+        apply: to_v6,
+    },
 ];
+
+/// Version 6: a node's place in the topology (`ordo agent --topology block=nvl0,switch=leaf3`,
+/// as that text) and a job's ask (`ordo submit --topology required:block`); NULL: none.
+fn to_v6(conn: &Connection) -> Result<(), DbError> {
+    conn.execute_batch(
+        "ALTER TABLE nodes ADD COLUMN topology TEXT;
+         ALTER TABLE jobs ADD COLUMN topology TEXT;",
+    )
+    .ctx("add the columns of the topology")
+}
 
 /// Version 5: how a job takes a preemption (`ordo submit --checkpoint --signal --min-run`, JSON
 /// of `api::PreemptSpec`; NULL: the defaults) and the run time whose work its preemptions lost.
@@ -433,7 +448,7 @@ pub const JOB_COLS: &str =
     "id, user, name, command, cwd, gpus, cpus, mem_mib, time_limit_ms, priority, on_node_failure, \
      state, submit, start, end_time, node, gpu_ids, exit_code, end_reason, attempts, cancel_requested, held_by, \
      no_preempt, restarts, executed_ms, umask, after, array_id, array_index, nodes, ranks, gang_stop, output, \
-     gpu_models, gpu_mem_mib, features, preempt, lost_ms";
+     gpu_models, gpu_mem_mib, features, preempt, lost_ms, topology";
 
 /// Reads a row selected with [`JOB_COLS`].
 pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
@@ -484,6 +499,7 @@ pub fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobInfo> {
         features: text_list(r.get(35)?),
         preempt: r.get::<_, Option<String>>(36)?.and_then(|s| serde_json::from_str(&s).ok()),
         lost_ms: r.get(37)?,
+        topology: r.get(38)?,
     })
 }
 

@@ -23,6 +23,7 @@ pub mod notify;
 pub mod runas;
 pub mod state;
 pub mod supervise;
+pub mod topo;
 pub mod usage;
 
 pub use config::ServerConfig;

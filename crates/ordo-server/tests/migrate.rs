@@ -232,6 +232,38 @@ fn v5_from_a_v4_server_database() {
     assert_eq!(core.job(id, t0).expect("the job").preempt, Some(spec));
 }
 
+/// Version 6 from the database of a server of version 5 (tests/data/README.md): every row
+/// kept, no node given a place or job an ask it did not have, the schema exactly a new
+/// database's; a server with topology levels opens it, its node registers with a place and a
+/// job asks for a level.
+#[test]
+fn v6_from_a_v5_server_database() {
+    let (dir, path, conn) = upgrade_server_fixture("migrate-v6-server", "server-v5.db", 5);
+    let set: i64 = conn
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM jobs WHERE topology IS NOT NULL) + (SELECT COUNT(*) FROM nodes WHERE \
+             topology IS NOT NULL)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("new columns");
+    assert_eq!(set, 0, "no node has a place, no job an ask, it did not have");
+    assert!(db::load_job(&conn, 1).expect("load").expect("job 1").topology.is_none());
+    assert_eq!(schema(&conn), fresh_schema(&dir), "an upgraded database has a new one's schema");
+    drop(conn);
+    let mut cfg = ordo_server::ServerConfig { db: path.clone(), ..ordo_server::ServerConfig::default() };
+    cfg.set_topology_levels("test", &["block".into()]).expect("levels");
+    let t0 = ordo_server::api::now_ms();
+    let mut core = ordo_server::state::Core::open(cfg, t0).expect("a server opens the upgraded database");
+    let place = ordo_server::topo::parse_place("block=b0").expect("place");
+    let reg = ordo_server::api::RegisterRequest { topology: place.clone(), ..common::reg("gpu1", 2) };
+    core.register(&common::agent("gpu1"), &reg, t0).expect("gpu1 registers with a place");
+    assert_eq!(core.nodes().iter().find(|n| n.name == "gpu1").expect("gpu1").topology, place);
+    let ask = ordo_server::api::SubmitRequest { topology: Some("preferred:block".into()), ..common::job(1) };
+    let id = core.submit(&common::user("alice"), ask, t0).expect("a job with an ask");
+    assert_eq!(core.job(id, t0).expect("the job").topology.as_deref(), Some("preferred:block"));
+}
+
 /// Every version this binary knows has its step, numbered in order.
 #[test]
 fn steps_are_numbered_in_order() {

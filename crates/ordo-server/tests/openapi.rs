@@ -127,6 +127,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
             min_run_ms: Some(60_000),
         }),
         lost_ms: 5,
+        topology: Some("required:block".into()),
     };
     assert_eq!(keys(serde_json::to_value(&job).expect("json")), schema_props("JobInfo", None));
     let spec = job.preempt.clone().expect("set");
@@ -138,6 +139,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         gpu_model: Some("a100".into()),
         gpu_mem_mib: Some(81_920),
         features: vec!["ib".into()],
+        topology: [("block".to_string(), "b0".to_string())].into(),
         state: "up".into(),
         drain: Some("its work directory is full".into()),
         last_seen: 0,
@@ -187,6 +189,7 @@ fn openapi_schemas_list_the_fields_and_states_the_code_sends() {
         gpu_model: Some("a100".into()),
         gpu_mem_mib: Some(81_920),
         features: vec!["ib".into()],
+        topology: [("block".to_string(), "b0".to_string())].into(),
         cpus: None,
         mem_mib: None,
         mem_limits: false,

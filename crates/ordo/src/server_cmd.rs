@@ -182,6 +182,12 @@ pub struct ServerArgs {
     /// POST a JSON notice here when a job is flagged allocated-but-idle (config `idle_webhook`).
     #[arg(long)]
     idle_webhook: Option<String>,
+    /// The cluster's topology levels, lowest first, comma-separated (e.g. `block,switch`;
+    /// config `topology_levels`): agents give their unit of each (`ordo agent --topology`),
+    /// multi-node jobs go into the lowest unit that holds them, and `ordo submit --topology
+    /// required:block` holds a job until one block does (docs/TOPOLOGY.md).
+    #[arg(long, value_delimiter = ',', value_name = "LEVEL,...")]
+    topology_levels: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +239,10 @@ pub struct AgentArgs {
     /// `ordo submit --feature` run only on nodes that have all of theirs.
     #[arg(long = "feature", value_delimiter = ',', value_name = "NAME,...")]
     features: Option<Vec<String>>,
+    /// The node's place in the cluster's topology: its unit of each level, lowest first
+    /// (e.g. `block=nvl0,switch=leaf3`), levels as the server's `--topology-levels`.
+    #[arg(long, value_name = "LEVEL=UNIT,...")]
+    topology: Option<String>,
     /// Node name (default: the host name).
     #[arg(long)]
     name: Option<String>,
@@ -415,6 +425,11 @@ pub struct SubmitArgs {
     /// Node features the job needs, all of them, comma-separated (e.g. `ib`).
     #[arg(long = "feature", value_delimiter = ',', value_name = "NAME,...")]
     features: Vec<String>,
+    /// Where its nodes must or should be in the cluster's topology: `required:LEVEL` (held
+    /// until one unit of that level holds it) or `preferred:LEVEL` (e.g. `required:block`;
+    /// levels as the server's `--topology-levels`).
+    #[arg(long, value_name = "required|preferred:LEVEL")]
+    topology: Option<String>,
     /// Start only after these jobs (ids, comma-separated) completed with exit code 0; if one
     /// ends any other way this job is cancelled (DependencyNeverSatisfied). An array's id
     /// stands for every element of the array (as in Slurm), `ID_INDEX` for one element.
@@ -879,6 +894,9 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 cfg.metrics_public = true;
             }
             cfg.set_idle(w, a.idle_threshold, a.idle_after.as_deref(), a.idle_webhook.as_deref())?;
+            if let Some(l) = &a.topology_levels {
+                cfg.set_topology_levels(w, l)?;
+            }
             cfg.validate(w)?;
             let db = cfg.db.clone();
             ordo_server::run(cfg, |url| {
@@ -994,6 +1012,10 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 },
                 features: kinds::feature_list(&a.features.or(file.features()).unwrap_or_default())
                     .map_err(|e| anyhow!("--feature: {e}"))?,
+                topology: match a.topology.or(text(&file.topology)) {
+                    Some(t) => ordo_server::topo::parse_place(&t).map_err(|e| anyhow!("--topology: {e}"))?,
+                    None => Default::default(),
+                },
             };
             ordo_server::agent::run(cfg)?;
         }
@@ -1077,6 +1099,7 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
                 gpu_models: kinds::model_list(&a.gpu_model).map_err(|e| anyhow!("--gpu-model: {e}"))?,
                 gpu_mem_mib: a.gpu_mem.as_deref().map(gpu_mem_arg).transpose()?,
                 features: kinds::feature_list(&a.features).map_err(|e| anyhow!("--feature: {e}"))?,
+                topology: a.topology.clone(),
             };
             let r: SubmitResponse = c.post("/v1/jobs", &req)?;
             if a.conn.json {
@@ -1215,8 +1238,13 @@ pub fn run(cmd: ServerCmd) -> Result<ExitCode> {
             );
             for x in &n {
                 // Model (fake or real), memory of each GPU, features: `fake a100, 80G, ib`.
-                let kind = clean(&kinds::node_kind_text(x.fake, x.gpu_model.as_deref(), x.gpu_mem_mib, &x.features))
-                    .into_owned();
+                let mut kind =
+                    clean(&kinds::node_kind_text(x.fake, x.gpu_model.as_deref(), x.gpu_mem_mib, &x.features))
+                        .into_owned();
+                // Its place in the topology, when it gave one: `fake [block=b0,switch=s0]`.
+                if let Some(t) = ordo_server::topo::place_text(&x.topology) {
+                    kind.push_str(&format!(" [{}]", clean(&t)));
+                }
                 let jobs = &x.job_ids;
                 let cpus = x.cpus.map(|c| format!("{}/{c}", x.used_cpus)).unwrap_or_else(|| "-".into());
                 let mem = x

@@ -93,6 +93,8 @@ impl Core {
         let gpu_model = req.gpu_model.as_deref().map(kinds::model_name).transpose();
         let gpu_model = gpu_model.map_err(kinds::bad_field("gpu_model"))?;
         let features = kinds::feature_list(&req.features).map_err(kinds::bad_field("features"))?;
+        let topology =
+            crate::topo::place(&req.topology, &self.cfg.topology_levels).map_err(kinds::bad_field("topology"))?;
         if let Some(m) = req.gpu_mem_mib {
             kinds::gpu_mem(m).map_err(kinds::bad_field("gpu_mem_mib"))?;
         }
@@ -133,6 +135,7 @@ impl Core {
             gpu_model,
             gpu_mem_mib: req.gpu_mem_mib,
             features,
+            topology,
             up: true,
             last_seen: now,
             cpus: req.cpus,
@@ -151,6 +154,7 @@ impl Core {
                     && n.gpu_model == node.gpu_model
                     && n.gpu_mem_mib == node.gpu_mem_mib
                     && n.features == node.features
+                    && n.topology == node.topology
                     && n.cpus == req.cpus
                     && n.mem_mib == req.mem_mib
                     && n.mem_limits == req.mem_limits
@@ -172,11 +176,23 @@ impl Core {
                     node.features.join(",")
                 )));
             }
+            // Its place must keep every unit of the topology under one parent, with every node
+            // registered (up or not), so that any set of them coming up later can be placed by it.
+            let others = self.nodes.iter().filter(|(name, _)| **name != req.node).map(|(k, n)| (k.as_str(), n));
+            let mut all: Vec<(&str, &Node)> = others.chain([(req.node.as_str(), &node)]).collect();
+            all.sort_by_key(|(_, n)| n.seq);
+            if let Err(e) = crate::topo::build(&self.cfg.topology_levels, all.iter().map(|(k, n)| (*k, &n.topology))) {
+                return Err(ApiError::Unprocessable(format!(
+                    "node {} cannot register at topology place [{}]: {e}. Give each unit one parent (ordo agent                      --topology)",
+                    req.node,
+                    crate::topo::place_text(&node.topology).unwrap_or_default()
+                )));
+            }
             let policy = self.policy.to_string();
             let tx = begin(&mut self.conn, self.group, &mut self.writes)?;
             tx.execute(
-                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT OR REPLACE INTO nodes(name, seq, gpus, fake, gpu_model, state, last_seen, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features, topology)
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'up', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     req.node,
                     seq,
@@ -189,21 +205,19 @@ impl Core {
                     req.mem_limits as i64,
                     req.addr,
                     node.gpu_mem_mib.map(|m| m as i64),
-                    db::list_text(&node.features)
+                    db::list_text(&node.features),
+                    crate::topo::place_text(&node.topology)
                 ],
             )
             .ctx("register node")?;
-            audit(
-                &tx,
-                now,
-                &format!("node:{}", req.node),
-                "node",
-                None,
-                &policy,
-                &json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": node.gpu_model,
+            let mut detail = json!({"event": "up", "gpus": req.gpus, "fake": req.fake, "gpu_model": node.gpu_model,
                         "gpu_mem_mib": node.gpu_mem_mib, "features": node.features,
-                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits, "addr": req.addr}),
-            )?;
+                        "cpus": req.cpus, "mem_mib": req.mem_mib, "mem_limits": req.mem_limits, "addr": req.addr});
+            // Its place, when it has one (records of other nodes unchanged).
+            if !node.topology.is_empty() {
+                detail["topology"] = json!(node.topology);
+            }
+            audit(&tx, now, &format!("node:{}", req.node), "node", None, &policy, &detail)?;
             tx.commit().ctx("commit registration")?;
         }
         self.nodes.insert(req.node.clone(), node);

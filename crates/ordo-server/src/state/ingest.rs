@@ -300,6 +300,11 @@ pub(super) fn insert_elements(
             .and_then(|mut st| st.execute(params![p, base, base + (to - from) as i64]))
             .ctx("store array elements' checkpoints")?;
     }
+    if let Some(t) = &j.topology {
+        tx.prepare_cached("UPDATE jobs SET topology = ?1 WHERE id >= ?2 AND id < ?3")
+            .and_then(|mut st| st.execute(params![t, base, base + (to - from) as i64]))
+            .ctx("store array elements' topology asks")?;
+    }
     // The first element's record names the array's spec and size; every one its array and index.
     let mut d0 = detail.clone();
     d0["array_spec"] = json!(spec.canonical());

@@ -57,6 +57,8 @@ struct Node {
     gpu_mem_mib: Option<u64>,
     /// Its features (lowercased, sorted).
     features: Vec<String>,
+    /// Its place in the topology: its unit of each level it named.
+    topology: BTreeMap<String, String>,
     up: bool,
     last_seen: i64,
     cpus: Option<u32>,
@@ -215,6 +217,11 @@ fn job_req(
 ) -> Result<JobReq, String> {
     let mut r = any_kind_req(q, j, id, submit, estimate);
     r.elig = elig_of(sched, j)?;
+    // Its topology ask, on the levels of the nodes up now (ignored while there is no topology).
+    if let Some(a) = &j.topology {
+        let ask: ordo_core::TopoAsk = a.parse()?;
+        r.topo = sched.topology_need(&ask)?;
+    }
     Ok(r)
 }
 
@@ -503,7 +510,8 @@ impl Core {
         let mut st = self
             .conn
             .prepare(
-                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features
+                "SELECT name, seq, gpus, fake, gpu_model, state, cpus, mem_mib, mem_limits, addr, gpu_mem_mib, features,
+                        topology
                  FROM nodes ORDER BY seq",
             )
             .ctx("load nodes")?;
@@ -518,6 +526,10 @@ impl Core {
                         gpu_model: r.get(4)?,
                         gpu_mem_mib: r.get::<_, Option<i64>>(10)?.map(|m| m as u64),
                         features: db::text_list(r.get(11)?),
+                        topology: r
+                            .get::<_, Option<String>>(12)?
+                            .and_then(|t| crate::topo::parse_place(&t).ok())
+                            .unwrap_or_default(),
                         up: r.get::<_, String>(5)? == "up",
                         last_seen: now,
                         cpus: r.get(6)?,
@@ -635,6 +647,13 @@ impl Core {
             ModelPick::default(),
         )
         .map_err(|e| internal("build the scheduler", e))?;
+        // The topology of the nodes up, in the scheduler's order (registration keeps every unit
+        // under one parent, so this holds; should it not, gangs are placed without it).
+        match crate::topo::build(&self.cfg.topology_levels, up.iter().map(|(n, node)| (n.as_str(), &node.topology))) {
+            Ok(Some(t)) => sched.set_topology(Arc::new(t)).map_err(|e| internal("set the topology", e))?,
+            Ok(None) => {}
+            Err(e) => eprintln!("ordo server: the nodes' topology is ignored: {e}"),
+        }
         sched.set_min_run(self.cfg.min_run_ms);
         self.set_array_limits(&mut sched);
         if !self.cfg.quotas.is_empty() {

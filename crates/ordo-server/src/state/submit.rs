@@ -55,6 +55,9 @@ impl Core {
                 if let Some(p) = &j.preempt {
                     detail["preempt"] = json!(p);
                 }
+                if let Some(t) = &j.topology {
+                    detail["topology"] = json!(t);
+                }
                 if let Some(a) = array {
                     ids.push(insert_array(&tx, who, j, a, &detail, &policy, now)?);
                     continue;
@@ -97,6 +100,11 @@ impl Core {
                     tx.prepare_cached("UPDATE jobs SET preempt = ?1 WHERE id = ?2")
                         .and_then(|mut st| st.execute(params![p, id as i64]))
                         .ctx("store the job's checkpoints")?;
+                }
+                if let Some(t) = &j.topology {
+                    tx.prepare_cached("UPDATE jobs SET topology = ?1 WHERE id = ?2")
+                        .and_then(|mut st| st.execute(params![t, id as i64]))
+                        .ctx("store the job's topology ask")?;
                 }
                 audit(&tx, now, &who.user, "submit", Some(id), &policy, &detail)?;
                 ids.push(vec![id]);
@@ -286,6 +294,13 @@ impl Core {
         let gpu_models = kinds::model_list(&req.gpu_models).map_err(kinds::bad_field("gpu_models"))?;
         let features = kinds::feature_list(&req.features).map_err(kinds::bad_field("features"))?;
         let gpu_mem_mib = req.gpu_mem_mib.map(kinds::gpu_mem).transpose().map_err(kinds::bad_field("gpu_mem_mib"))?;
+        // Where its nodes must or should be: a level of the server's topology.
+        let topology = req
+            .topology
+            .as_deref()
+            .map(|a| crate::topo::ask(a, &self.cfg.topology_levels))
+            .transpose()
+            .map_err(kinds::bad_field("topology"))?;
         let needs = ordo_core::GpuNeeds {
             models: gpu_models.clone(),
             min_mem_mib: gpu_mem_mib.unwrap_or(0),
@@ -422,6 +437,7 @@ impl Core {
             features,
             preempt,
             lost_ms: 0,
+            topology,
         };
         Ok((job, array, expanded))
     }

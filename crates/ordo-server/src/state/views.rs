@@ -7,7 +7,12 @@ impl Core {
     /// What placement must find for a pending job on the scheduler's nodes: [`demand`] within
     /// the pools of the kinds it accepts.
     pub(super) fn demand_of(&self, j: &JobInfo) -> Demand {
-        demand(j).within(elig_of(&self.sched, j).unwrap_or(Elig::ANY))
+        let d = demand(j).within(elig_of(&self.sched, j).unwrap_or(Elig::ANY));
+        // Its topology ask, on the topology of the nodes up now.
+        match j.topology.as_ref().and_then(|a| a.parse::<ordo_core::TopoAsk>().ok()) {
+            Some(a) => d.with_topo(self.sched.topology_need(&a).unwrap_or_default()),
+            None => d,
+        }
     }
 
     /// A waiting job's reason as the API and the audit log show it. On a detailed capacity
@@ -99,6 +104,16 @@ impl Core {
                     "needs {} on one node, but --no-preempt jobs ({}) hold GPUs, CPUs or memory on every node large enough; it waits until they end",
                     ask_text(j.gpus, j.cpus, j.mem_mib),
                     np.join(", ")
+                )
+            } else if let Some(w) = self
+                .held
+                .contains(&id)
+                .then(|| self.sched.capacity().empty_like().topology_why(self.demand_of(j)))
+                .flatten()
+            {
+                format!(
+                    "no unit of the topology level it requires can hold it, even with every GPU free: {w}; it waits \
+                     until the nodes up can"
                 )
             } else if self.held.contains(&id) && j.nodes == 0 {
                 format!("the nodes that are up cannot hold {} between them", ask_text(j.gpus, j.cpus, j.mem_mib))
@@ -362,6 +377,7 @@ impl Core {
                     gpu_model: n.gpu_model.clone(),
                     gpu_mem_mib: n.gpu_mem_mib,
                     features: n.features.clone(),
+                    topology: n.topology.clone(),
                     state: if n.up { "up" } else { "down" }.into(),
                     drain: n.drain.clone(),
                     maint: n.maint.clone(),

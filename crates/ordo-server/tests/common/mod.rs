@@ -50,6 +50,7 @@ pub fn job(gpus: u32) -> SubmitRequest {
         gpu_mem_mib: None,
         features: vec![],
         preempt: None,
+        topology: None,
     }
 }
 
@@ -61,6 +62,7 @@ pub fn reg(node: &str, gpus: u32) -> RegisterRequest {
         gpu_model: None,
         gpu_mem_mib: None,
         features: vec![],
+        topology: Default::default(),
         cpus: None,
         mem_mib: None,
         mem_limits: false,
