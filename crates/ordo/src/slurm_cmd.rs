@@ -8,7 +8,10 @@ use ordo_core::{ClusterSpec, Placement, PolicySpec};
 use ordo_slurm::audit::{rfc3339, unix_now, AuditRecord};
 use ordo_slurm::drive::check_policy;
 use ordo_slurm::order::{cluster_from_nodes, keep_kinds};
-use ordo_slurm::{release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
+use ordo_slurm::{
+    release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest, SlurmTopology,
+    TopologyFrom,
+};
 use ordo_trace::{load_reader, write_generic, Format, LoadOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +38,54 @@ enum SlurmCmd {
     /// weights and scheduler, from `scontrol show config`), for replaying its history with
     /// `ordo compare --trace ... --policies P`, and what of its configuration ordo does not model.
     Policy(PolicyArgs),
+    /// Print the cluster's network topology as `drive` places gangs by it: each level's units
+    /// and their nodes, from `scontrol show topology` or a topology.conf file.
+    Topology(TopologyArgs),
+}
+
+#[derive(Args, Debug)]
+struct TopologyArgs {
+    /// Read this topology.conf instead of running `scontrol show topology`.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Longest wait for scontrol.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+fn topology_cmd(a: TopologyArgs) -> Result<ExitCode> {
+    let t = match &a.topology {
+        Some(p) => read_topology_file(p)?,
+        None => match SlurmCli::new(a.timeout).topology()? {
+            Some(t) => t,
+            None => bail!(
+                "`scontrol show topology` prints no topology: the controller has no TopologyPlugin (topology/tree or topology/block)"
+            ),
+        },
+    };
+    let levels: Vec<(String, Vec<(String, Vec<String>)>)> =
+        t.levels.iter().enumerate().map(|(l, name)| (name.clone(), t.units(l))).collect();
+    if a.json {
+        let doc = serde_json::json!({
+            "source": t.source,
+            "levels": levels.iter().map(|(name, units)| serde_json::json!({
+                "level": name,
+                "units": units.iter().map(|(u, nodes)| serde_json::json!({"name": u, "nodes": nodes})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("{} ({})", t.describe(), count(t.nodes().len(), "node"));
+        for (name, units) in &levels {
+            for (u, nodes) in units {
+                println!("{name} {u}: {} ({})", nodes.join(","), count(nodes.len(), "node"));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
@@ -137,9 +188,19 @@ struct DriveArgs {
     /// another (a change of order); kept in the log with the account that started `drive`.
     #[arg(long)]
     reason: Option<String>,
-    /// Placement model used to plan (Slurm puts a job of at most one node's GPUs on one node).
-    #[arg(long, default_value = "consolidated")]
-    placement: Placement,
+    /// Placement model used to plan: `consolidated` (as Slurm, a job of at most one node's GPUs
+    /// on one node, larger ones on whole idle nodes), `pooled`, or `topology` (consolidated,
+    /// each gang in the lowest level of the cluster's network topology that holds it, and a
+    /// job's `--switches=1` held until one leaf switch holds it). Default: `topology` when the
+    /// controller reports a topology (`scontrol show topology`) or --topology is given, else
+    /// `consolidated`.
+    #[arg(long, value_enum)]
+    placement: Option<crate::cli::PlacementArg>,
+    /// The cluster's topology.conf (`SwitchName=` or `BlockName=` lines), instead of the
+    /// controller's `scontrol show topology` (needed with --rest: slurmrestd has no topology
+    /// endpoint).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
     /// Plan for this cluster (COUNTxGPUS groups) instead of the nodes sinfo reports.
     #[arg(long)]
     cluster: Option<String>,
@@ -332,6 +393,7 @@ pub fn run(a: SlurmArgs) -> Result<ExitCode> {
         SlurmCmd::Drive(a) => drive(*a),
         SlurmCmd::Release(a) => release_cmd(a),
         SlurmCmd::Policy(a) => policy_cmd(a),
+        SlurmCmd::Topology(a) => topology_cmd(a),
     }
 }
 
@@ -610,6 +672,41 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
     s
 }
 
+/// `drive`'s placement and where its topology comes from: `--placement topology` needs one
+/// (the controller's, or `--topology FILE`); no `--placement` places by a topology when there
+/// is one; `pooled` and `consolidated` use none.
+fn drive_placement(
+    arg: Option<crate::cli::PlacementArg>,
+    file: Option<&std::path::Path>,
+    cluster_given: bool,
+) -> Result<(Placement, TopologyFrom, Option<SlurmTopology>)> {
+    use crate::cli::PlacementArg;
+    let given = file.map(read_topology_file).transpose()?;
+    if cluster_given && (arg == Some(PlacementArg::Topology) || given.is_some()) {
+        bail!("--cluster plans for nodes that are not Slurm's: a topology of Slurm's nodes does not apply to them; leave out --cluster");
+    }
+    Ok(match (arg, given) {
+        (Some(p @ (PlacementArg::Pooled | PlacementArg::Consolidated)), Some(_)) => {
+            bail!(
+                "--topology places by the topology: use it with --placement topology (or no --placement), not {}",
+                if p == PlacementArg::Pooled { "pooled" } else { "consolidated" }
+            )
+        }
+        (Some(PlacementArg::Pooled), None) => (Placement::Pooled, TopologyFrom::Off, None),
+        (Some(PlacementArg::Consolidated), None) => (Placement::Consolidated, TopologyFrom::Off, None),
+        (_, Some(t)) => (Placement::Consolidated, TopologyFrom::Given, Some(t)),
+        (Some(PlacementArg::Topology), None) => (Placement::Consolidated, TopologyFrom::SlurmRequired, None),
+        (None, None) if cluster_given => (Placement::Consolidated, TopologyFrom::Off, None),
+        (None, None) => (Placement::Consolidated, TopologyFrom::Slurm, None),
+    })
+}
+
+/// A topology.conf file, read for Slurm's nodes.
+fn read_topology_file(path: &std::path::Path) -> Result<SlurmTopology> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--topology: reading {}", path.display()))?;
+    Ok(SlurmTopology::from_conf(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!("--topology {e}"))?)
+}
+
 fn drive(a: DriveArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     // A change of the policy ordering the queue says who made it and why (refused before Slurm
@@ -631,15 +728,18 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         }
     }
     let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
+    let (placement, topology_from, given) = drive_placement(a.placement, a.topology.as_deref(), cluster.is_some())?;
     let slurm = backend(&a.conn)?;
     let cfg = DriveConfig {
         plan: PlanSpec {
             policy: a.policy.clone(),
-            placement: a.placement,
+            placement,
             partitions: a.partition.clone(),
             model_memory: false,
             cluster,
+            topology: given.map(std::sync::Arc::new),
         },
+        topology: topology_from,
         priority_floor: a.priority_floor,
         priority_top: a.priority_top,
         dry_run: a.dry_run,
@@ -705,6 +805,13 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                         range.top,
                         range.floor
                     );
+                    if let Some(t) = driver.topology() {
+                        println!(
+                            "{} topology: {}; gangs placed in the lowest level that holds them, a job's --switches=1 held until one switch holds it",
+                            stamp(),
+                            t.describe()
+                        );
+                    }
                 }
                 let i = &r.intended;
                 let line = pass_line(&r, a.dry_run);
