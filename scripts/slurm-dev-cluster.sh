@@ -28,7 +28,7 @@ cmd=${1:?start|stop}; D=${2:?state dir}; ACCT=${3:-}
 # weighted, priorities recomputed every minute, sched/backfill. GPUs are an accounted TRES, which
 # Slurm allows only with slurmdbd: it uses the slurmdbd of a cluster started with --acct (port
 # 6819), so start that one first. For crates/ordo/tests/slurm_fidelity.rs.
-# --topology: a third cluster (`topo`) on its own ports (slurmctld 6917, slurmd 16911-16913), no
+# --topology: a third cluster (`topo`) on its own ports (slurmctld 6727, slurmd 16921-16923), no
 # accounting, no slurmrestd, with TopologyPlugin=topology/tree and a topology.conf: leaf switch s0
 # over n1 and n2, leaf switch s1 over n3, s2 above both. For crates/ordo/tests/slurm_topology.rs;
 # the other dev clusters keep no topology, so their tests place jobs as before.
@@ -112,7 +112,7 @@ PriorityWeightPartition=0
 PriorityCalcPeriod=1
 SlurmdParameters=config_overrides" 16
 elif [ -n "$TOPO" ]; then
-  write_dev_conf "$D" topo 6917 16911 "$ACCT_LINES"
+  write_dev_conf "$D" topo 6727 16921 "$ACCT_LINES"
   echo "TopologyPlugin=topology/tree" >>"$D/slurm.conf"
   cat >"$D/topology.conf" <<CONF
 SwitchName=s0 Nodes=n[1-2]
@@ -160,8 +160,9 @@ if [ -n "$MF" ]; then
 fi
 /usr/sbin/slurmctld -i
 for n in n1 n2 n3; do /usr/sbin/slurmd -N $n; done
+# `sinfo -N` lists n3 once per partition (gpu and other): count nodes, not lines.
 for _ in $(seq 200); do
-  [ "$(timeout 2 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = 3 ] && break; sleep 0.1
+  [ "$(timeout 2 sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c idle)" = 3 ] && break; sleep 0.1
 done
 
 if [ -n "$MF$TOPO" ]; then echo "export SLURM_CONF=$D/slurm.conf"; exit 0; fi
