@@ -211,3 +211,43 @@ fn a_job_with_switches_1_waits_for_one_leaf_switch_in_ordos_plan() {
     assert_eq!(j.state, JobState::Pending, "{j:?}");
     let _ = std::fs::remove_file(&audit);
 }
+
+/// Without a Slurm: a topology.conf given with `--topology` is read (and a bad one refused with
+/// its file and line) before Slurm is asked anything, and placements that cannot use it are
+/// refused.
+#[test]
+fn a_topology_file_is_read_and_bad_ones_are_refused_before_slurm_is_asked() {
+    let dir = std::env::temp_dir().join(format!("ordo-slurm-topology-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("topology.conf");
+    std::fs::write(&good, "SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n3\nSwitchName=s2 Switches=s[0-1]\n")
+        .unwrap();
+    let bad = dir.join("bad.conf");
+    std::fs::write(&bad, "SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n2\n").unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_ordo")).args(args).output().unwrap();
+    let out = run(&["slurm", "topology", "--topology", good.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 switch, 1 spine (3 nodes)") && text.contains("switch s0: n1,n2 (2 nodes)"), "{text}");
+    let out = run(&["slurm", "topology", "--topology", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: line 2: node `n2` is under two switches, `s0` (line 1) and `s1`", bad.display())),
+        "{err}"
+    );
+    let drive = |extra: &[&str]| {
+        let mut args = vec!["slurm", "drive", "--policy", "fifo", "--once", "--dry-run"];
+        args.extend_from_slice(extra);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = drive(&["--topology", bad.to_str().unwrap()]);
+    assert!(err.contains("line 2") && err.contains("two switches"), "{err}");
+    let err = drive(&["--topology", good.to_str().unwrap(), "--placement", "pooled"]);
+    assert!(err.contains("use it with --placement topology"), "{err}");
+    let err = drive(&["--cluster", "2x8", "--placement", "topology"]);
+    assert!(err.contains("--cluster plans for nodes that are not Slurm's"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
