@@ -22,6 +22,9 @@ use crate::error::SlurmError;
 use ordo_core::{ClusterSpec, NodeSpec, Topology};
 use std::collections::HashMap;
 
+/// A level's units, each with its nodes.
+pub type Units = Vec<(String, Vec<String>)>;
+
 /// Most node names one topology may name.
 const MAX_NAMES: usize = 1_000_000;
 
@@ -85,8 +88,8 @@ impl SlurmTopology {
     }
 
     /// The units of level `l` and their nodes, in the order the topology names the nodes.
-    pub fn units(&self, l: usize) -> Vec<(String, Vec<String>)> {
-        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    pub fn units(&self, l: usize) -> Units {
+        let mut out: Units = Vec::new();
         for n in &self.nodes {
             let Some(Some(u)) = self.paths.get(n).and_then(|p| p.get(l)) else { continue };
             match out.iter_mut().find(|(x, _)| x == u) {

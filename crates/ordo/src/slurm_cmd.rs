@@ -66,7 +66,7 @@ fn topology_cmd(a: TopologyArgs) -> Result<ExitCode> {
             ),
         },
     };
-    let levels: Vec<(String, Vec<(String, Vec<String>)>)> =
+    let levels: Vec<(String, ordo_slurm::topology::Units)> =
         t.levels.iter().enumerate().map(|(l, name)| (name.clone(), t.units(l))).collect();
     if a.json {
         let doc = serde_json::json!({
@@ -704,7 +704,7 @@ fn drive_placement(
 /// A topology.conf file, read for Slurm's nodes.
 fn read_topology_file(path: &std::path::Path) -> Result<SlurmTopology> {
     let text = std::fs::read_to_string(path).with_context(|| format!("--topology: reading {}", path.display()))?;
-    Ok(SlurmTopology::from_conf(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!("--topology {e}"))?)
+    SlurmTopology::from_conf(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!("--topology {e}"))
 }
 
 fn drive(a: DriveArgs) -> Result<ExitCode> {

@@ -105,7 +105,7 @@ fn reads_the_topology_from_scontrol_show_topology() {
     assert!(raw.contains("SwitchName=s2 Level=1") && raw.contains("Switches=s[0-1]"), "{raw}");
     let doc: serde_json::Value = serde_json::from_str(&ordo(&conf, &["slurm", "topology", "--json"])).unwrap();
     assert_eq!(doc["source"], "scontrol show topology");
-    let levels: Vec<(String, Vec<(String, Vec<String>)>)> = doc["levels"]
+    let levels: Vec<(String, ordo_slurm::topology::Units)> = doc["levels"]
         .as_array()
         .unwrap()
         .iter()
