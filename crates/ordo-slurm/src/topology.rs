@@ -108,6 +108,46 @@ impl SlurmTopology {
         format!("{kind} from {}: {}", self.source, counts.join(", "))
     }
 
+    /// As a `topology.conf` with each node renamed by `rename` (a node it gives no name is
+    /// left out: a unit of its own): leaf switches with `Nodes=`, the switches above with
+    /// `Switches=`, or one `BlockName=` line per block; `None` for a block topology of several
+    /// levels (the larger blocks are not written), or when no node is left.
+    pub fn to_conf(&self, rename: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+        let blocks = self.levels.first().is_some_and(|l| l == "block");
+        if blocks && self.levels.len() > 1 {
+            return None;
+        }
+        let key = if blocks { "BlockName" } else { "SwitchName" };
+        let mut out =
+            format!("# The network topology `ordo slurm import` read ({}), on the simulated nodes.\n", self.source);
+        let mut any = false;
+        for l in 0..self.levels.len() {
+            for (unit, nodes) in self.units(l) {
+                if l == 0 {
+                    let names: Vec<String> = nodes.iter().filter_map(|n| rename(n)).collect();
+                    if !names.is_empty() {
+                        any = true;
+                        out.push_str(&format!("{key}={unit} Nodes={}\n", names.join(",")));
+                    }
+                } else {
+                    // The units of the level below with a node in this one that is written.
+                    let mut below: Vec<String> = Vec::new();
+                    for n in &nodes {
+                        if let Some(Some(b)) = self.paths.get(n).and_then(|p| p.get(l - 1)) {
+                            if !below.contains(b) && rename(n).is_some() {
+                                below.push(b.clone());
+                            }
+                        }
+                    }
+                    if !below.is_empty() {
+                        out.push_str(&format!("{key}={unit} Switches={}\n", below.join(",")));
+                    }
+                }
+            }
+        }
+        any.then_some(out)
+    }
+
     /// The topology of `cluster`'s nodes, in its node order (nodes the topology does not name
     /// are each a unit of their own); `None` when it names none of them.
     pub fn for_cluster(&self, cluster: &ClusterSpec) -> Option<Result<Topology, String>> {
@@ -217,6 +257,24 @@ SwitchName=s2 Level=1 LinkSpeed=1 Nodes=n[1-3] Switches=s[0-1]
         assert!(t.for_cluster(&cluster(&["x1", "x2"])).is_none());
         // Nothing printed: no topology plugin.
         assert_eq!(from_scontrol("").unwrap(), None);
+    }
+
+    /// Written back as `topology.conf` on other node names, it reads as the same tree.
+    #[test]
+    fn writes_topology_conf_on_other_names() {
+        let t = from_scontrol(DEV).unwrap().unwrap();
+        let conf = t.to_conf(&|n| Some(format!("x{}", &n[1..]))).unwrap();
+        assert!(
+            conf.contains("SwitchName=s0 Nodes=x1,x2\nSwitchName=s1 Nodes=x3\nSwitchName=s2 Switches=s0,s1\n"),
+            "{conf}"
+        );
+        let back = SlurmTopology::from_conf(&conf, "written").unwrap();
+        assert_eq!(back.levels, t.levels);
+        assert_eq!(back.units(1), vec![("s2".to_string(), vec!["x1".to_string(), "x2".to_string(), "x3".to_string()])]);
+        // Nodes left out; none left.
+        let only = t.to_conf(&|n| (n != "n3").then(|| n.to_string())).unwrap();
+        assert!(!only.contains("s1 Nodes") && only.contains("SwitchName=s2 Switches=s0\n"), "{only}");
+        assert_eq!(t.to_conf(&|_| None), None);
     }
 
     /// The block plugin's lines (as documented for Slurm 23.02 and later: `BlockName`,

@@ -440,13 +440,36 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         None => write_generic(&w, std::io::stdout().lock()).context("writing the trace")?,
     }
     // The cluster as `--cluster` takes it (None: not known) and in words.
+    let mut topology_note = None;
+    let mut topology_file = None;
     let (spec, cluster) = match &a.cluster {
         Some(c) => {
             let d = ClusterSpec::parse(c).context("--cluster")?.describe();
             (Some(d.clone()), format!("{d} (--cluster)"))
         }
         None => match slurm.nodes() {
-            Ok(nodes) => describe_all(&nodes, a.partition.as_deref(), a.out.as_deref(), &w.jobs)?,
+            Ok(nodes) => {
+                let (spec, words) = describe_all(&nodes, a.partition.as_deref(), a.out.as_deref(), &w.jobs)?;
+                // The controller's topology, on the simulated nodes' names, beside the trace.
+                match slurm.topology() {
+                    Ok(None) => {}
+                    Err(e) => topology_note = Some(format!("unknown ({e})")),
+                    Ok(Some(t)) => match (&a.out, &spec) {
+                        (Some(out), Some(spec)) => {
+                            let (note, file) = write_topology(&t, &nodes, a.partition.as_deref(), out, spec)?;
+                            topology_note = Some(note);
+                            topology_file = file;
+                        }
+                        _ => {
+                            topology_note = Some(format!(
+                                "{} (with --out, written beside the trace for ordo compare)",
+                                t.describe()
+                            ))
+                        }
+                    },
+                }
+                (spec, words)
+            }
             Err(e) => (None, format!("unknown ({e}); give --cluster")),
         },
     };
@@ -491,10 +514,13 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         count(w.jobs.len(), "job")
     ));
     msg.push_str(&format!("\ncluster: {cluster}\n"));
+    if let Some(t) = &topology_note {
+        msg.push_str(&format!("topology: {t}\n"));
+    }
     match &a.out {
         Some(p) => {
             print!("{msg}");
-            println!("{}", next_step(p, spec.as_deref()));
+            println!("{}", next_step(p, spec.as_deref(), topology_file.as_deref()));
         }
         None => eprint!("{msg}"),
     }
@@ -504,14 +530,60 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
 /// The command to run next on the imported trace `out`: with `--cluster` when the cluster is
 /// known (`spec`, as `--cluster` takes it); else one that runs as it is, on ordo's default
 /// cluster, and how to give the real one.
-fn next_step(out: &std::path::Path, spec: Option<&str>) -> String {
+fn next_step(out: &std::path::Path, spec: Option<&str>, topology: Option<&std::path::Path>) -> String {
     let trace = crate::cli::shell_word(&out.display().to_string());
     match spec {
-        Some(c) => format!("next: ordo compare --trace {trace} --cluster {c}"),
+        Some(c) => match topology {
+            Some(t) => format!(
+                "next: ordo compare --trace {trace} --cluster {c} --topology {} --placement consolidated,topology",
+                crate::cli::shell_word(&t.display().to_string())
+            ),
+            None => format!("next: ordo compare --trace {trace} --cluster {c}"),
+        },
         None => format!(
             "next: ordo compare --trace {trace}\n      (the cluster is not known here, so that runs on ordo's default 64x8; add --cluster COUNTxGPUS with your nodes, e.g. --cluster 16x8,4x4)"
         ),
     }
+}
+
+/// Writes the controller's topology `t` beside the trace `out` (`STEM.topology.conf`), on the
+/// names the simulated cluster `spec` (what `describe_all` gave: COUNTxGPUS groups, or the cluster
+/// file it wrote) gives Slurm's nodes of `partition`, in the same order. Returns what to say,
+/// and the file where one was written.
+fn write_topology(
+    t: &SlurmTopology,
+    nodes: &[SlurmNode],
+    partition: Option<&str>,
+    out: &std::path::Path,
+    spec: &str,
+) -> Result<(String, Option<PathBuf>)> {
+    let name = out.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    let cluster_file = out.with_file_name(format!("{stem}.cluster.toml"));
+    let simulated = match ClusterSpec::parse(spec) {
+        Ok(c) => c,
+        Err(_) => ordo_trace::load_cluster_toml(&cluster_file)
+            .with_context(|| format!("reading back {}", cluster_file.display()))?,
+    };
+    let slurm_names: Vec<&str> = nodes
+        .iter()
+        .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)))
+        .map(|n| n.name.as_str())
+        .collect();
+    if slurm_names.len() != simulated.nodes.len() {
+        return Ok((format!("{} (not written: the simulated cluster's nodes are not sinfo's)", t.describe()), None));
+    }
+    let rename: std::collections::HashMap<&str, &str> =
+        slurm_names.iter().copied().zip(simulated.nodes.iter().map(|n| n.name.as_str())).collect();
+    let Some(text) = t.to_conf(&|n| rename.get(n).map(|s| s.to_string())) else {
+        return Ok((
+            format!("{} (not written: none of its nodes is in the cluster, or blocks of several sizes)", t.describe()),
+            None,
+        ));
+    };
+    let path = out.with_file_name(format!("{stem}.topology.conf"));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok((format!("{}, written on the simulated nodes' names: {}", t.describe(), path.display()), Some(path)))
 }
 
 /// Every node (available or not) of `partition` (default: all) as COUNTxGPUS[:TYPE] groups:

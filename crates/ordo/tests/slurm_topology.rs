@@ -251,3 +251,43 @@ fn a_topology_file_is_read_and_bad_ones_are_refused_before_slurm_is_asked() {
     assert!(err.contains("--cluster plans for nodes that are not Slurm's"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ordo slurm import` writes the controller's topology beside the trace, on the simulated
+/// cluster's node names, and the command it prints next runs `compare` with and without it.
+#[test]
+fn import_writes_the_topology_on_the_simulated_nodes_for_compare() {
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(conf) = topo_cluster() else { return };
+    let dir = conf.parent().unwrap().to_path_buf();
+    let mut submitted = Jobs(&conf, Vec::new());
+    let id = submitted.sbatch(&["--gres=gpu:1", "--time=1", "--wrap", "sleep 1"]);
+    let log = dir.join("log").join("jobcomp.txt");
+    wait_for("the job in the job completion log", Duration::from_secs(60), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("JobId={id} "))))
+    });
+    let out_dir = std::env::temp_dir().join(format!("ordo-slurm-topology-import-{}", std::process::id()));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let trace = out_dir.join("hist.csv");
+    let out = ordo(&conf, &["slurm", "import", "--jobcomp", log.to_str().unwrap(), "--out", trace.to_str().unwrap()]);
+    let written = out_dir.join("hist.topology.conf");
+    assert!(
+        out.contains(&format!(
+            "topology: tree from scontrol show topology: 2 switch, 1 spine, written on the simulated nodes' names: {}",
+            written.display()
+        )),
+        "{out}"
+    );
+    // sinfo's n1, n2, n3 are the simulated n0, n1, n2 of --cluster 2x8,1x4.
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(
+        text.contains("SwitchName=s0 Nodes=n0,n1\nSwitchName=s1 Nodes=n2\nSwitchName=s2 Switches=s0,s1\n"),
+        "{text}"
+    );
+    let next = out.lines().find_map(|l| l.strip_prefix("next: ordo ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(next
+        .ends_with(&format!("--cluster 2x8,1x4 --topology {} --placement consolidated,topology", written.display())));
+    let args: Vec<&str> = next.split_whitespace().collect();
+    let compared = ordo(&conf, &args);
+    assert!(compared.contains("fifo @consolidated") && compared.contains("fifo @topology"), "{compared}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
