@@ -300,4 +300,39 @@ SwitchName=s2 Level=1 LinkSpeed=1 Nodes=n[1-3] Switches=s[0-1]
         let e = from_scontrol("Topology=t1\n").unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
     }
+
+    proptest::proptest! {
+        /// Whatever scontrol prints (lines of keys ordo knows and does not, host lists good and
+        /// bad, cycles, nodes under two switches), reading it gives a topology or an error
+        /// naming a line or the whole, never a panic; and a topology read is one whose
+        /// partitions' topologies build.
+        #[test]
+        fn scontrol_output_never_panics(lines in proptest::collection::vec(
+            (0usize..3, 0u8..4, proptest::sample::select(vec![
+                "Nodes=n[1-2]", "Nodes=n3", "Nodes=n[1-", "Nodes=", "Switches=s[0-1]", "Switches=s0",
+                "Switches=s9", "Level=1", "LinkSpeed=1", "BlockIndex=0", "BlockSize=2", "Weird=x", "junk",
+            ]), proptest::sample::select(vec!["", "Nodes=n[1-3]", "Switches=s2", "BlockSize=18"])),
+            0..6,
+        )) {
+            let text: String = lines
+                .iter()
+                .map(|(kind, name, a, b)| {
+                    let head = ["SwitchName", "BlockName", "Topology"][*kind];
+                    format!("{head}=s{name} {a} {b}\n")
+                })
+                .collect();
+            match from_scontrol(&text) {
+                Ok(Some(t)) => {
+                    let names: Vec<&str> = t.nodes().iter().map(String::as_str).collect();
+                    let topo = t.for_cluster(&cluster(&names));
+                    proptest::prop_assert!(names.is_empty() || matches!(topo, Some(Ok(_))), "{text}: {topo:?}");
+                }
+                Ok(None) => proptest::prop_assert!(text.trim().is_empty()),
+                Err(e) => {
+                    let e = e.to_string();
+                    proptest::prop_assert!(e.starts_with("scontrol show topology: "), "{e}");
+                }
+            }
+        }
+    }
 }
