@@ -400,13 +400,14 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
             continue;
         };
         let mut desc = if single { cluster.describe() } else { format!("{name} {}", cluster.describe()) };
-        if let (Some(t), Some(_)) = (&spec.topology, topology_of(spec, &cluster)) {
+        let topology = topology_of(spec, &cluster);
+        if let (Some(t), Some(_)) = (&spec.topology, &topology) {
             desc.push_str(&format!(" by topology ({})", t.levels.join(", ")));
             used_topology = true;
         }
         descriptions.push(desc);
         let queue = Pending { jobs, members: &members, asks: &asks, array_running: &array_running };
-        let plan = plan_partition(&queue, &cluster, spec, now, &mut warnings);
+        let plan = plan_partition(&queue, &cluster, topology, spec, now, &mut warnings);
         planned.extend(plan.order.iter().map(|o| o.0));
         plans.push((name.clone(), plan));
     }
@@ -486,9 +487,11 @@ fn topology_of(spec: &PlanSpec, cluster: &ClusterSpec) -> Option<Result<ordo_cor
 
 /// Plans one partition: every job running on its nodes committed where Slurm put it, its
 /// pending records submitted (arrays task by task) in submit order, one explained pass.
+/// `topology`: its nodes' topology ([`topology_of`]), if gangs are placed by one.
 fn plan_partition(
     q: &Pending<'_>,
     cluster: &ClusterSpec,
+    topology: Option<Result<ordo_core::Topology, String>>,
     spec: &PlanSpec,
     now: i64,
     warnings: &mut Vec<String>,
@@ -508,9 +511,9 @@ fn plan_partition(
             }
         };
     let kinds_note = kinds_note(&sched);
-    // The topology of this partition's nodes (in the order of `kinds`, the scheduler's), set
-    // before any job is submitted.
-    match topology_of(spec, &kinds) {
+    // The topology of this partition's nodes (in the order of `kinds`, the scheduler's, which
+    // is `cluster`'s), set before any job is submitted.
+    match topology {
         Some(Ok(t)) => {
             if let Err(e) = sched.set_topology(Arc::new(t)) {
                 warnings.push(format!("topology not used: {e}"));
