@@ -4,7 +4,7 @@
 # fake GPU device files (typed in gres.conf), job completion log, and slurmrestd with JWT
 # auth. Debian's Slurm 22.05. Runs as root.
 #
-#   slurm-dev-cluster.sh start DIR [--acct|--multifactor]   start (prints `export SLURM_CONF=...`)
+#   slurm-dev-cluster.sh start DIR [--acct|--multifactor|--topology]   start (prints `export SLURM_CONF=...`)
 #   slurm-dev-cluster.sh stop DIR              stop what `start` started, by pid file (munged too,
 #                                              when `start` started it)
 #   slurm-dev-cluster.sh ctld-stop DIR         stop only slurmctld (an outage, for tests)
@@ -28,8 +28,13 @@ cmd=${1:?start|stop}; D=${2:?state dir}; ACCT=${3:-}
 # weighted, priorities recomputed every minute, sched/backfill. GPUs are an accounted TRES, which
 # Slurm allows only with slurmdbd: it uses the slurmdbd of a cluster started with --acct (port
 # 6819), so start that one first. For crates/ordo/tests/slurm_fidelity.rs.
-MF=
+# --topology: a third cluster (`topo`) on its own ports (slurmctld 6727, slurmd 16921-16923), no
+# accounting, no slurmrestd, with TopologyPlugin=topology/tree and a topology.conf: leaf switch s0
+# over n1 and n2, leaf switch s1 over n3, s2 above both. For crates/ordo/tests/slurm_topology.rs;
+# the other dev clusters keep no topology, so their tests place jobs as before.
+MF=; TOPO=
 if [ "$ACCT" = --multifactor ]; then MF=1; ACCT=; fi
+if [ "$ACCT" = --topology ]; then TOPO=1; ACCT=; fi
 D=$(mkdir -p "$D" && cd "$D" && pwd)
 
 stop() {
@@ -58,7 +63,7 @@ if [ "$cmd" = ctld-start ]; then
   for _ in $(seq 100); do timeout 2 sinfo -h >/dev/null 2>&1 && break; sleep 0.1; done
   exit 0
 fi
-[ "$cmd" = start ] || { echo "usage: $0 start|stop|ctld-stop|ctld-start DIR [--acct|--multifactor]" >&2; exit 2; }
+[ "$cmd" = start ] || { echo "usage: $0 start|stop|ctld-stop|ctld-start DIR [--acct|--multifactor|--topology]" >&2; exit 2; }
 
 PKGS="slurmctld slurmd slurm-client munge slurmrestd curl"
 [ "$ACCT" = --acct ] && PKGS="$PKGS slurmdbd mariadb-server"
@@ -106,6 +111,14 @@ PriorityWeightQOS=0
 PriorityWeightPartition=0
 PriorityCalcPeriod=1
 SlurmdParameters=config_overrides" 16
+elif [ -n "$TOPO" ]; then
+  write_dev_conf "$D" topo 6727 16921 "$ACCT_LINES"
+  echo "TopologyPlugin=topology/tree" >>"$D/slurm.conf"
+  cat >"$D/topology.conf" <<CONF
+SwitchName=s0 Nodes=n[1-2]
+SwitchName=s1 Nodes=n3
+SwitchName=s2 Switches=s[0-1]
+CONF
 else
   write_dev_conf "$D" dev 6817 17001 "$ACCT_LINES"
 fi
@@ -147,11 +160,12 @@ if [ -n "$MF" ]; then
 fi
 /usr/sbin/slurmctld -i
 for n in n1 n2 n3; do /usr/sbin/slurmd -N $n; done
+# `sinfo -N` lists n3 once per partition (gpu and other): count nodes, not lines.
 for _ in $(seq 200); do
-  [ "$(timeout 2 sinfo -h -N -o '%T' 2>/dev/null | grep -c idle)" = 3 ] && break; sleep 0.1
+  [ "$(timeout 2 sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | grep -c idle)" = 3 ] && break; sleep 0.1
 done
 
-if [ -n "$MF" ]; then echo "export SLURM_CONF=$D/slurm.conf"; exit 0; fi
+if [ -n "$MF$TOPO" ]; then echo "export SLURM_CONF=$D/slurm.conf"; exit 0; fi
 
 # slurmrestd refuses to run as root: run it as nobody, JWT auth, loopback only.
 SLURM_JWT=daemon setsid runuser -u nobody -- /usr/sbin/slurmrestd -a rest_auth/jwt \

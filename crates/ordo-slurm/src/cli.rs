@@ -7,6 +7,7 @@ use crate::config::SlurmConfig;
 use crate::error::{means_job_gone, means_unreachable, SlurmError};
 use crate::job::{SlurmJob, SlurmNode};
 use crate::squeue::{parse_sinfo, parse_squeue, squeue_format, SINFO_FORMAT};
+use crate::topology::SlurmTopology;
 use std::time::{Duration, Instant};
 
 /// A handle on a Slurm cluster through its command-line clients. Every call is bounded by
@@ -133,6 +134,10 @@ impl Backend for SlurmCli {
 
     fn config(&self) -> Result<Option<SlurmConfig>, SlurmError> {
         SlurmConfig::parse(&self.read("scontrol", &["show", "config"])?).map(Some)
+    }
+
+    fn topology(&self) -> Result<Option<SlurmTopology>, SlurmError> {
+        crate::topology::from_scontrol(&self.read("scontrol", &["show", "topology"])?)
     }
 
     fn set_priorities(&self, changes: &[(u64, u64)]) -> Batch {

@@ -4,6 +4,7 @@
 use crate::config::SlurmConfig;
 use crate::error::SlurmError;
 use crate::job::{SlurmJob, SlurmNode};
+use crate::topology::SlurmTopology;
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -17,6 +18,12 @@ pub trait Backend {
     /// The controller's configuration, or `None` where this backend cannot read it
     /// (slurmrestd has no endpoint for it).
     fn config(&self) -> Result<Option<SlurmConfig>, SlurmError>;
+    /// The cluster's network topology (`scontrol show topology`): `None` where the controller
+    /// has no topology plugin, or where this backend cannot read it (slurmrestd has no endpoint
+    /// for it).
+    fn topology(&self) -> Result<Option<SlurmTopology>, SlurmError> {
+        Ok(None)
+    }
     /// Sets each job's priority (at least 1), in the order given. Stops at the first sign the
     /// controller does not answer; a job the controller no longer knows as pending is reported
     /// in `failed` and the batch goes on.

@@ -14,9 +14,26 @@ use crate::job::{JobState, SlurmJob};
 use crate::order::{intended_order, Intended, PlanSpec, Skip};
 use crate::pace::Pace;
 use crate::priorities::{assign, Slot};
+use crate::topology::SlurmTopology;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Where the driver takes the cluster's topology from (read once, at the first pass that
+/// reaches Slurm).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TopologyFrom {
+    /// Nowhere: gangs are placed without a topology and `--switches` is not modelled.
+    Off,
+    /// The controller's ([`Backend::topology`]), when it has one.
+    #[default]
+    Slurm,
+    /// The controller's, which must have one (else the pass fails, saying so).
+    SlurmRequired,
+    /// `plan.topology` as given (a `topology.conf` file).
+    Given,
+}
 
 /// Settings of the driver.
 #[derive(Debug, Clone)]
@@ -29,6 +46,8 @@ pub struct DriveConfig {
     pub priority_floor: Option<u64>,
     /// The highest priority ordo gives. `None`: Slurm's highest less 1,000.
     pub priority_top: Option<u64>,
+    /// Where the topology comes from (see [`PlanSpec::topology`]).
+    pub topology: TopologyFrom,
     /// Compute and report, change nothing.
     pub dry_run: bool,
     /// The JSON Lines audit log.
@@ -75,6 +94,7 @@ pub struct Driver<'a> {
     slurm: &'a dyn Backend,
     cfg: DriveConfig,
     config: Option<Option<SlurmConfig>>,
+    topology_read: bool,
     range: Option<PriorityRange>,
     ours: HashMap<u64, u64>,
     noted: HashMap<u64, String>,
@@ -95,7 +115,17 @@ impl<'a> Driver<'a> {
         // A restarted driver knows its own priorities, and what it already said it leaves alone.
         let audit::LogState { ours, left_alone: noted } = audit::log_state(&cfg.audit_log)?;
         let pace = Pace::new(cfg.max_rate);
-        Ok(Driver { slurm, cfg, config: None, range: None, ours, noted, unconfirmed: HashMap::new(), pace })
+        Ok(Driver {
+            slurm,
+            cfg,
+            config: None,
+            topology_read: false,
+            range: None,
+            ours,
+            noted,
+            unconfirmed: HashMap::new(),
+            pace,
+        })
     }
 
     /// The range of priorities in use (known after the first pass that reached Slurm).
@@ -106,6 +136,37 @@ impl<'a> Driver<'a> {
     /// The controller's configuration, if read.
     pub fn controller_config(&self) -> Option<&SlurmConfig> {
         self.config.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The topology gangs are placed by, if any (known after the first pass that reached Slurm,
+    /// or given).
+    pub fn topology(&self) -> Option<&SlurmTopology> {
+        self.cfg.plan.topology.as_deref()
+    }
+
+    /// Reads the controller's topology the first time, as [`DriveConfig::topology`] says.
+    fn ensure_topology(&mut self) -> Result<(), SlurmError> {
+        if self.topology_read {
+            return Ok(());
+        }
+        match self.cfg.topology {
+            TopologyFrom::Off => self.cfg.plan.topology = None,
+            TopologyFrom::Given => {}
+            TopologyFrom::Slurm | TopologyFrom::SlurmRequired => {
+                let t = self.slurm.topology()?;
+                if t.is_none() && self.cfg.topology == TopologyFrom::SlurmRequired {
+                    return Err(SlurmError::Policy(format!(
+                        "placement by topology: {} reports no topology (`scontrol show topology` prints nothing \
+                         without TopologyPlugin=topology/tree or topology/block; slurmrestd has no topology \
+                         endpoint); give the cluster's topology.conf with --topology FILE",
+                        self.slurm.describe()
+                    )));
+                }
+                self.cfg.plan.topology = t.map(Arc::new);
+            }
+        }
+        self.topology_read = true;
+        Ok(())
     }
 
     /// The range, reading the controller's configuration the first time.
@@ -129,6 +190,7 @@ impl<'a> Driver<'a> {
     pub fn pass(&mut self) -> Result<PassReport, SlurmError> {
         let t0 = Instant::now();
         let range = self.ensure_range()?;
+        self.ensure_topology()?;
         let nodes = if self.cfg.plan.cluster.is_some() { Vec::new() } else { self.slurm.nodes()? };
         let jobs = self.slurm.jobs()?;
         let read_time = t0.elapsed();
@@ -414,6 +476,8 @@ mod tests {
             array: None,
             gpu_types: Vec::new(),
             constraint: None,
+            switches: 0,
+            switch_wait_s: 0,
         }
     }
 
@@ -438,7 +502,9 @@ mod tests {
                 partitions: None,
                 model_memory: false,
                 cluster: Some(ordo_core::ClusterSpec::parse("1x4").unwrap()),
+                topology: None,
             },
+            topology: TopologyFrom::Off,
             priority_floor: None,
             priority_top: None,
             dry_run: false,

@@ -116,6 +116,12 @@ pub struct SlurmJob {
     /// Its `--constraint` as Slurm shows it (`Features`), if any: read into an
     /// `ordo_trace::Constraint` when it is planned.
     pub constraint: Option<String>,
+    /// The most leaf switches it accepts (`--switches=N`; 0: any number). Slurm honours it
+    /// under `topology/tree` only, for at most `switch_wait_s`.
+    pub switches: u32,
+    /// How long Slurm holds it for its `switches` (`--switches=N@TIME`, else the controller's
+    /// `max_switch_wait`), in seconds; past that it runs on any number of switches.
+    pub switch_wait_s: u64,
 }
 
 impl SlurmJob {

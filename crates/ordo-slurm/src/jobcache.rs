@@ -198,6 +198,8 @@ mod tests {
             array: None,
             gpu_types: Vec::new(),
             constraint: None,
+            switches: 0,
+            switch_wait_s: 0,
         }
     }
 

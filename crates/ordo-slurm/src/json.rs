@@ -151,6 +151,14 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
         let max = field("array_max_tasks")?.filter(|&m| m > 0 && m < INFINITE32 - 1).map(|m| m as u32);
         Some(ArrayPart { array_job_id, task, tasks, throttle: throttle.or(max) })
     };
+    // `--switches=N@TIME` where the layout has it (Slurm 24.11's v0.0.42, not 22.05's v0.0.38).
+    let switches = field("required_switches")?.filter(|&n| n > 0 && n < INFINITE32 - 1).unwrap_or(0) as u32;
+    let switch_wait_s = match field("maximum_switch_wait_time")? {
+        Some(w) => Some(w),
+        None => field("wait_for_switch")?,
+    }
+    .filter(|&w| w > 0 && w < INFINITE32 - 1)
+    .unwrap_or(0) as u64;
     Ok(SlurmJob {
         id,
         state,
@@ -170,6 +178,8 @@ fn job_from_value(j: &Value, i: usize, bad: &dyn Fn(String, String) -> SlurmErro
         array,
         gpu_types,
         constraint: constraint_text(&text(j.get("features"))),
+        switches,
+        switch_wait_s,
     })
 }
 
@@ -364,5 +374,24 @@ mod tests {
             );
             assert_eq!(j[2].alloc, vec![("n3".to_string(), 2)]);
         }
+    }
+
+    /// Slurm 24.11's `squeue --json` (v0.0.42) on the dev cluster with `topology/tree`: a job
+    /// submitted with `--switches=1` (the default wait, 300 s) and one without; 22.05's v0.0.38
+    /// has no such fields (0: no ask).
+    #[test]
+    fn reads_required_switches_where_the_layout_has_them() {
+        let doc = serde_json::json!({"jobs": [
+            {"job_id": 2, "job_state": ["PENDING"], "tres_per_job": "gres/gpu:10", "tres_per_node": "", "node_count": 2,
+             "tres_req_str": "cpu=2,mem=8000M,node=2,billing=2", "tres_alloc_str": "",
+             "required_switches": 1, "maximum_switch_wait_time": 300},
+            {"job_id": 1, "job_state": ["PENDING"], "tres_per_job": "", "tres_per_node": "gres/gpu:8",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1", "tres_alloc_str": "",
+             "required_switches": 0, "maximum_switch_wait_time": 0},
+            {"job_id": 3, "job_state": "PENDING", "tres_per_node": "gres:gpu:2", "tres_per_job": "",
+             "tres_req_str": "cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2", "tres_alloc_str": ""}]});
+        let j = jobs_from_doc(&doc, "squeue --json").unwrap();
+        let got: Vec<(u64, u32, u32, u64)> = j.iter().map(|j| (j.id, j.gpus, j.switches, j.switch_wait_s)).collect();
+        assert_eq!(got, vec![(2, 10, 1, 300), (1, 8, 0, 0), (3, 2, 0, 0)]);
     }
 }

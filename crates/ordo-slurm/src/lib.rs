@@ -34,14 +34,16 @@ pub mod priorities;
 pub mod release;
 pub mod rest;
 pub mod squeue;
+pub mod topology;
 pub mod values;
 
 pub use audit::AuditRecord;
 pub use cli::SlurmCli;
 pub use client::Backend;
-pub use drive::{DriveConfig, Driver, PassReport};
+pub use drive::{DriveConfig, Driver, PassReport, TopologyFrom};
 pub use error::SlurmError;
 pub use job::{JobState, SlurmJob, SlurmNode};
 pub use order::{intended_order, Intended, PlanSpec, Ranked};
 pub use release::{release, ReleaseOutcome, ReleaseReport};
 pub use rest::SlurmRest;
+pub use topology::SlurmTopology;

@@ -14,18 +14,27 @@
 //! give it. Only the kinds some pending job of the partition asks about are told apart (GPU
 //! types when one asks for a type, the features its constraints name): a queue that asks for
 //! none is planned on one pool, as before, and untyped jobs may span nodes of every kind.
+//!
+//! Topology: with [`PlanSpec::topology`] (the controller's `topology/tree` or `topology/block`,
+//! [`crate::topology`]) and consolidated placement, each partition's scheduler places gangs by
+//! the topology of its nodes (`Scheduler::set_topology`), and a job's `--switches=N`
+//! ([`switch_ask`]) becomes its topology ask: `required:switch` for 1 switch (held, as Slurm
+//! holds it, until one leaf switch holds it; once it has waited its `Wait4Switch`, Slurm places
+//! it anywhere, so ordo then only prefers one switch), `preferred:switch` for more.
 
 use crate::job::{JobState, SlurmJob, SlurmNode};
+use crate::topology::SlurmTopology;
 use ordo_core::scheduler::{JobReq, SubmitError};
 use ordo_core::time::Time;
 use ordo_core::words::count;
 use ordo_core::{
     Allocation, ClusterSpec, Elig, GpuNeeds, JobId, ModelPick, NodeSpec, Placement, PolicySpec, Reason, Scheduler,
-    Speeds,
+    Speeds, TopoAsk,
 };
 use ordo_trace::Constraint;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// Estimate used for a job with no time limit (one year): it sorts last under `sjf` and never
 /// backfills, as a job that may run for ever.
@@ -75,6 +84,9 @@ pub struct Intended {
     pub running: usize,
     /// Things the operator should know (a running job that could not be mapped to nodes, ...).
     pub warnings: Vec<String>,
+    /// The topology gangs were placed by, in words (`None`: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
 }
 
 /// What to plan for.
@@ -84,6 +96,9 @@ pub struct PlanSpec {
     pub policy: PolicySpec,
     /// Placement model.
     pub placement: Placement,
+    /// The cluster's topology: with consolidated placement, gangs are placed by it and
+    /// `--switches` asks honoured (`None`: no topology). Not used with `cluster`.
+    pub topology: Option<Arc<SlurmTopology>>,
     /// The partitions this driver orders (`None`: all). A pending job is ordered by the driver
     /// of the partition it lists first, so drivers of disjoint partition sets never touch the
     /// same job.
@@ -262,6 +277,25 @@ struct PartitionPlan {
     never_fits: Vec<(usize, String)>,
 }
 
+/// The topology ask of a job's `--switches` at `now` (Unix seconds): `required:switch` for one
+/// switch until it has waited its `Wait4Switch` (from its submit time), `preferred:switch`
+/// after that or for more than one switch; `None` without `--switches`.
+pub fn switch_ask(j: &SlurmJob, now: i64) -> Option<TopoAsk> {
+    if j.switches == 0 {
+        return None;
+    }
+    let waited = j.switch_wait_s > 0 && now.saturating_sub(j.submit) >= j.switch_wait_s as i64;
+    Some(TopoAsk { level: "switch".into(), required: j.switches == 1 && !waited })
+}
+
+/// A reason, with the job's `--switches` and what ordo makes of it.
+fn with_switches(text: String, j: &SlurmJob, ask: Option<&TopoAsk>) -> String {
+    match ask {
+        Some(a) => format!("{text}; --switches={} ({a})", j.switches),
+        None => text,
+    }
+}
+
 /// Computes the order `spec.policy` gives the pending jobs of `jobs` at `now` (Unix seconds):
 /// each partition planned on its own nodes, the plans merged (see the module documentation).
 /// Pending jobs that are held, wait on a dependency or begin time, are in `skip`, or that no
@@ -355,6 +389,7 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
     let mut plans: Vec<(String, PartitionPlan)> = Vec::new();
     let mut descriptions = Vec::new();
     let mut planned: BTreeSet<usize> = BTreeSet::new();
+    let mut used_topology = false;
     for (name, pnodes) in &parts {
         let members: Vec<usize> =
             mine.iter().copied().filter(|&i| single || jobs[i].partitions.iter().any(|p| p == name)).collect();
@@ -364,9 +399,15 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
             }
             continue;
         };
-        descriptions.push(if single { cluster.describe() } else { format!("{name} {}", cluster.describe()) });
+        let mut desc = if single { cluster.describe() } else { format!("{name} {}", cluster.describe()) };
+        let topology = topology_of(spec, &cluster);
+        if let (Some(t), Some(_)) = (&spec.topology, &topology) {
+            desc.push_str(&format!(" by topology ({})", t.levels.join(", ")));
+            used_topology = true;
+        }
+        descriptions.push(desc);
         let queue = Pending { jobs, members: &members, asks: &asks, array_running: &array_running };
-        let plan = plan_partition(&queue, &cluster, spec, now, &mut warnings);
+        let plan = plan_partition(&queue, &cluster, topology, spec, now, &mut warnings);
         planned.extend(plan.order.iter().map(|o| o.0));
         plans.push((name.clone(), plan));
     }
@@ -431,14 +472,26 @@ pub fn intended_order(jobs: &[SlurmJob], nodes: &[SlurmNode], spec: &PlanSpec, n
         not_driven,
         running: running.len(),
         warnings,
+        topology: spec.topology.as_ref().filter(|_| used_topology).map(|t| t.describe()),
     }
+}
+
+/// The topology `spec` places `cluster`'s gangs by: only with consolidated placement, on
+/// Slurm's own nodes (not a `cluster` given instead), where the topology names some of them.
+fn topology_of(spec: &PlanSpec, cluster: &ClusterSpec) -> Option<Result<ordo_core::Topology, String>> {
+    if spec.placement != Placement::Consolidated || spec.cluster.is_some() {
+        return None;
+    }
+    spec.topology.as_ref()?.for_cluster(cluster)
 }
 
 /// Plans one partition: every job running on its nodes committed where Slurm put it, its
 /// pending records submitted (arrays task by task) in submit order, one explained pass.
+/// `topology`: its nodes' topology ([`topology_of`]), if gangs are placed by one.
 fn plan_partition(
     q: &Pending<'_>,
     cluster: &ClusterSpec,
+    topology: Option<Result<ordo_core::Topology, String>>,
     spec: &PlanSpec,
     now: i64,
     warnings: &mut Vec<String>,
@@ -458,6 +511,17 @@ fn plan_partition(
             }
         };
     let kinds_note = kinds_note(&sched);
+    // The topology of this partition's nodes (in the order of `kinds`, the scheduler's, which
+    // is `cluster`'s), set before any job is submitted.
+    match topology {
+        Some(Ok(t)) => {
+            if let Err(e) = sched.set_topology(Arc::new(t)) {
+                warnings.push(format!("topology not used: {e}"));
+            }
+        }
+        Some(Err(e)) => warnings.push(format!("topology not used: {e}")),
+        None => {}
+    }
     let index: HashMap<&str, u32> =
         cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i as u32)).collect();
     let (mut users, mut groups) = (HashMap::new(), HashMap::new());
@@ -564,6 +628,7 @@ fn plan_partition(
     // Pending records, arrays task by task.
     let mut record_of: HashMap<u32, usize> = HashMap::new();
     let mut never_fits = Vec::new();
+    let mut switch_asks: HashMap<usize, TopoAsk> = HashMap::new();
     for &i in members {
         let j = &jobs[i];
         let asks = asks_of(i);
@@ -581,6 +646,19 @@ fn plan_partition(
                 continue;
             }
         };
+        // `--switches`, where the cluster has switches (Slurm ignores it elsewhere).
+        let ask = switch_ask(j, now).filter(|a| sched.topology().is_some_and(|t| t.level_index(&a.level).is_some()));
+        let topo = ask.as_ref().map_or(Ok(ordo_core::TopoNeed::NONE), |a| sched.topology_need(a));
+        let topo = match topo {
+            Ok(t) => t,
+            Err(e) => {
+                never_fits.push((i, e));
+                continue;
+            }
+        };
+        if let Some(a) = ask {
+            switch_asks.insert(i, a);
+        }
         let mut tasks = j.tasks().min(MAX_TASKS_PLANNED);
         if let Some(a) = &j.array {
             if let Some(t) = a.throttle {
@@ -597,6 +675,7 @@ fn plan_partition(
                 cpus: if detailed { j.cpus } else { 0 },
                 mem_mib: if spec.model_memory { j.mem_mib } else { 0 },
                 elig,
+                topo,
                 ..JobReq::new(id, j.submit.saturating_mul(1000), j.gpus, estimate(j))
             };
             match sched.submit(req, now_ms) {
@@ -612,6 +691,7 @@ fn plan_partition(
                 }
                 Err(SubmitError::NeverPlaced { why, .. }) => {
                     let why = if asks.any() { format!("{why}; {}", asks.describe()) } else { why };
+                    let why = with_switches(why, j, switch_asks.get(&i));
                     never_fits.push((i, format!("can never be placed: {why}{kinds_note}")));
                     break;
                 }
@@ -636,6 +716,7 @@ fn plan_partition(
                 .map(|&(n, g)| format!("{}:{g}", cluster.nodes.get(n as usize).map_or("?", |x| x.name.as_str())))
                 .collect();
             let text = with_asks(format!("starts now (fits: {})", nodes.join(",")), asks_of(i));
+            let text = with_switches(text, &jobs[i], switch_asks.get(&i));
             order.push((i, true, with_tasks(text, &jobs[i])));
         }
     }
@@ -667,6 +748,7 @@ fn plan_partition(
         };
         // The constraint reason says what the job asks already.
         let text = if matches!(r, Reason::Constraint { .. }) { text } else { with_asks(text, asks_of(i)) };
+        let text = with_switches(text, &jobs[i], switch_asks.get(&i));
         waiting.push((i, text, at));
     }
     if spec.policy.backfill == ordo_core::Backfill::Conservative {

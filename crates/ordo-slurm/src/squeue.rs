@@ -10,7 +10,7 @@ use crate::values::{array_tasks, asked_types, gres_gpus, gres_types, hostlist, t
 
 /// The `squeue -O` fields ordo reads, in order (each written `NAME:|`, so `|` ends every field).
 /// `Feature` (the job's constraint) is last: it may hold `|` itself.
-pub const SQUEUE_FIELDS: [&str; 21] = [
+pub const SQUEUE_FIELDS: [&str; 23] = [
     "JobID",
     "ArrayJobID",
     "ArrayTaskID",
@@ -31,6 +31,8 @@ pub const SQUEUE_FIELDS: [&str; 21] = [
     "tres-per-job",
     "tres-per-node",
     "NumNodes",
+    "ReqSwitch",
+    "Wait4Switch",
     "Feature",
 ];
 
@@ -130,6 +132,17 @@ fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
         alloc = spread(&names, asked.gpus);
     }
     let cpus = if asked.cpus > 0 { asked.cpus } else { int(16)?.clamp(0, u32::MAX as i64) as u32 };
+    // `--switches=N@TIME`: 0 and `0:00` when not asked (`N/A` where the field is not known).
+    let switches = match f[20] {
+        "N/A" | "" => 0,
+        t => t.parse::<u32>().map_err(|_| bad(20, "a switch count"))?,
+    };
+    let switch_wait_s = match f[21] {
+        "N/A" | "" | "UNLIMITED" | "INVALID" => 0,
+        t => ordo_trace::parse_slurm_duration(t.as_bytes())
+            .map(|ms| (ms / 1000) as u64)
+            .ok_or_else(|| bad(21, "a wait ([D-]HH:MM:SS)"))?,
+    };
     let array_job_id = match f[1] {
         "N/A" | "" | "0" => 0,
         a => a.parse::<u64>().map_err(|_| bad(1, "an array job id"))?,
@@ -165,7 +178,9 @@ fn parse_line(line: &str, n: usize) -> Result<SlurmJob, SlurmError> {
         reason: f[15].to_string(),
         array,
         gpu_types: types,
-        constraint: constraint_text(f[20]),
+        constraint: constraint_text(f[22]),
+        switches,
+        switch_wait_s,
     })
 }
 
@@ -240,11 +255,11 @@ mod tests {
     #[test]
     fn reads_squeue_text() {
         let text = "\
-1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|N/A|N/A|1|(null)|
-5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|N/A|N/A|1|(null)|
-4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|N/A|N/A|1|(null)|
-5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|N/A|N/A|1|(null)|
-7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|N/A|N/A|1|(null)|
+1|1|N/A|RUNNING|4294901759|0|10:00:00|2026-12-01T05:40:11|2026-12-01T05:40:12|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=8|cpu=1,node=1,billing=1,gres/gpu=8|n1|None|1|N/A|N/A|1|0|0:00|(null)|
+5004|5004|N/A|PENDING|4294896756|0|5:00|2026-12-01T05:44:02|N/A|root|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=4||Priority|1|N/A|N/A|1|0|0:00|(null)|
+4|4|2-49%5|PENDING|4294901756|0|3:00|2026-12-01T05:40:11|N/A|bob|ml|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||JobArrayTaskLimit|1|N/A|N/A|1|0|0:00|(null)|
+5|5|N/A|PENDING|4294901655|100|1-00:00:00|2026-12-01T05:40:11|N/A|root|root|gpu,other|cpu=2,mem=100M,node=1,billing=2,gres/gpu=1|N/A||Priority|2|N/A|N/A|1|0|0:00|(null)|
+7|5|3|RUNNING|4294901756|0|UNLIMITED|2026-12-01T05:40:11|2026-12-01T05:40:12|bob|ml|gpu|cpu=4,node=2,billing=4,gres/gpu=6|cpu=4,node=2,billing=4,gres/gpu=6|n[2-3]|None|4|N/A|N/A|1|0|0:00|(null)|
 ";
         let j = parse_squeue(text).unwrap();
         assert_eq!(j.len(), 5);
@@ -264,10 +279,10 @@ mod tests {
     #[test]
     fn reads_gpus_not_tracked_as_tres() {
         let text = "\
-4|4|N/A|PENDING|4294901756|0|5:00|2026-12-01T07:23:13|2026-12-01T07:33:13|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:4|1|(null)|
-7|7|0-9%2|PENDING|4294901753|0|4:00|2026-12-01T07:23:13|2026-12-01T07:35:00|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:1|1|(null)|
-1|1|N/A|RUNNING|4294901759|0|10:00|2026-12-01T07:23:13|2026-12-01T07:23:13|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:8|1|(null)|
-9|9|N/A|PENDING|4294901750|0|5:00|2026-12-01T07:23:13|N/A|root|(null)|gpu|cpu=2,node=2,billing=2|cpu=2,node=2,billing=2||Priority|2|N/A|gres/gpu:3|2|(null)|
+4|4|N/A|PENDING|4294901756|0|5:00|2026-12-01T07:23:13|2026-12-01T07:33:13|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:4|1|0|0:00|(null)|
+7|7|0-9%2|PENDING|4294901753|0|4:00|2026-12-01T07:23:13|2026-12-01T07:35:00|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:1|1|0|0:00|(null)|
+1|1|N/A|RUNNING|4294901759|0|10:00|2026-12-01T07:23:13|2026-12-01T07:23:13|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:8|1|0|0:00|(null)|
+9|9|N/A|PENDING|4294901750|0|5:00|2026-12-01T07:23:13|N/A|root|(null)|gpu|cpu=2,node=2,billing=2|cpu=2,node=2,billing=2||Priority|2|N/A|gres/gpu:3|2|0|0:00|(null)|
 ";
         let j = parse_squeue(text).unwrap();
         assert_eq!(j.iter().map(|j| j.gpus).collect::<Vec<_>>(), vec![4, 1, 8, 6]);
@@ -285,16 +300,16 @@ mod tests {
     #[test]
     fn reads_typed_gres_and_constraints() {
         let v22 = "\
-17|17|N/A|PENDING|4294901745|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2||Resources|1|N/A|gres:gpu:a100:2|1|ib&nvme|
-18|18|N/A|PENDING|4294901744|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||Priority|1|N/A|gres:gpu:2|1|[ib|nvme]|
-15|15|N/A|RUNNING|4294901747|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|n1|None|1|N/A|gres:gpu:a100:8|1|(null)|
-19|19|N/A|RUNNING|4294901743|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|n3|None|1|gres:gpu:v100:2|N/A|1|(null)|
+17|17|N/A|PENDING|4294901745|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2||Resources|1|N/A|gres:gpu:a100:2|1|0|0:00|ib&nvme|
+18|18|N/A|PENDING|4294901744|0|5:00|2026-12-04T10:47:44|2026-12-04T10:52:44|root|root|gpu|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2|cpu=1,mem=4000M,node=1,billing=1,gres/gpu=2||Priority|1|N/A|gres:gpu:2|1|0|0:00|[ib|nvme]|
+15|15|N/A|RUNNING|4294901747|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|cpu=1,node=1,billing=1,gres/gpu=8,gres/gpu:a100=8|n1|None|1|N/A|gres:gpu:a100:8|1|0|0:00|(null)|
+19|19|N/A|RUNNING|4294901743|0|5:00|2026-12-04T10:47:44|2026-12-04T10:47:44|root|root|gpu|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|cpu=1,node=1,billing=1,gres/gpu=2,gres/gpu:v100=2|n3|None|1|gres:gpu:v100:2|N/A|1|0|0:00|(null)|
 ";
         let v24 = "\
-10|10|N/A|PENDING|4294901750|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:a100:2|1|ib&nvme|
-11|11|N/A|PENDING|4294901749|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:2|1|[ib|nvme]|
-8|8|N/A|RUNNING|4294901752|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:a100:8|1|(null)|
-12|12|N/A|RUNNING|4294901748|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n3|None|1|gres/gpu:v100:2|N/A|1|(null)|
+10|10|N/A|PENDING|4294901750|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Resources|1|N/A|gres/gpu:a100:2|1|0|0:00|ib&nvme|
+11|11|N/A|PENDING|4294901749|0|5:00|2026-12-04T10:47:46|2026-12-04T10:52:46|root|(null)|gpu|cpu=1,mem=4000M,node=1,billing=1|cpu=1,mem=4000M,node=1,billing=1||Priority|1|N/A|gres/gpu:2|1|0|0:00|[ib|nvme]|
+8|8|N/A|RUNNING|4294901752|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|N/A|gres/gpu:a100:8|1|0|0:00|(null)|
+12|12|N/A|RUNNING|4294901748|0|5:00|2026-12-04T10:47:46|2026-12-04T10:47:46|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n3|None|1|gres/gpu:v100:2|N/A|1|0|0:00|(null)|
 ";
         for text in [v22, v24] {
             let j = parse_squeue(text).unwrap();
@@ -331,17 +346,34 @@ mod tests {
         );
     }
 
+    /// Lines as Slurm 22.05 prints them on the dev cluster with `topology/tree`
+    /// (`slurm-dev-cluster.sh start DIR --topology`): `sbatch --switches=1 --gpus=10 -N2` (the
+    /// controller's default wait, 5 minutes), a job without, and `--switches=2@1:00`.
+    #[test]
+    fn reads_switches() {
+        let text = "\
+2|2|N/A|PENDING|4294901758|0|5:00|2026-12-05T20:24:49|2027-12-05T20:24:49|root|(null)|gpu|cpu=2,mem=8000M,node=2,billing=2|cpu=2,mem=8000M,node=2,billing=2||Resources|2|gres:gpu:10|N/A|2|1|5:00|(null)|
+1|1|N/A|RUNNING|4294901759|0|365-00:00:00|2026-12-05T20:24:49|2026-12-05T20:24:49|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n2|None|1|N/A|gres:gpu:8|1|0|0:00|(null)|
+4|4|N/A|RUNNING|4294901756|0|5:00|2026-12-05T20:28:34|2026-12-05T20:28:34|root|(null)|gpu|cpu=1,node=1,billing=1|cpu=1,node=1,billing=1|n1|None|1|gres:gpu:2|N/A|1|2|1:00|(null)|
+";
+        let j = parse_squeue(text).unwrap();
+        let got: Vec<(u64, u32, u32, u64)> = j.iter().map(|j| (j.id, j.gpus, j.switches, j.switch_wait_s)).collect();
+        assert_eq!(got, vec![(2, 10, 1, 300), (1, 8, 0, 0), (4, 2, 2, 60)]);
+        let e = parse_squeue(&text.replace("|1|5:00|", "|one|5:00|")).unwrap_err().to_string();
+        assert!(e.contains("line 1, field ReqSwitch") && e.contains("`one`"), "{e}");
+    }
+
     #[test]
     fn bad_squeue_lines_name_line_and_field() {
         let line = |prio: &str| {
             format!(
-                "5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|N/A|N/A|1|(null)|\n"
+                "5|5|N/A|PENDING|{prio}|0|5:00|2026-12-01T05:44:02|N/A|u|a|gpu|gres/gpu=1|N/A||Priority|1|N/A|N/A|1|0|0:00|(null)|\n"
             )
         };
         let e = parse_squeue(&line("high")).unwrap_err().to_string();
         assert!(e.contains("line 1, field PriorityLong") && e.contains("`high`"), "{e}");
         let e = parse_squeue("5|5|N/A\n").unwrap_err().to_string();
-        assert!(e.contains("expected 21"), "{e}");
+        assert!(e.contains("expected 23"), "{e}");
         let e = parse_squeue(&line("1").replace("2026-12-01T05:44:02", "yesterday")).unwrap_err().to_string();
         assert!(e.contains("SubmitTime"), "{e}");
     }

@@ -27,6 +27,7 @@ fn spec(policy: &str) -> PlanSpec {
         partitions: None,
         model_memory: false,
         cluster: None,
+        topology: None,
     }
 }
 
@@ -119,6 +120,8 @@ fn job(id: u64, state: JobState, gpus: u32, limit: u64, parts: &[&str]) -> Slurm
         array: None,
         gpu_types: Vec::new(),
         constraint: None,
+        switches: 0,
+        switch_wait_s: 0,
     }
 }
 
@@ -332,4 +335,60 @@ fn requests_no_node_serves_are_left_alone_with_why() {
         intended_order(&[big, typed(10, 1, 5, &["v100"], None)], &typed_nodes(), &spec("fifo"), 2_000, &Skip::new());
     let why = &i.left_alone.iter().find(|l| l.0 == 9).unwrap_or_else(|| panic!("{i:?}")).1;
     assert!(why.contains("ordo plans a job on nodes of one kind: 16 GPUs a100, 4 GPUs v100"), "{why}");
+}
+
+/// `scontrol show topology` of the dev cluster started with `slurm-dev-cluster.sh --topology`:
+/// leaf switch s0 over n1 and n2, s1 over n3, s2 above both.
+const DEV_TOPOLOGY: &str = "\
+SwitchName=s0 Level=0 LinkSpeed=1 Nodes=n[1-2]
+SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n3
+SwitchName=s2 Level=1 LinkSpeed=1 Nodes=n[1-3] Switches=s[0-1]
+";
+
+/// `--switches=1` is `required:switch`: with n2's 8 GPUs taken, a 10-GPU job waits (no leaf
+/// switch has 10 free: s0 has 8, s1 4) where without the topology, or past its switch wait, or
+/// with `--switches=2`, it starts now on n1 and n3. Nodes without CPU counts (count-only
+/// placement, which places by topology).
+#[test]
+fn switches_one_holds_a_gang_within_one_leaf_switch() {
+    let nodes =
+        parse_sinfo("n1|gpu:8|||mixed|gpu|(null)\nn2|gpu:8|||mixed|gpu|(null)\nn3|gpu:4|||idle|gpu|(null)\n").unwrap();
+    let topo = std::sync::Arc::new(ordo_slurm::topology::from_scontrol(DEV_TOPOLOGY).unwrap().unwrap());
+    let now = 5_000;
+    let gang = |switches: u32, submit: i64| SlurmJob {
+        switches,
+        switch_wait_s: 300,
+        submit,
+        ..job(2, JobState::Pending, 10, 30, &["gpu"])
+    };
+    let queue = |j: SlurmJob| vec![running(1, 8, "n2", "gpu"), j];
+    let with_topo = PlanSpec { topology: Some(topo.clone()), ..spec("fifo+easy") };
+    // Held: no leaf switch holds 10.
+    let i = intended_order(&queue(gang(1, now - 10)), &nodes, &with_topo, now, &Skip::new());
+    let r = ranked(&i, 2);
+    assert!(!r.starts_now, "{r:?}");
+    assert!(r.reason.contains("within one switch") && r.reason.contains("--switches=1 (required:switch)"), "{r:?}");
+    assert_eq!(i.topology.as_deref(), Some("tree from scontrol show topology: 2 switch, 1 spine"));
+    assert!(i.cluster.ends_with("by topology (switch, spine)"), "{}", i.cluster);
+    // Past its wait Slurm places it anywhere: preferred, it starts on n1 and n3.
+    let i = intended_order(&queue(gang(1, now - 400)), &nodes, &with_topo, now, &Skip::new());
+    let r = ranked(&i, 2);
+    assert!(r.starts_now && r.reason.contains("n1:") && r.reason.contains("n3:"), "{r:?}");
+    assert!(r.reason.contains("(preferred:switch)"), "{r:?}");
+    // More than one switch: preferred.
+    let i = intended_order(&queue(gang(2, now - 10)), &nodes, &with_topo, now, &Skip::new());
+    assert!(ranked(&i, 2).starts_now && ranked(&i, 2).reason.contains("--switches=2 (preferred:switch)"));
+    // No topology: the ask is not modelled, and the plan is the one before topologies.
+    let plain = intended_order(&queue(gang(1, now - 10)), &nodes, &spec("fifo+easy"), now, &Skip::new());
+    let r = ranked(&plain, 2);
+    assert!(r.starts_now && !r.reason.contains("switches"), "{r:?}");
+    assert_eq!(plain.topology, None);
+    let mut untouched = gang(1, now - 10);
+    untouched.switches = 0;
+    let before = intended_order(&queue(untouched), &nodes, &spec("fifo+easy"), now, &Skip::new());
+    assert_eq!(before, plain);
+    // Pooled placement: no topology either.
+    let pooled = PlanSpec { placement: Placement::Pooled, ..with_topo.clone() };
+    let i = intended_order(&queue(gang(1, now - 10)), &nodes, &pooled, now, &Skip::new());
+    assert!(ranked(&i, 2).starts_now && i.topology.is_none());
 }

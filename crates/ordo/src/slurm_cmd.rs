@@ -8,7 +8,10 @@ use ordo_core::{ClusterSpec, Placement, PolicySpec};
 use ordo_slurm::audit::{rfc3339, unix_now, AuditRecord};
 use ordo_slurm::drive::check_policy;
 use ordo_slurm::order::{cluster_from_nodes, keep_kinds};
-use ordo_slurm::{release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest};
+use ordo_slurm::{
+    release, Backend, DriveConfig, Driver, PlanSpec, ReleaseOutcome, SlurmCli, SlurmNode, SlurmRest, SlurmTopology,
+    TopologyFrom,
+};
 use ordo_trace::{load_reader, write_generic, Format, LoadOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +38,54 @@ enum SlurmCmd {
     /// weights and scheduler, from `scontrol show config`), for replaying its history with
     /// `ordo compare --trace ... --policies P`, and what of its configuration ordo does not model.
     Policy(PolicyArgs),
+    /// Print the cluster's network topology as `drive` places gangs by it: each level's units
+    /// and their nodes, from `scontrol show topology` or a topology.conf file.
+    Topology(TopologyArgs),
+}
+
+#[derive(Args, Debug)]
+struct TopologyArgs {
+    /// Read this topology.conf instead of running `scontrol show topology`.
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    /// Longest wait for scontrol.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+fn topology_cmd(a: TopologyArgs) -> Result<ExitCode> {
+    let t = match &a.topology {
+        Some(p) => read_topology_file(p)?,
+        None => match SlurmCli::new(a.timeout).topology()? {
+            Some(t) => t,
+            None => bail!(
+                "`scontrol show topology` prints no topology: the controller has no TopologyPlugin (topology/tree or topology/block)"
+            ),
+        },
+    };
+    let levels: Vec<(String, ordo_slurm::topology::Units)> =
+        t.levels.iter().enumerate().map(|(l, name)| (name.clone(), t.units(l))).collect();
+    if a.json {
+        let doc = serde_json::json!({
+            "source": t.source,
+            "levels": levels.iter().map(|(name, units)| serde_json::json!({
+                "level": name,
+                "units": units.iter().map(|(u, nodes)| serde_json::json!({"name": u, "nodes": nodes})).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("{} ({})", t.describe(), count(t.nodes().len(), "node"));
+        for (name, units) in &levels {
+            for (u, nodes) in units {
+                println!("{name} {u}: {} ({})", nodes.join(","), count(nodes.len(), "node"));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
@@ -137,9 +188,19 @@ struct DriveArgs {
     /// another (a change of order); kept in the log with the account that started `drive`.
     #[arg(long)]
     reason: Option<String>,
-    /// Placement model used to plan (Slurm puts a job of at most one node's GPUs on one node).
-    #[arg(long, default_value = "consolidated")]
-    placement: Placement,
+    /// Placement model used to plan: `consolidated` (as Slurm, a job of at most one node's GPUs
+    /// on one node, larger ones on whole idle nodes), `pooled`, or `topology` (consolidated,
+    /// each gang in the lowest level of the cluster's network topology that holds it, and a
+    /// job's `--switches=1` held until one leaf switch holds it). Default: `topology` when the
+    /// controller reports a topology (`scontrol show topology`) or --topology is given, else
+    /// `consolidated`.
+    #[arg(long, value_enum)]
+    placement: Option<crate::cli::PlacementArg>,
+    /// The cluster's topology.conf (`SwitchName=` or `BlockName=` lines), instead of the
+    /// controller's `scontrol show topology` (needed with --rest: slurmrestd has no topology
+    /// endpoint).
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
     /// Plan for this cluster (COUNTxGPUS groups) instead of the nodes sinfo reports.
     #[arg(long)]
     cluster: Option<String>,
@@ -332,6 +393,7 @@ pub fn run(a: SlurmArgs) -> Result<ExitCode> {
         SlurmCmd::Drive(a) => drive(*a),
         SlurmCmd::Release(a) => release_cmd(a),
         SlurmCmd::Policy(a) => policy_cmd(a),
+        SlurmCmd::Topology(a) => topology_cmd(a),
     }
 }
 
@@ -378,13 +440,36 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         None => write_generic(&w, std::io::stdout().lock()).context("writing the trace")?,
     }
     // The cluster as `--cluster` takes it (None: not known) and in words.
+    let mut topology_note = None;
+    let mut topology_file = None;
     let (spec, cluster) = match &a.cluster {
         Some(c) => {
             let d = ClusterSpec::parse(c).context("--cluster")?.describe();
             (Some(d.clone()), format!("{d} (--cluster)"))
         }
         None => match slurm.nodes() {
-            Ok(nodes) => describe_all(&nodes, a.partition.as_deref(), a.out.as_deref(), &w.jobs)?,
+            Ok(nodes) => {
+                let (spec, words) = describe_all(&nodes, a.partition.as_deref(), a.out.as_deref(), &w.jobs)?;
+                // The controller's topology, on the simulated nodes' names, beside the trace.
+                match slurm.topology() {
+                    Ok(None) => {}
+                    Err(e) => topology_note = Some(format!("unknown ({e})")),
+                    Ok(Some(t)) => match (&a.out, &spec) {
+                        (Some(out), Some(spec)) => {
+                            let (note, file) = write_topology(&t, &nodes, a.partition.as_deref(), out, spec)?;
+                            topology_note = Some(note);
+                            topology_file = file;
+                        }
+                        _ => {
+                            topology_note = Some(format!(
+                                "{} (with --out, written beside the trace for ordo compare)",
+                                t.describe()
+                            ))
+                        }
+                    },
+                }
+                (spec, words)
+            }
             Err(e) => (None, format!("unknown ({e}); give --cluster")),
         },
     };
@@ -429,10 +514,13 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
         count(w.jobs.len(), "job")
     ));
     msg.push_str(&format!("\ncluster: {cluster}\n"));
+    if let Some(t) = &topology_note {
+        msg.push_str(&format!("topology: {t}\n"));
+    }
     match &a.out {
         Some(p) => {
             print!("{msg}");
-            println!("{}", next_step(p, spec.as_deref()));
+            println!("{}", next_step(p, spec.as_deref(), topology_file.as_deref()));
         }
         None => eprint!("{msg}"),
     }
@@ -442,14 +530,60 @@ fn import(a: ImportArgs) -> Result<ExitCode> {
 /// The command to run next on the imported trace `out`: with `--cluster` when the cluster is
 /// known (`spec`, as `--cluster` takes it); else one that runs as it is, on ordo's default
 /// cluster, and how to give the real one.
-fn next_step(out: &std::path::Path, spec: Option<&str>) -> String {
+fn next_step(out: &std::path::Path, spec: Option<&str>, topology: Option<&std::path::Path>) -> String {
     let trace = crate::cli::shell_word(&out.display().to_string());
     match spec {
-        Some(c) => format!("next: ordo compare --trace {trace} --cluster {c}"),
+        Some(c) => match topology {
+            Some(t) => format!(
+                "next: ordo compare --trace {trace} --cluster {c} --topology {} --placement consolidated,topology",
+                crate::cli::shell_word(&t.display().to_string())
+            ),
+            None => format!("next: ordo compare --trace {trace} --cluster {c}"),
+        },
         None => format!(
             "next: ordo compare --trace {trace}\n      (the cluster is not known here, so that runs on ordo's default 64x8; add --cluster COUNTxGPUS with your nodes, e.g. --cluster 16x8,4x4)"
         ),
     }
+}
+
+/// Writes the controller's topology `t` beside the trace `out` (`STEM.topology.conf`), on the
+/// names the simulated cluster `spec` (what `describe_all` gave: COUNTxGPUS groups, or the cluster
+/// file it wrote) gives Slurm's nodes of `partition`, in the same order. Returns what to say,
+/// and the file where one was written.
+fn write_topology(
+    t: &SlurmTopology,
+    nodes: &[SlurmNode],
+    partition: Option<&str>,
+    out: &std::path::Path,
+    spec: &str,
+) -> Result<(String, Option<PathBuf>)> {
+    let name = out.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    let cluster_file = out.with_file_name(format!("{stem}.cluster.toml"));
+    let simulated = match ClusterSpec::parse(spec) {
+        Ok(c) => c,
+        Err(_) => ordo_trace::load_cluster_toml(&cluster_file)
+            .with_context(|| format!("reading back {}", cluster_file.display()))?,
+    };
+    let slurm_names: Vec<&str> = nodes
+        .iter()
+        .filter(|n| partition.is_none_or(|p| n.partitions.iter().any(|x| x == p)))
+        .map(|n| n.name.as_str())
+        .collect();
+    if slurm_names.len() != simulated.nodes.len() {
+        return Ok((format!("{} (not written: the simulated cluster's nodes are not sinfo's)", t.describe()), None));
+    }
+    let rename: std::collections::HashMap<&str, &str> =
+        slurm_names.iter().copied().zip(simulated.nodes.iter().map(|n| n.name.as_str())).collect();
+    let Some(text) = t.to_conf(&|n| rename.get(n).map(|s| s.to_string())) else {
+        return Ok((
+            format!("{} (not written: none of its nodes is in the cluster, or blocks of several sizes)", t.describe()),
+            None,
+        ));
+    };
+    let path = out.with_file_name(format!("{stem}.topology.conf"));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok((format!("{}, written on the simulated nodes' names: {}", t.describe(), path.display()), Some(path)))
 }
 
 /// Every node (available or not) of `partition` (default: all) as COUNTxGPUS[:TYPE] groups:
@@ -610,6 +744,41 @@ fn pass_line(r: &ordo_slurm::PassReport, dry_run: bool) -> String {
     s
 }
 
+/// `drive`'s placement and where its topology comes from: `--placement topology` needs one
+/// (the controller's, or `--topology FILE`); no `--placement` places by a topology when there
+/// is one; `pooled` and `consolidated` use none.
+fn drive_placement(
+    arg: Option<crate::cli::PlacementArg>,
+    file: Option<&std::path::Path>,
+    cluster_given: bool,
+) -> Result<(Placement, TopologyFrom, Option<SlurmTopology>)> {
+    use crate::cli::PlacementArg;
+    let given = file.map(read_topology_file).transpose()?;
+    if cluster_given && (arg == Some(PlacementArg::Topology) || given.is_some()) {
+        bail!("--cluster plans for nodes that are not Slurm's: a topology of Slurm's nodes does not apply to them; leave out --cluster");
+    }
+    Ok(match (arg, given) {
+        (Some(p @ (PlacementArg::Pooled | PlacementArg::Consolidated)), Some(_)) => {
+            bail!(
+                "--topology places by the topology: use it with --placement topology (or no --placement), not {}",
+                if p == PlacementArg::Pooled { "pooled" } else { "consolidated" }
+            )
+        }
+        (Some(PlacementArg::Pooled), None) => (Placement::Pooled, TopologyFrom::Off, None),
+        (Some(PlacementArg::Consolidated), None) => (Placement::Consolidated, TopologyFrom::Off, None),
+        (_, Some(t)) => (Placement::Consolidated, TopologyFrom::Given, Some(t)),
+        (Some(PlacementArg::Topology), None) => (Placement::Consolidated, TopologyFrom::SlurmRequired, None),
+        (None, None) if cluster_given => (Placement::Consolidated, TopologyFrom::Off, None),
+        (None, None) => (Placement::Consolidated, TopologyFrom::Slurm, None),
+    })
+}
+
+/// A topology.conf file, read for Slurm's nodes.
+fn read_topology_file(path: &std::path::Path) -> Result<SlurmTopology> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--topology: reading {}", path.display()))?;
+    SlurmTopology::from_conf(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!("--topology {e}"))
+}
+
 fn drive(a: DriveArgs) -> Result<ExitCode> {
     check_policy(&a.policy)?;
     // A change of the policy ordering the queue says who made it and why (refused before Slurm
@@ -631,15 +800,18 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
         }
     }
     let cluster = a.cluster.as_deref().map(ClusterSpec::parse).transpose().context("--cluster")?;
+    let (placement, topology_from, given) = drive_placement(a.placement, a.topology.as_deref(), cluster.is_some())?;
     let slurm = backend(&a.conn)?;
     let cfg = DriveConfig {
         plan: PlanSpec {
             policy: a.policy.clone(),
-            placement: a.placement,
+            placement,
             partitions: a.partition.clone(),
             model_memory: false,
             cluster,
+            topology: given.map(std::sync::Arc::new),
         },
+        topology: topology_from,
         priority_floor: a.priority_floor,
         priority_top: a.priority_top,
         dry_run: a.dry_run,
@@ -705,6 +877,13 @@ fn drive(a: DriveArgs) -> Result<ExitCode> {
                         range.top,
                         range.floor
                     );
+                    if let Some(t) = driver.topology() {
+                        println!(
+                            "{} topology: {}; gangs placed in the lowest level that holds them, a job's --switches=1 held until one switch holds it",
+                            stamp(),
+                            t.describe()
+                        );
+                    }
                 }
                 let i = &r.intended;
                 let line = pass_line(&r, a.dry_run);
