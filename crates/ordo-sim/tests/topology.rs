@@ -12,11 +12,18 @@ use ordo_sim::{simulate, SimConfig, SimOutput};
 use proptest::prelude::*;
 use std::sync::Arc;
 
-/// `las` with promotion is in the random cases only: on the 600-job `gangs` workload under
-/// consolidated placement with the spread slowdown it thrashes (the engine stops it as a
-/// runaway; docs/TOPOLOGY.md, "Known limits").
-const POLICIES: [&str; 9] =
-    ["fifo", "sjf", "fifo+easy", "sjf+easy", "fifo+conservative", "srtf", "las", "fair", "sgf+easy+maxwait=100"];
+const POLICIES: [&str; 10] = [
+    "fifo",
+    "sjf",
+    "fifo+easy",
+    "sjf+easy",
+    "fifo+conservative",
+    "srtf",
+    "las",
+    "las:thresholds=100,promote=2",
+    "fair",
+    "sgf+easy+maxwait=100",
+];
 
 /// `nodes` nodes in blocks of `block` nodes and switches of `switch` blocks.
 fn topo(nodes: usize, block: usize, switch: usize) -> Topology {
@@ -72,6 +79,29 @@ fn gangs_keep_every_invariant_under_every_policy() {
             let again = simulate(&w, &cfg(Scenario::Gangs.cluster(), &t, policy, by)).unwrap();
             assert_eq!(again.records, out.records, "{policy}: same input, same result");
         }
+    }
+}
+
+/// `las:thresholds=100,promote=2` on the 600-job `gangs` workload time-slices its 128-GPU
+/// gangs: 100 GPU-seconds is under a second for them, so they pass to the second queue at once
+/// and promotion rotates them every few hundred ms. Without a minimum run the engine stops the
+/// run under consolidated placement as a runaway (thrashing: more than 1,000 passes per job;
+/// `ordo simulate --workload gangs --jobs 600 --policy las:thresholds=100,promote=2 --placement
+/// consolidated`); with a minimum run of 10 s, under either placement, every job completes.
+#[test]
+fn las_with_promotion_completes_on_gangs_with_a_minimum_run() {
+    let p = WorkloadParams { jobs: 600, ..WorkloadParams::default_for(Scenario::Gangs) };
+    let w = generate(&p, 512);
+    let t = Scenario::Gangs.topology().unwrap();
+    let run = |by: bool, min_run| {
+        let mut c = cfg(Scenario::Gangs.cluster(), &t, "las:thresholds=100,promote=2", by);
+        c.check_invariants = false;
+        c.preemption.min_run = min_run;
+        simulate(&w, &c)
+    };
+    for by in [false, true] {
+        let out = run(by, 10 * SECOND).unwrap_or_else(|e| panic!("by topology {by}: {e}"));
+        assert_eq!(out.records.len(), w.jobs.len(), "by topology {by}");
     }
 }
 
@@ -242,7 +272,7 @@ proptest! {
         block in 1usize..4,
         switch in 1usize..3,
         raw in prop::collection::vec((0i64..300, 1u32..24, 1i64..200, 0u8..4), 1..30),
-        policy in 0usize..POLICIES.len() + 1,
+        policy in 0usize..POLICIES.len(),
     ) {
         let cluster = ClusterSpec::uniform(nodes as u32, gpus);
         let t = topo(nodes, block, switch);
@@ -254,7 +284,7 @@ proptest! {
             w.jobs.push(job(i as u32, s, g, r, ask));
         }
         w.renumber();
-        let c = cfg(cluster, &t, POLICIES.get(policy).copied().unwrap_or("las:thresholds=100,promote=2"), true);
+        let c = cfg(cluster, &t, POLICIES[policy], true);
         let out = simulate(&w, &c).unwrap();
         prop_assert_eq!(out.records.len() + out.rejected.len(), w.jobs.len());
         for r in &out.records {
