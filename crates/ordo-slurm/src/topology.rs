@@ -46,20 +46,7 @@ impl SlurmTopology {
     /// Reads `topology.conf` text (`source` names it in errors): the nodes are those it names.
     pub fn from_conf(text: &str, source: &str) -> Result<SlurmTopology, SlurmError> {
         let nodes = named_nodes(text);
-        let cluster = ClusterSpec {
-            nodes: nodes
-                .iter()
-                .map(|n| NodeSpec {
-                    name: n.clone(),
-                    gpus: 0,
-                    cpus: None,
-                    mem_mib: None,
-                    gpu_model: None,
-                    gpu_mem_mib: None,
-                    features: Vec::new(),
-                })
-                .collect(),
-        };
+        let cluster = ClusterSpec { nodes: nodes.iter().map(|n| NodeSpec::new(n.clone(), 0)).collect() };
         let t = ordo_trace::parse_topology_conf(text, source, &cluster).map_err(|e| SlurmError::Parse {
             source_name: e.file.clone(),
             location: if e.line > 0 { format!("line {}", e.line) } else { "the whole topology".into() },
@@ -214,20 +201,7 @@ mod tests {
     use super::*;
 
     fn cluster(names: &[&str]) -> ClusterSpec {
-        ClusterSpec {
-            nodes: names
-                .iter()
-                .map(|n| NodeSpec {
-                    name: n.to_string(),
-                    gpus: 8,
-                    cpus: None,
-                    mem_mib: None,
-                    gpu_model: None,
-                    gpu_mem_mib: None,
-                    features: Vec::new(),
-                })
-                .collect(),
-        }
+        ClusterSpec { nodes: names.iter().map(|n| NodeSpec::new(*n, 8)).collect() }
     }
 
     /// `scontrol show topology` as Slurm 22.05 prints it for the dev cluster started with

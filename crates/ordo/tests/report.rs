@@ -334,7 +334,16 @@ priority:age=1000,fairshare=0,size=-10000,qos=0,half_life=604800,max_age=86400+e
     ok(&ordo(&[&args[..], &["--gpu-hour-price", "2.10", "--currency", "EUR"]].concat()));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("stroke-width=\"3\"") && html.contains("stroke-width=\"1\""), "bold and pale lines");
-    std::fs::write(&page, html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"))).unwrap();
+    let (_, result) = laid_out(chromium, &page, &html);
+    assert!(result.contains("problems: 0\n"), "{result}");
+    assert!(result.contains("checked ") && !result.contains(" 0 tables"), "{result}");
+    let _ = std::fs::remove_file(&page);
+}
+
+/// `html` with [`LAYOUT_CHECK`] written to `page` and laid out by headless Chromium at 1,400 px:
+/// the DOM after the check ran, and the check's result text.
+fn laid_out(chromium: &Path, page: &Path, html: &str) -> (String, String) {
+    std::fs::write(page, html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"))).unwrap();
     let url = format!("file://{}", page.canonicalize().unwrap().display());
     let out = Command::new(chromium)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"])
@@ -346,9 +355,7 @@ priority:age=1000,fairshare=0,size=-10000,qos=0,half_life=604800,max_age=86400+e
     let dom = String::from_utf8(out.stdout).unwrap();
     let at = dom.find("id=\"layout-result\"").expect("the layout check ran");
     let result = unescape(&dom[at..dom[at..].find("</pre>").map_or(dom.len(), |e| at + e)]);
-    assert!(result.contains("problems: 0\n"), "{result}");
-    assert!(result.contains("checked ") && !result.contains(" 0 tables"), "{result}");
-    let _ = std::fs::remove_file(&page);
+    (dom, result)
 }
 
 /// Runs `ordo report` with `args` and the price 2.10 EUR into `name` (its format from the
@@ -687,18 +694,7 @@ fn placement_spread_sections_with_a_topology_and_none_without() {
         return;
     }
     let page = tmp("spread-layout.html");
-    std::fs::write(&page, html.replace("</body>", &format!("{LAYOUT_CHECK}</body>"))).unwrap();
-    let url = format!("file://{}", page.canonicalize().unwrap().display());
-    let out = Command::new(chromium)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1400,2000"])
-        .args(["--virtual-time-budget=2000", "--dump-dom"])
-        .arg(&url)
-        .output()
-        .expect("chromium runs");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
-    let dom = String::from_utf8(out.stdout).unwrap();
+    let (dom, result) = laid_out(chromium, &page, &html);
     assert!(dom.contains("<section id=\"spread\"") && dom.contains("<section id=\"spread-lost\""));
-    let at = dom.find("id=\"layout-result\"").expect("the layout check ran");
-    let result = unescape(&dom[at..dom[at..].find("</pre>").map_or(dom.len(), |e| at + e)]);
     assert!(result.contains("problems: 0\n"), "{result}");
 }
