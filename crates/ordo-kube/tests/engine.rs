@@ -212,9 +212,9 @@ proptest! {
             match kind {
                 0 => all.push(fixtures::pod(base, g, est)),
                 k => {
-                    // Gangs of whole nodes: a gang whose pods split a node unevenly (two pods of
-                    // 5 GPUs on 8-GPU nodes) is placed as 8 + 2 GPUs and never bound, with or
-                    // without a topology (found by this test; not fixed yet).
+                    // Gangs of whole nodes: a gang whose pods split the nodes unevenly (two pods
+                    // of 5 GPUs on 8-GPU nodes) is placed as 8 + 2 GPUs and waits, saying its
+                    // pods cannot be split, with or without a topology (docs/KUBERNETES.md).
                     let g = gpus;
                     let ask = [None, Some("required:block"), Some("preferred:block")][k as usize - 1];
                     let name = format!("g{i}");
