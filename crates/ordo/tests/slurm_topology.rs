@@ -8,12 +8,15 @@
 
 #![allow(clippy::unwrap_used)] // tests may panic on a broken expectation
 
+mod slurm_common;
+
 use ordo_slurm::job::{JobState, SlurmJob};
 use ordo_slurm::squeue::{parse_squeue, squeue_format};
+use slurm_common::wait_for;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The tests share one cluster: one at a time.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -84,14 +87,6 @@ impl Drop for Jobs<'_> {
             let ids: Vec<String> = self.1.iter().map(u64::to_string).collect();
             let _ = Command::new("timeout").arg("30").arg("scancel").args(&ids).env("SLURM_CONF", self.0).output();
         }
-    }
-}
-
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !cond() {
-        assert!(t0.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
-        std::thread::sleep(Duration::from_millis(250));
     }
 }
 
