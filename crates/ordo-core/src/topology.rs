@@ -27,6 +27,13 @@ use std::sync::Arc;
 /// Most levels a topology may have.
 pub const MAX_LEVELS: usize = 8;
 
+/// Whether `name` can name a level (and so be asked for, `required:NAME`): 1 to 64 ASCII
+/// letters, digits, `-`, `_` or `.`. Every place that takes level names (topology files, node
+/// labels, the server's levels, jobs' asks) checks them by this one rule.
+pub fn is_level_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// What a job asks of the topology: a level its nodes must (or should) share a unit of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TopoNeed {
@@ -76,10 +83,7 @@ impl std::str::FromStr for TopoAsk {
             other => return Err(format!("topology ask `{s}`: `{other}` is neither `required` nor `preferred`")),
         };
         let level = level.trim().to_ascii_lowercase();
-        if level.is_empty()
-            || level.len() > 64
-            || !level.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+        if !is_level_name(&level) {
             return Err(format!("topology ask `{s}`: the level name must be 1-64 letters, digits, `-`, `_` or `.`"));
         }
         Ok(TopoAsk { level, required })

@@ -31,10 +31,6 @@ pub struct TopologyLabels {
     pub levels: Vec<LevelLabel>,
 }
 
-fn valid_level(l: &str) -> bool {
-    !l.is_empty() && l.len() <= 64 && l.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-}
-
 /// A label key as Kubernetes takes it: an optional DNS-subdomain prefix and `/`, then a name of
 /// at most 63 letters, digits, `-`, `_` and `.` that starts and ends with a letter or digit.
 fn valid_label_key(k: &str) -> bool {
@@ -78,7 +74,7 @@ impl TopologyLabels {
                     .map(|(_, l)| l.to_string())
                     .unwrap_or_else(|| label.rsplit('/').next().unwrap_or(label).to_ascii_lowercase()),
             };
-            if !valid_level(&level) {
+            if !ordo_core::topology::is_level_name(&level) {
                 return Err(format!(
                     "`{part}`: the level name `{level}` must be 1-64 letters, digits, `-`, `_` or `.` (give LABEL=LEVEL)"
                 ));

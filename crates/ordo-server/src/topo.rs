@@ -13,7 +13,8 @@ pub const MAX_LEVELS: usize = 8;
 pub const MAX_NAME_BYTES: usize = 64;
 
 /// A level's or unit's name: 1 to [`MAX_NAME_BYTES`] bytes of ASCII letters, digits and
-/// `. _ - : /`; a level's is lowercased.
+/// `. _ - : /`; a level's is lowercased, and the server's own levels are also level names as
+/// ordo-core takes them ([`levels`]).
 fn name(raw: &str, what: &str) -> Result<(), String> {
     if raw.is_empty() {
         return Err(format!("an empty {what} name"));
@@ -39,6 +40,14 @@ pub fn levels(raw: &[String]) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::with_capacity(raw.len());
     for l in raw {
         name(l, "level")?;
+        // A level a job's ask cannot name (`required:a/b`) would be one no job could require.
+        if !ordo_core::topology::is_level_name(l) {
+            return Err(format!(
+                "level `{}`: a level name is ASCII letters, digits, `-`, `_` or `.`, as `--topology required:LEVEL` \
+                 names it",
+                l.escape_debug()
+            ));
+        }
         let l = l.to_ascii_lowercase();
         if out.contains(&l) {
             return Err(format!("level `{l}` is given twice"));
@@ -149,6 +158,7 @@ mod tests {
         let many: BTreeMap<String, String> = (0..9).map(|i| (format!("l{i}"), "u".to_string())).collect();
         assert!(place(&many, &lv()).unwrap_err().contains("9 entries"));
         assert!(levels(&["a".into(), "A".into()]).unwrap_err().contains("twice"));
+        assert!(levels(&["rack:a".into()]).unwrap_err().contains("as `--topology required:LEVEL` names it"));
     }
 
     #[test]

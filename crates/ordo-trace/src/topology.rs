@@ -406,8 +406,8 @@ pub fn parse_topology_toml(text: &str, file: &str, cluster: &ClusterSpec) -> Res
         return Err(err(levels_line, format!("levels: 1 to {} names, lowest first", ordo_core::topology::MAX_LEVELS)));
     }
     for l in &levels {
-        if l.is_empty() || !l.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(err(levels_line, format!("level `{l}`: letters, digits, `-`, `_` or `.` only")));
+        if !ordo_core::topology::is_level_name(l) {
+            return Err(err(levels_line, format!("level `{l}`: 1-64 letters, digits, `-`, `_` or `.` only")));
         }
     }
     for (k, v) in &parsed.units {
