@@ -36,6 +36,11 @@ impl<T: Ord + Copy> SumSet<T> {
         b.min(self.blocks.len().saturating_sub(1))
     }
 
+    /// Sum of every entry's weight.
+    pub(crate) fn total(&self) -> u64 {
+        self.sums.iter().sum()
+    }
+
     /// Adds `key` with `weight`; returns false (and changes nothing) if it is there already.
     pub(crate) fn insert(&mut self, key: T, weight: u32) -> bool {
         if self.blocks.is_empty() {
