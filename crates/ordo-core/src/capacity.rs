@@ -364,6 +364,22 @@ impl Capacity {
         }
     }
 
+    /// How many changes are logged since [`Capacity::begin_undo`]: a mark for
+    /// [`Capacity::rollback_to`].
+    pub(crate) fn undo_len(&self) -> usize {
+        self.undo.len()
+    }
+
+    /// Undoes the changes logged after `mark` (an [`Capacity::undo_len`]), logging on.
+    pub(crate) fn rollback_to(&mut self, mark: usize) {
+        let logging = std::mem::replace(&mut self.logging, false);
+        while self.undo.len() > mark {
+            let (n, old) = self.undo.pop().expect("longer than the mark");
+            self.set_free(n as usize, old);
+        }
+        self.logging = logging;
+    }
+
     /// An empty detailed cluster: GPUs per node, and CPUs and memory per node (`None`: not
     /// modelled, never a limit). Placement then tracks each GPU's shares and each node's CPUs
     /// and memory.

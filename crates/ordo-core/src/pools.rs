@@ -441,6 +441,39 @@ impl Pools {
         self.parts.iter_mut().for_each(Capacity::rollback);
     }
 
+    /// Marks for [`Pools::rollback_to`]: each pool's changes logged since
+    /// [`Pools::begin_undo`].
+    pub(crate) fn undo_marks(&self) -> Vec<usize> {
+        self.parts.iter().map(Capacity::undo_len).collect()
+    }
+
+    /// Undoes the changes logged after `marks` (from [`Pools::undo_marks`]), logging on.
+    pub(crate) fn rollback_to(&mut self, marks: &[usize]) {
+        for (c, &m) in self.parts.iter_mut().zip(marks) {
+            c.rollback_to(m);
+        }
+    }
+
+    /// Free GPUs of node `n` (count-only, node-level: not pooled counters).
+    pub(crate) fn node_free(&self, n: u32) -> u32 {
+        debug_assert!(!self.counters);
+        if self.is_single() {
+            return self.parts[0].free()[n as usize];
+        }
+        let (p, local) = self.map.at[n as usize];
+        self.parts[p as usize].free()[local as usize]
+    }
+
+    /// Takes `k` GPUs of node `n` (count-only, node-level).
+    pub(crate) fn take_node(&mut self, n: u32, k: u32) {
+        debug_assert!(!self.counters && !self.is_detailed());
+        if self.is_single() {
+            return self.parts[0].take_part(n, k);
+        }
+        let (p, local) = self.map.at[n as usize];
+        self.parts[p as usize].take_part(local, k);
+    }
+
     /// Whether the pools track shares, CPUs and memory per node.
     #[inline]
     pub fn is_detailed(&self) -> bool {
