@@ -1010,15 +1010,7 @@ impl Scheduler {
     /// it does not apply (explaining, consolidated or detailed placement, a restart-protection
     /// time, stored keys that moved since the last commit).
     fn select_sorted_pooled(&self, now: Time, explain: bool) -> Option<Plan> {
-        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
-        if explain
-            || !self.policy.order.preemptive()
-            || !self.waiting_keys_static()
-            || !self.cap.counts_only()
-            || self.guards_runs()
-            || stale
-            || self.limits.active()
-        {
+        if explain || !self.ranks_in_runs(now) || !self.cap.counts_only() {
             return None;
         }
         let mut plan = Plan::default();
@@ -1057,6 +1049,18 @@ impl Scheduler {
         Some(plan)
     }
 
+    /// What every pass that ranks running jobs in runs of `run_keys` needs, whatever the
+    /// placement: a preemptive order whose waiting keys stay fixed, no guard protecting running
+    /// jobs, no stored key moved by `now` (`run_expiry`), no quotas or limits.
+    fn ranks_in_runs(&self, now: Time) -> bool {
+        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
+        self.policy.order.preemptive()
+            && self.waiting_keys_static()
+            && !self.guards_runs()
+            && !stale
+            && !self.limits.active()
+    }
+
     /// Node-level placement (consolidated, topology; not detailed): whether the ranking pass
     /// of [`Scheduler::select_preemptive`] would choose no waiting job, and so preempt none,
     /// found by counting GPUs as [`Scheduler::select_sorted_pooled`] does, without the O(running
@@ -1069,15 +1073,7 @@ impl Scheduler {
     /// full pass decides then. Most passes on a busy cluster end here (measured on the
     /// 20,000-job `online` workload on 25,000 one-GPU nodes under `srtf`: 94% of them).
     fn none_ranks_in(&self, now: Time) -> bool {
-        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
-        if !self.policy.order.preemptive()
-            || !self.waiting_keys_static()
-            || self.cap.counts_only()
-            || self.cap.is_detailed()
-            || self.guards_runs()
-            || stale
-            || self.limits.active()
-        {
+        if !self.ranks_in_runs(now) || self.cap.counts_only() || self.cap.is_detailed() {
             return false;
         }
         if self.run_keys.len() != self.running.len() {
@@ -1110,17 +1106,12 @@ impl Scheduler {
     /// takes the first of its pools, in pick order, with room. `None` where it does not apply
     /// (as the one-pool path, and while a running job holds GPUs of several pools).
     fn select_sorted_pools(&self, now: Time, explain: bool) -> Option<Plan> {
-        let stale = self.run_expiry.range(..=(now, JobId(u32::MAX))).next().is_some();
         if explain
-            || !self.policy.order.preemptive()
-            || !self.waiting_keys_static()
+            || !self.ranks_in_runs(now)
             || self.run_keys_pool.is_empty()
             || self.run_spanning > 0
             || self.cap.placement() != crate::capacity::Placement::Pooled
             || self.cap.is_detailed()
-            || self.guards_runs()
-            || stale
-            || self.limits.active()
         {
             return None;
         }

@@ -176,11 +176,9 @@ pub(crate) struct ChangeProfile {
     /// Step start times, ascending; step `i` lasts until step `i + 1`, the last forever.
     times: Vec<Time>,
     /// `changes[i]`: what step `i` changes from step `i - 1` (`true`: given back, `false`:
-    /// taken), every give before every take; `changes[0]` is empty (`base` holds step 0).
+    /// taken), every give before every take; `changes[0]` is empty (`work` holds step 0).
     changes: Vec<Vec<(bool, Allocation)>>,
-    /// The free GPUs at step 0.
-    base: Pools,
-    /// Equal to `base` between calls; a search changes it and rolls it back.
+    /// The free GPUs at step 0 between calls; a search changes it and rolls it back.
     work: Pools,
     /// A search's scratch: each node's free GPUs at the window step reached, for the nodes a
     /// change in the window touched.
@@ -197,13 +195,7 @@ fn apply(p: &mut Pools, give: bool, a: &Allocation) {
 
 impl ChangeProfile {
     fn new(now: Time, cap: &Pools) -> Self {
-        ChangeProfile {
-            times: vec![now],
-            changes: vec![Vec::new()],
-            base: cap.clone(),
-            work: cap.clone(),
-            seen: Default::default(),
-        }
+        ChangeProfile { times: vec![now], changes: vec![Vec::new()], work: cap.clone(), seen: Default::default() }
     }
 
     fn trim(&mut self, now: Time) {
@@ -211,7 +203,6 @@ impl ChangeProfile {
         if keep_from > 0 {
             for ch in self.changes.drain(1..=keep_from) {
                 for (give, a) in &ch {
-                    apply(&mut self.base, *give, a);
                     apply(&mut self.work, *give, a);
                 }
             }
@@ -240,7 +231,6 @@ impl ChangeProfile {
     fn change_at(&mut self, t: Time, give: bool, alloc: &Allocation) {
         let i = self.split_at(t);
         if i == 0 {
-            apply(&mut self.base, give, alloc);
             apply(&mut self.work, give, alloc);
         } else if give {
             // A step's gives come before its takes: a reservation may start on GPUs that
@@ -288,10 +278,10 @@ impl ChangeProfile {
             while j < self.times.len() && self.times[j] < t + d {
                 for (give, a) in &self.changes[j] {
                     for &(n, k) in &a.parts {
-                        let was = *self.seen.entry(n).or_insert_with(|| work.node_free(n));
-                        let now_free = if *give { was + k } else { was - k };
-                        self.seen.insert(n, now_free);
                         let low = work.node_free(n);
+                        let at = self.seen.entry(n).or_insert(low);
+                        *at = if *give { *at + k } else { *at - k };
+                        let now_free = *at;
                         if now_free < low {
                             work.take_node(n, low - now_free);
                         }
