@@ -1594,6 +1594,16 @@ impl Scheduler {
                 (None, Some(_)) => false,
                 (None, None) => break,
             };
+            // Once the head fits, every other job that ends by the shadow time ends before the
+            // head starts: the shadow state holds them all, whatever order they are kept in (a
+            // job started this pass and one started earlier may end at the same instant).
+            if let Some(s) = shadow {
+                let next =
+                    if take_running { running.peek().expect("peeked").0 .0 } else { started.peek().expect("peeked").0 };
+                if next > s {
+                    break;
+                }
+            }
             // Pooled: a count is all the shadow needs (a running job's GPUs, kept in `by_end`).
             let t = if take_running {
                 let (&(t, id), &(g, pool)) = running.next().expect("peeked");
@@ -1614,10 +1624,9 @@ impl Scheduler {
                 }
                 t
             };
-            if shadow_cap.fits_for(head.demand()) {
+            if shadow.is_none() && shadow_cap.fits_for(head.demand()) {
                 // A job overrunning its estimate is expected to end "any moment now".
                 shadow = Some(t.max(now + 1));
-                break;
             }
         }
         let Some(shadow) = shadow else {

@@ -431,6 +431,27 @@ proptest! {
     }
 }
 
+/// Found by CI: EASY under consolidated placement, a change to the same policy at 297 s (a
+/// second after a 7-GPU job started on node 0 as an 11-GPU job ended) must not backfill what the
+/// plain run did not.
+#[test]
+fn regression_easy_change_to_same_policy() {
+    let raw = [
+        (157, 2, 68, 0),
+        (53, 2, 104, 0),
+        (47, 11, 249, 0),
+        (142, 1, 221, 0),
+        (79, 4, 206, 0),
+        (47, 7, 67, 0),
+        (47, 6, 1, 0),
+    ];
+    let w = workload(&raw, false);
+    let cfg = SimConfig::new(ClusterSpec::uniform(2, 8), Placement::Consolidated, "fifo+easy".parse().unwrap());
+    let plain = simulate(&w, &cfg).unwrap();
+    let changed = simulate_with_changes(&w, &cfg, &[(297 * SECOND, "fifo+easy".parse().unwrap())]).unwrap();
+    assert_eq!(plain.records, changed.records);
+}
+
 #[test]
 fn a_preemptive_policy_cannot_be_changed_midway() {
     let w = workload(&[(0, 1, 10, 0)], false);
