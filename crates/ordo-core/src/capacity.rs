@@ -348,6 +348,16 @@ impl Capacity {
         c
     }
 
+    /// A copy of the free resources, without the undo log and not logging.
+    pub(crate) fn snapshot(&mut self) -> Capacity {
+        let undo = std::mem::take(&mut self.undo);
+        let logging = std::mem::replace(&mut self.logging, false);
+        let c = self.clone();
+        self.undo = undo;
+        self.logging = logging;
+        c
+    }
+
     /// Starts logging changes, so that [`Capacity::rollback`] can undo them (count-only
     /// capacities; a detailed one is never rolled back).
     pub(crate) fn begin_undo(&mut self) {
@@ -515,14 +525,25 @@ impl Capacity {
     /// Whether a job asking `d` fits now.
     #[inline]
     pub fn fits_for(&self, d: Demand) -> bool {
+        use crate::topology::Route;
+        if self.topo.is_some() && !(d.topo.required && d.topo.level != u8::MAX) {
+            // No required level: the topology only says where it goes (`Placed`), or leaves
+            // it to the capacity's own rule (`Plain`), so it fits if either does; the rule is
+            // asked first, being cheaper than routing over the units.
+            return self.fits_plain(d) || matches!(self.topo_route(d), Some(Route::Placed(_)));
+        }
         if let Some(r) = self.topo_route(d) {
-            use crate::topology::Route;
             match r {
                 Route::Placed(_) => return true,
                 Route::Held => return false,
                 Route::Plain => {}
             }
         }
+        self.fits_plain(d)
+    }
+
+    /// Whether `d` fits by the capacity's own rule, whatever the topology.
+    fn fits_plain(&self, d: Demand) -> bool {
         if let Some((n, k)) = self.shape(d) {
             return self.place_shaped(n, k, d).is_some();
         }

@@ -431,6 +431,15 @@ impl Pools {
         out
     }
 
+    /// A copy of the free resources, without the undo log and not logging.
+    pub(crate) fn snapshot(&mut self) -> Pools {
+        Pools {
+            parts: self.parts.iter_mut().map(Capacity::snapshot).collect(),
+            map: self.map.clone(),
+            counters: self.counters,
+        }
+    }
+
     /// Starts logging changes for [`Pools::rollback`] (count-only capacities).
     pub(crate) fn begin_undo(&mut self) {
         self.parts.iter_mut().for_each(Capacity::begin_undo);

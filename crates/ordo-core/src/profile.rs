@@ -60,7 +60,7 @@ impl Profile {
             Profile::Count(CountProfile::new(now, cap.total_free() as i64))
         } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
             Profile::Pools(PoolProfile::new(now, cap))
-        } else if !cap.is_detailed() {
+        } else if !cap.is_detailed() && std::env::var("PROBE_NODES").is_err() {
             Profile::Changes(ChangeProfile::new(now, cap))
         } else {
             Profile::Nodes(NodeProfile { segs: vec![(now, cap.clone())] })
@@ -167,10 +167,19 @@ impl PoolProfile {
 /// at the first step, and for each later step what changes there (allocations given back, from
 /// a running job's estimated end or a reservation's; allocations taken, by a reservation).
 /// Memory is O(nodes + changes), where a copy of every node in every step ([`NodeProfile`]) took
-/// O(steps x nodes): 819 MiB for 5,000 jobs on 25,000 nodes. A search walks a working copy of
-/// the first step forward, change by change, and rolls it back; a window's per-node minimum is
-/// the working copy lowered where a change in the window goes below it. It finds what
-/// [`NodeProfile`] finds, slot and nodes (tested against it).
+/// O(steps x nodes): 819 MiB for 5,000 jobs on 25,000 nodes.
+///
+/// A search first counts: each step's change in free GPUs (`delta`) rules out the starts whose
+/// window has a step with fewer free GPUs than the job asks, without touching a node. Only at a
+/// start the counts allow does it bring a working state to that step and check nodes: the
+/// window's per-node minimum is that state lowered where a change in the window goes below it.
+/// The working state is the first step (`work`, rolled back after) or a copy of a checkpoint
+/// (`cps`: the state at some step, kept up to date as changes are added), so a slot far ahead
+/// is reached from the nearest checkpoint, not change by change from now. A walk leaves a
+/// checkpoint each time it has applied about as many node changes as the cluster has nodes
+/// since the last one (a copy costs about that much), so their memory stays about that of
+/// the changes themselves. It finds what [`NodeProfile`] finds, slot and nodes (tested
+/// against it).
 #[derive(Debug, Clone)]
 pub(crate) struct ChangeProfile {
     /// Step start times, ascending; step `i` lasts until step `i + 1`, the last forever.
@@ -178,8 +187,17 @@ pub(crate) struct ChangeProfile {
     /// `changes[i]`: what step `i` changes from step `i - 1` (`true`: given back, `false`:
     /// taken), every give before every take; `changes[0]` is empty (`work` holds step 0).
     changes: Vec<Vec<(bool, Allocation)>>,
+    /// `delta[i]`: the change in free GPUs that `changes[i]` makes (`delta[0]` is 0).
+    delta: Vec<i64>,
     /// The free GPUs at step 0 between calls; a search changes it and rolls it back.
     work: Pools,
+    /// Checkpoints: (a step's start time, the free GPUs in that step), ascending, all after
+    /// step 0.
+    cps: Vec<(Time, Pools)>,
+    /// Node changes a walk applies before it leaves a checkpoint (the cluster's node count).
+    gap: usize,
+    /// A search's working state when it starts from a checkpoint.
+    scratch: Option<Pools>,
     /// A search's scratch: each node's free GPUs at the window step reached, for the nodes a
     /// change in the window touched.
     seen: std::collections::HashMap<u32, u32>,
@@ -193,9 +211,27 @@ fn apply(p: &mut Pools, give: bool, a: &Allocation) {
     }
 }
 
+fn signed(give: bool, a: &Allocation) -> i64 {
+    let g = a.gpus() as i64;
+    if give {
+        g
+    } else {
+        -g
+    }
+}
+
 impl ChangeProfile {
     fn new(now: Time, cap: &Pools) -> Self {
-        ChangeProfile { times: vec![now], changes: vec![Vec::new()], work: cap.clone(), seen: Default::default() }
+        ChangeProfile {
+            times: vec![now],
+            changes: vec![Vec::new()],
+            delta: vec![0],
+            work: cap.clone(),
+            cps: Vec::new(),
+            gap: cap.free().len().max(64),
+            scratch: None,
+            seen: Default::default(),
+        }
     }
 
     fn trim(&mut self, now: Time) {
@@ -206,7 +242,11 @@ impl ChangeProfile {
                     apply(&mut self.work, *give, a);
                 }
             }
+            self.delta.drain(1..=keep_from);
             self.times.drain(..keep_from);
+            let t0 = self.times[0];
+            let stale = self.cps.partition_point(|c| c.0 <= t0);
+            self.cps.drain(..stale);
         }
         if self.times[0] < now {
             self.times[0] = now;
@@ -222,98 +262,147 @@ impl ChangeProfile {
                 debug_assert!(i > 0, "a step before the first");
                 self.times.insert(i, t);
                 self.changes.insert(i, Vec::new());
+                self.delta.insert(i, 0);
                 i
             }
         }
     }
 
-    /// `alloc` changes (`give`: is given back) from the step at `t` on.
-    fn change_at(&mut self, t: Time, give: bool, alloc: &Allocation) {
+    /// `alloc` changes (`give`: is given back) from the step at `t` on, and in the checkpoints
+    /// from `t` until `until`.
+    fn change_at(&mut self, t: Time, give: bool, alloc: &Allocation, until: Time) {
         let i = self.split_at(t);
         if i == 0 {
             apply(&mut self.work, give, alloc);
-        } else if give {
+        } else {
             // A step's gives come before its takes: a reservation may start on GPUs that
             // another frees at the same instant, whichever was reserved first.
-            self.changes[i].insert(0, (give, alloc.clone()));
-        } else {
-            self.changes[i].push((give, alloc.clone()));
+            if give {
+                self.changes[i].insert(0, (give, alloc.clone()));
+            } else {
+                self.changes[i].push((give, alloc.clone()));
+            }
+            self.delta[i] += signed(give, alloc);
+        }
+        let from = self.cps.partition_point(|c| c.0 < t);
+        for c in &mut self.cps[from..] {
+            if c.0 >= until {
+                break;
+            }
+            apply(&mut c.1, give, alloc);
         }
     }
 
     fn give_from(&mut self, from: Time, alloc: &Allocation) {
-        self.change_at(from.max(self.times[0]), true, alloc);
+        self.change_at(from.max(self.times[0]), true, alloc, Time::MAX);
+    }
+
+    /// The earliest start at or after step `from` whose window (`d` from the start, the first
+    /// step's start counted from `now`) has at least `need` free GPUs in every step, by the
+    /// counts alone; `total`: the free GPUs at step `at` (`at <= from`).
+    fn count_start(&self, at: usize, mut total: i64, from: usize, now: Time, need: i64, d: Time) -> usize {
+        let mut start: Option<(usize, Time)> = None;
+        for k in at..self.times.len() {
+            if k > at {
+                total += self.delta[k];
+            }
+            if k < from {
+                continue;
+            }
+            if let Some((s, end)) = start {
+                if self.times[k] >= end {
+                    return s;
+                }
+            }
+            if total < need {
+                start = None;
+            } else if start.is_none() {
+                start = Some((k, self.times[k].max(now) + d));
+            }
+        }
+        start.expect("the last step is the empty cluster, where every job fits").0
     }
 
     fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let first = self.times.partition_point(|&t| t <= now).saturating_sub(1);
-        let work = &mut self.work;
-        work.begin_undo();
-        for ch in &self.changes[1..=first] {
-            for (give, a) in ch {
-                apply(work, *give, a);
-            }
-        }
+        let need = g.gpus as i64;
+        self.work.begin_undo();
+        let mut on_scratch = false;
+        // The step the working state is at, and the node changes applied since the last
+        // checkpoint (or step 0) on the way.
+        let mut at = 0;
+        let mut since = 0;
+        let mut from = first;
         let mut found = None;
-        // Steps before `next` start windows that hold a step too full for the job.
-        let mut next = first;
-        for i in first..self.times.len() {
-            if i > first {
-                for (give, a) in &self.changes[i] {
-                    apply(work, *give, a);
+        while found.is_none() {
+            let total = if on_scratch { self.scratch.as_ref().expect("on scratch") } else { &self.work }.total_free();
+            let s = self.count_start(at, total as i64, from, now, need, d);
+            // To step `s`: from the last checkpoint at or before it, if that is ahead.
+            let c = self.cps.partition_point(|c| c.0 <= self.times[s]);
+            if c > 0 && self.cps[c - 1].0 > self.times[at] {
+                let cp = &self.cps[c - 1];
+                let sc = self.scratch.get_or_insert_with(|| cp.1.clone());
+                sc.clone_from(&cp.1);
+                sc.begin_undo();
+                on_scratch = true;
+                at = self.times.binary_search(&cp.0).expect("a checkpoint is at a step");
+                since = 0;
+            }
+            let cur = if on_scratch { self.scratch.as_mut().expect("on scratch") } else { &mut self.work };
+            while at < s {
+                at += 1;
+                for (give, a) in &self.changes[at] {
+                    since += a.parts.len();
+                    apply(cur, *give, a);
+                }
+                if since >= self.gap {
+                    let t = self.times[at];
+                    let k = self.cps.partition_point(|c| c.0 < t);
+                    if self.cps.get(k).is_none_or(|c| c.0 != t) {
+                        self.cps.insert(k, (t, cur.snapshot()));
+                    }
+                    since = 0;
                 }
             }
-            // `work` is step `i` now (counting its free GPUs first is cheaper than placing).
-            if i < next || work.total_free() < g.gpus as u64 || !work.fits_for(g) {
+            from = s + 1;
+            // `cur` is step `s` now (counting its free GPUs first is cheaper than placing).
+            if !cur.fits_for(g) {
                 continue;
             }
-            let t = self.times[i].max(now);
-            let mark = work.undo_marks();
+            let t = self.times[s].max(now);
+            let mark = cur.undo_marks();
             self.seen.clear();
-            // GPUs free in all at the window step reached (a step with fewer than the job's
-            // cannot hold it, whatever the nodes).
-            let mut total = work.total_free();
             let mut ok = true;
-            let mut j = i + 1;
+            let mut j = s + 1;
+            // The counts hold in every step of the window; the nodes may not.
             while j < self.times.len() && self.times[j] < t + d {
                 for (give, a) in &self.changes[j] {
                     for &(n, k) in &a.parts {
-                        let low = work.node_free(n);
-                        let at = self.seen.entry(n).or_insert(low);
-                        *at = if *give { *at + k } else { *at - k };
-                        let now_free = *at;
+                        let low = cur.node_free(n);
+                        let v = self.seen.entry(n).or_insert(low);
+                        *v = if *give { *v + k } else { *v - k };
+                        let now_free = *v;
                         if now_free < low {
-                            work.take_node(n, low - now_free);
+                            cur.take_node(n, low - now_free);
                         }
                     }
-                    let gk = a.gpus() as u64;
-                    total = if *give { total + gk } else { total - gk };
                 }
-                if total < g.gpus as u64 {
-                    // Every later start up to `j` has step `j` in its window too.
-                    next = j + 1;
-                    ok = false;
-                    break;
-                }
-                // `work` is the minimum over steps `i..=j` now.
-                if work.total_free() < g.gpus as u64 || !work.fits_for(g) {
+                // `cur` is the minimum over steps `s..=j` now.
+                if cur.total_free() < need as u64 || !cur.fits_for(g) {
                     ok = false;
                     break;
                 }
                 j += 1;
             }
             if ok {
-                found = Some((t, work.place_for(g).expect("fits every step")));
+                found = Some((t, cur.place_for(g).expect("fits every step")));
             }
-            work.rollback_to(&mark);
-            if found.is_some() {
-                break;
-            }
+            cur.rollback_to(&mark);
         }
-        work.rollback();
-        let (t, a) = found.expect("the last step is the empty cluster, where every job fits");
-        self.change_at(t, false, &a);
-        self.change_at(t + d, true, &a);
+        self.work.rollback();
+        let (t, a) = found.expect("found");
+        self.change_at(t, false, &a, t + d);
+        self.change_at(t + d, true, &a, t + d);
         (t, a)
     }
 }
@@ -935,7 +1024,9 @@ mod tests {
             crate::topology::Topology::from_paths(vec!["block".into(), "switch".into()], &names, &paths).unwrap()
         };
         let cases = [("12x4", false), ("4x8,6x4,2x1", false), ("16x2", true), ("24x1", true)];
-        for (seed, (spec, with_topo)) in cases.into_iter().enumerate() {
+        // Each cluster with the checkpoint gap the cluster gives, and with one every step.
+        let cases = cases.into_iter().flat_map(|c| [(c, None), (c, Some(1))]);
+        for (seed, ((spec, with_topo), gap)) in cases.enumerate() {
             let cluster = ClusterSpec::parse(spec).unwrap();
             let mut empty =
                 Pools::build(&cluster, Placement::Consolidated, false, &Speeds::default(), ModelPick::default(), false)
@@ -956,7 +1047,11 @@ mod tests {
             }
             let mut nodes = Profile::Nodes(NodeProfile { segs: vec![(0, now_cap.clone())] });
             let mut changes = Profile::new(0, &now_cap);
-            assert!(matches!(changes, Profile::Changes(_)));
+            let Profile::Changes(cp) = &mut changes else { panic!("a change profile") };
+            if let Some(gap) = gap {
+                cp.gap = gap;
+            }
+            let mut most_cps = 0;
             for (t, a) in &ends {
                 nodes.give_from(*t, a);
                 changes.give_from(*t, a);
@@ -991,11 +1086,17 @@ mod tests {
                 let want = nodes.reserve(now, d, dur, dur);
                 let got = changes.reserve(now, d, dur, dur);
                 assert_eq!(got, want, "{spec}, step {step}, {d:?} for {dur}");
+                if let Profile::Changes(cp) = &changes {
+                    most_cps = most_cps.max(cp.cps.len());
+                }
                 later += usize::from(got.0 > now);
                 gangs += usize::from(matches!(&got.2, Held::Nodes(a) if a.parts.len() > 1));
             }
             assert!(later > 500, "{spec}: the test should reserve in the future often: {later}");
             assert!(gangs > 50, "{spec}: the test should reserve gangs often: {gangs}");
+            if gap.is_some() {
+                assert!(most_cps > 20, "{spec}: the test should keep checkpoints: {most_cps}");
+            }
         }
     }
 }
