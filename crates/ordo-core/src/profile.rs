@@ -60,7 +60,7 @@ impl Profile {
             Profile::Count(CountProfile::new(now, cap.total_free() as i64))
         } else if cap.placement() == Placement::Pooled && !cap.is_detailed() {
             Profile::Pools(PoolProfile::new(now, cap))
-        } else if !cap.is_detailed() && std::env::var("PROBE_NODES").is_err() {
+        } else if !cap.is_detailed() {
             Profile::Changes(ChangeProfile::new(now, cap))
         } else {
             Profile::Nodes(NodeProfile { segs: vec![(now, cap.clone())] })
@@ -198,9 +198,13 @@ pub(crate) struct ChangeProfile {
     gap: usize,
     /// A search's working state when it starts from a checkpoint.
     scratch: Option<Pools>,
-    /// A search's scratch: each node's free GPUs at the window step reached, for the nodes a
-    /// change in the window touched.
-    seen: std::collections::HashMap<u32, u32>,
+    /// A search's scratch: each node's free GPUs at the window step reached, valid for the
+    /// nodes whose `seen_at` is `stamp` (a change in the window touched them).
+    seen: Vec<u32>,
+    /// The window (`stamp`) in which each node's `seen` was last set.
+    seen_at: Vec<u32>,
+    /// The current window's number; a new window makes every `seen` stale at once.
+    stamp: u32,
 }
 
 fn apply(p: &mut Pools, give: bool, a: &Allocation) {
@@ -230,7 +234,9 @@ impl ChangeProfile {
             cps: Vec::new(),
             gap: cap.free().len().max(64),
             scratch: None,
-            seen: Default::default(),
+            seen: vec![0; cap.free().len()],
+            seen_at: vec![0; cap.free().len()],
+            stamp: 0,
         }
     }
 
@@ -371,28 +377,52 @@ impl ChangeProfile {
             }
             let t = self.times[s].max(now);
             let mark = cur.undo_marks();
-            self.seen.clear();
+            self.stamp = self.stamp.wrapping_add(1);
+            if self.stamp == 0 {
+                self.seen_at.fill(0);
+                self.stamp = 1;
+            }
             let mut ok = true;
             let mut j = s + 1;
-            // The counts hold in every step of the window; the nodes may not.
+            // Lowered steps since the last full check.
+            let mut unchecked = 0;
+            // The counts hold in every step of the window; the nodes may not. `cur` becomes the
+            // minimum over the window's steps, which only goes down, and fitting is monotone:
+            // a job that fits the final minimum fitted at every step. So the full check is made
+            // now and then (an early way out of a failing window) and at the end; the count,
+            // cheap, at every step that lowered it.
             while j < self.times.len() && self.times[j] < t + d {
+                let mut lowered = false;
                 for (give, a) in &self.changes[j] {
                     for &(n, k) in &a.parts {
+                        let i = n as usize;
+                        if self.seen_at[i] != self.stamp {
+                            self.seen_at[i] = self.stamp;
+                            self.seen[i] = cur.node_free(n);
+                        }
                         let low = cur.node_free(n);
-                        let v = self.seen.entry(n).or_insert(low);
+                        let v = &mut self.seen[i];
                         *v = if *give { *v + k } else { *v - k };
-                        let now_free = *v;
-                        if now_free < low {
-                            cur.take_node(n, low - now_free);
+                        if *v < low {
+                            cur.take_node(n, low - *v);
+                            lowered = true;
                         }
                     }
                 }
-                // `cur` is the minimum over steps `s..=j` now.
-                if cur.total_free() < need as u64 || !cur.fits_for(g) {
-                    ok = false;
-                    break;
+                if lowered {
+                    unchecked += 1;
+                    if cur.total_free() < need as u64 || (unchecked >= 32 && !cur.fits_for(g)) {
+                        ok = false;
+                        break;
+                    }
+                    if unchecked >= 32 {
+                        unchecked = 0;
+                    }
                 }
                 j += 1;
+            }
+            if ok && unchecked > 0 && !cur.fits_for(g) {
+                ok = false;
             }
             if ok {
                 found = Some((t, cur.place_for(g).expect("fits every step")));
