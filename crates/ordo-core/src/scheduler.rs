@@ -77,6 +77,10 @@ pub struct JobReq {
     /// The topology level its nodes must or should share ([`Scheduler::topology_need`]);
     /// `TopoNeed::NONE` by default.
     pub topo: crate::topology::TopoNeed,
+    /// Its row of the topology's slowdown factors ([`Scheduler::spread_row`]): a gang placed
+    /// across units is planned to end as late as the slowdown makes it. 0 (the default row)
+    /// by default.
+    pub spread_row: u8,
 }
 
 impl JobReq {
@@ -97,6 +101,7 @@ impl JobReq {
             array: 0,
             elig: Elig::ANY,
             topo: crate::topology::TopoNeed::NONE,
+            spread_row: 0,
         }
     }
 
@@ -580,6 +585,18 @@ impl Scheduler {
         }
     }
 
+    /// A job's row of the topology's slowdown factors ([`JobReq::spread_row`]) by its class
+    /// ([`crate::GpuNeeds::class`]); 0 without a topology.
+    pub fn spread_row(&self, class: Option<&str>) -> u8 {
+        self.topology.as_ref().map_or(0, |t| t.slowdown.row_index(class))
+    }
+
+    /// How fast `req` runs on `alloc`: the speed of its slowest GPU model there, divided by the
+    /// topology's slowdown for the levels `alloc` crosses (a gang spread over several units).
+    pub(crate) fn run_speed(&self, req: &JobReq, alloc: &Allocation) -> f64 {
+        self.cap.speed_on(req.elig.row, alloc) / spread_factor(self.topology.as_deref(), req, alloc)
+    }
+
     /// Where a job with `needs` may run ([`JobReq::elig`]): the pools that satisfy its models,
     /// memory and features, and its row in the speed matrix. An error in words when no node
     /// of the cluster satisfies them (the job can never run).
@@ -861,9 +878,10 @@ impl Scheduler {
         // was made afresh while a job overran its estimate), the standing reservations no longer
         // describe the future: rebuild them once the job is recorded as running.
         // A resumed job is expected to need what its estimate leaves after what it already ran,
-        // at the speed of the GPUs it got (a reservation planned it on the slowest it accepts).
+        // at the speed of the GPUs it got (a reservation planned it on the slowest it accepts),
+        // slowed by the topology where its nodes are spread over several units.
         let done = self.progress.get(&job).map_or(0, |p| p.executed - p.lost);
-        let expected_end = now + scaled((req.estimate - done).max(1), self.cap.speed_on(req.elig.row, alloc));
+        let expected_end = now + scaled((req.estimate - done).max(1), self.run_speed(&req, alloc));
         let mut off_slot = false;
         if let Some(c) = &mut self.cons {
             if let Some((t0, t1, held)) = c.res.remove(&job) {
@@ -1564,7 +1582,7 @@ impl Scheduler {
             .iter()
             .map(|s| {
                 let r = self.queue_req(s.job);
-                (now + scaled(r.estimate, self.cap.speed_on(r.elig.row, &s.alloc)), &s.alloc)
+                (now + scaled(r.estimate, self.run_speed(r, &s.alloc)), &s.alloc)
             })
             .collect();
         started.sort_by_key(|e| e.0);
@@ -1661,8 +1679,16 @@ impl Scheduler {
                 }
                 continue;
             }
-            match easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, &mut cap, &mut shadow_cap)
-            {
+            match easy_backfill_one(
+                req,
+                self.plan_estimate(req),
+                now,
+                head.demand(),
+                shadow,
+                &mut cap,
+                &mut shadow_cap,
+                self.topology.as_deref(),
+            ) {
                 Some(a) => {
                     self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a })
@@ -1869,14 +1895,32 @@ impl Scheduler {
             let known = if counters && past && !narrowed { refused_at(req.demand(), cap, shadow_cap) } else { None };
             debug_assert!(
                 known.is_none()
-                    || easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap)
-                        .is_none(),
+                    || easy_backfill_one(
+                        req,
+                        self.plan_estimate(req),
+                        now,
+                        head.demand(),
+                        shadow,
+                        cap,
+                        shadow_cap,
+                        self.topology.as_deref()
+                    )
+                    .is_none(),
                 "counts refuse job {} but easy_backfill_one takes it",
                 req.id
             );
             let got = match known {
                 Some(_) => None,
-                None => easy_backfill_one(req, self.plan_estimate(req), now, head.demand(), shadow, cap, shadow_cap),
+                None => easy_backfill_one(
+                    req,
+                    self.plan_estimate(req),
+                    now,
+                    head.demand(),
+                    shadow,
+                    cap,
+                    shadow_cap,
+                    self.topology.as_deref(),
+                ),
             };
             match got {
                 Some(a) => {
@@ -2131,11 +2175,24 @@ fn matches_demand(cap: &Pools, alloc: &Allocation, d: Demand) -> bool {
         && alloc.parts.iter().enumerate().all(|(p, &(_, k))| (dt.cpus[p], dt.mem_mib[p]) == d.per_node(k))
 }
 
+/// The factor `req`'s run time is multiplied by on `alloc` under topology `t`: the slowdown of
+/// the levels its nodes cross (1 on one node, within one unit of the lowest level, or without
+/// a topology).
+fn spread_factor(t: Option<&crate::topology::Topology>, req: &JobReq, alloc: &Allocation) -> f64 {
+    match t {
+        Some(t) if alloc.parts.len() > 1 => t.factor_at(req.spread_row, t.crossed(alloc.parts.iter().map(|p| p.0))),
+        _ => 1.0,
+    }
+}
+
 /// EASY's test for one waiting job that fits now: it may start if it ends by the head's
 /// reservation (`shadow`), or if the head still fits at the shadow time once the job's GPUs are
 /// taken out of `shadow_cap` (counts for pooled placement, the job's real nodes for
-/// consolidated). On yes, takes the job out of `cap` (and, if it runs past the shadow time, out
-/// of `shadow_cap`) and returns its allocation; on no, changes nothing.
+/// consolidated). Its end is planned on the nodes it would get: a gang spread over several
+/// units of `topo`'s levels runs longer by their slowdown. On yes, takes the job out of `cap`
+/// (and, if it runs past the shadow time, out of `shadow_cap`) and returns its allocation; on
+/// no, changes nothing.
+#[allow(clippy::too_many_arguments)]
 fn easy_backfill_one(
     req: &JobReq,
     estimate: Time,
@@ -2144,6 +2201,7 @@ fn easy_backfill_one(
     shadow: Time,
     cap: &mut Pools,
     shadow_cap: &mut Pools,
+    topo: Option<&crate::topology::Topology>,
 ) -> Option<Allocation> {
     let past_shadow = now + estimate > shadow;
     // A detailed cluster (shares, CPUs, memory), or one of several pools, checks the exact
@@ -2154,6 +2212,9 @@ fn easy_backfill_one(
         return None;
     }
     let a = cap.place_for(req.demand())?;
+    // Spread over units, it may run past the shadow time where its estimate alone would not.
+    let past_shadow =
+        past_shadow || (topo.is_some() && now + scaled(estimate, 1.0 / spread_factor(topo, req, &a)) > shadow);
     if past_shadow {
         if pooled {
             let taken = shadow_cap.take_what_if(&a);

@@ -165,9 +165,23 @@ impl Slowdown {
     }
 
     fn row(&self, class: Option<&str>) -> &[f64] {
+        self.row_at(self.row_index(class))
+    }
+
+    /// The index of `class`'s row ([`crate::JobReq::spread_row`]): 0 for the default row (no
+    /// class, or one not listed), `k + 1` for the `k`-th listed class.
+    pub fn row_index(&self, class: Option<&str>) -> u8 {
         class
-            .and_then(|c| self.classes.iter().find(|(k, _)| k.eq_ignore_ascii_case(c)))
-            .map_or(&self.default[..], |(_, r)| &r[..])
+            .and_then(|c| self.classes.iter().position(|(k, _)| k.eq_ignore_ascii_case(c)))
+            .and_then(|k| u8::try_from(k + 1).ok())
+            .unwrap_or(0)
+    }
+
+    fn row_at(&self, index: u8) -> &[f64] {
+        match index.checked_sub(1) {
+            Some(k) => self.classes.get(k as usize).map_or(&self.default[..], |(_, r)| &r[..]),
+            None => &self.default[..],
+        }
     }
 
     /// Checks every factor (1 to 100, finite).
@@ -326,6 +340,11 @@ impl Topology {
     /// `class`: the product of the factors of the levels crossed.
     pub fn factor(&self, class: Option<&str>, crossed: usize) -> f64 {
         self.slowdown.row(class).iter().take(crossed).product()
+    }
+
+    /// [`Topology::factor`] by the class's row index ([`Slowdown::row_index`]).
+    pub fn factor_at(&self, row: u8, crossed: usize) -> f64 {
+        self.slowdown.row_at(row).iter().take(crossed).product()
     }
 
     /// GPUs of the largest unit of level `l`, on a cluster of `node_gpus`.

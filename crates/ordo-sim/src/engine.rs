@@ -575,6 +575,12 @@ pub fn simulate_with_changes(
             })
             .collect();
     }
+    // Placed by topology: each job's row of the slowdown factors, which the scheduler plans a
+    // spread gang's end with.
+    let spread_rows: Vec<u8> = match topo_placed {
+        Some(_) => w.jobs.iter().map(|j| sched.spread_row(j.needs.as_ref().and_then(|n| n.class.as_deref()))).collect(),
+        None => Vec::new(),
+    };
     let mut spread = cfg.topology.as_ref().map(|t| empty_spread(t));
     let mut spread_lost_gpu_ms = 0f64;
     // Per job: bit 0 counted as a gang, bit 1 counted as spread beyond its least.
@@ -746,6 +752,7 @@ pub fn simulate_with_changes(
             array: 0,
             elig: eligs.get(id.idx()).copied().unwrap_or_default(),
             topo: topo_needs.get(id.idx()).copied().unwrap_or_default(),
+            spread_row: spread_rows.get(id.idx()).copied().unwrap_or_default(),
         }
     };
     // The bound reads run times at speed 1: with a speed matrix a job may run faster, so there

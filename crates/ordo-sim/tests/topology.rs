@@ -119,7 +119,13 @@ fn topology_wins_where_gangs_spread_and_changes_nothing_where_none_do() {
             simulate(&w, &c).unwrap().metrics
         };
         let (cons, topo) = (run(false), run(true));
-        assert!(topo.mean_jct_s < 0.95 * cons.mean_jct_s, "{policy}: {} vs {}", topo.mean_jct_s, cons.mean_jct_s);
+        // The tail at every order; the mean too, except under fifo+easy: there the head's
+        // reservation is kept (the scheduler plans spread gangs with their slowdown) where the
+        // consolidated run, blind to it, backfilled past it (docs/TOPOLOGY.md, "Evidence").
+        assert!(topo.p99_jct_s < 0.95 * cons.p99_jct_s, "{policy}: p99 {} vs {}", topo.p99_jct_s, cons.p99_jct_s);
+        if policy != "fifo+easy" {
+            assert!(topo.mean_jct_s < 0.95 * cons.mean_jct_s, "{policy}: {} vs {}", topo.mean_jct_s, cons.mean_jct_s);
+        }
         let lost = |m: &ordo_sim::Metrics| m.spread.as_ref().unwrap().lost_gpu_hours;
         assert!(lost(&topo) < 0.7 * lost(&cons), "{policy}");
         assert_eq!(topo.placement, "topology");
@@ -200,6 +206,47 @@ fn a_required_level_waits_for_its_unit_worked_by_hand() {
     assert_eq!((sp.gangs, sp.spread_gangs), (2, 1));
     // F could have run within a block: 434 s - 100 s beyond it, on 8 GPUs.
     assert!((sp.lost_gpu_hours - 8.0 * 334.0 / 3600.0).abs() < 1e-9, "{}", sp.lost_gpu_hours);
+}
+
+/// Worked by hand: a scheduler that places by the topology plans a spread gang's end with its
+/// slowdown, so EASY's reservation for the head is where the head really starts. 5 nodes of 1
+/// GPU, blocks b0 = n0,n1, b1 = n2,n3, b2 = n4; class `lm` crosses a block at 4.34. `fifo+easy`.
+/// - t=0: A, B, C (1 GPU each) go to n0, n1, n2; they run 10 s, 150 s and 1000 s.
+/// - t=10: G (2 GPUs, 100 s) finds n0, n3, n4 free, one in each block: it takes two of them,
+///   spread, and runs 434 s (ends at 444). H (2 GPUs) waits at the head; K (1 GPU, 500 s)
+///   fits on the third free node.
+/// - By topology, the scheduler expects G to end at 444, so H's reservation is at 150 (B's end
+///   frees n1, which with the third node holds H). K would run past 150 on the node H needs
+///   then: it waits. H starts at 150; K at 444.
+/// - Consolidated (the topology known to the simulator only), the scheduler expects G to end
+///   at 110 and H to start then on G's nodes: K backfills at 10 on n4, and H, which no longer
+///   fits at 150, waits for G's real end at 444.
+#[test]
+fn easy_plans_a_spread_gang_with_its_slowdown_worked_by_hand() {
+    let cluster = ClusterSpec::uniform(5, 1);
+    let t = topo(5, 2, 3);
+    let mut w = Workload::default();
+    w.user_index("u");
+    w.group_index("g");
+    w.jobs = vec![
+        job(0, 0, 1, 10, None),
+        job(1, 0, 1, 150, None),
+        job(2, 0, 1, 1000, None),
+        job(3, 10, 2, 100, None),
+        job(4, 10, 2, 100, None),
+        job(5, 10, 1, 500, None),
+    ];
+    let rec = |out: &SimOutput, i: u32| out.records.iter().find(|r| r.job == JobId(i)).unwrap().clone();
+    let s = SECOND;
+    let out = simulate(&w, &cfg(cluster.clone(), &t, "fifo+easy", true)).unwrap();
+    assert_eq!((rec(&out, 3).start, rec(&out, 3).end), (10 * s, 444 * s));
+    assert_eq!(rec(&out, 4).start, 150 * s);
+    assert_eq!(rec(&out, 5).start, 444 * s);
+
+    let out = simulate(&w, &cfg(cluster, &t, "fifo+easy", false)).unwrap();
+    assert_eq!((rec(&out, 3).start, rec(&out, 3).end), (10 * s, 444 * s));
+    assert_eq!(rec(&out, 5).start, 10 * s);
+    assert_eq!(rec(&out, 4).start, 444 * s);
 }
 
 /// The reason a job held by its required level gives, through the scheduler's explanation.
