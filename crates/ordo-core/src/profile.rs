@@ -96,7 +96,18 @@ impl Profile {
     /// nodes are chosen when the job starts, except in a [`NodeProfile`]). Its run time is
     /// `d` (at least 1), its estimate planned on the slowest pool it accepts; a [`PoolProfile`]
     /// knows the pool and plans `base` (its estimate at speed 1) at that pool's speed.
-    pub(crate) fn reserve(&mut self, now: Time, g: Demand, d: Time, base: Time) -> (Time, Time, Held) {
+    ///
+    /// Where the nodes are chosen here, `slow` gives the factor a run on them is slowed by (a
+    /// gang spread over several units of a topology's levels, 1 elsewhere): the reservation
+    /// lasts `d` times that factor, in a window found long enough for it ([`find_slowed`]).
+    pub(crate) fn reserve(
+        &mut self,
+        now: Time,
+        g: Demand,
+        d: Time,
+        base: Time,
+        slow: &dyn Fn(&Allocation) -> f64,
+    ) -> (Time, Time, Held) {
         let d = d.max(1);
         match self {
             Profile::Count(p) => {
@@ -108,14 +119,39 @@ impl Profile {
                 (t, t + d, Held::Pool(pool))
             }
             Profile::Changes(p) => {
-                let (t, a) = p.reserve(now, g, d);
+                let (t, a, d) = find_slowed(d, slow, |w| p.find(now, g, w));
+                p.take_for(t, &a, d);
                 (t, t + d, Held::Nodes(a))
             }
             Profile::Nodes(p) => {
-                let (t, a) = p.reserve(now, g, d);
+                let (t, a, d) = find_slowed(d, slow, |w| p.find(now, g, w));
+                p.take_for(t, &a, d);
                 (t, t + d, Held::Nodes(a))
             }
         }
+    }
+}
+
+/// A slot for a job of run time `d` whose nodes may slow it (`slow`, a factor of at least 1):
+/// the earliest slot for a window of `d`; if the nodes found there slow the job, the earliest
+/// for a window as long as it would then run, and so on until the nodes found need no longer
+/// a window than the one searched (the window only grows, over the few values the factors
+/// allow, so this ends). Returns the slot, its nodes and the job's run time on them, which fits
+/// the window searched. Without a slowdown: one search, as before.
+fn find_slowed(
+    d: Time,
+    slow: &dyn Fn(&Allocation) -> f64,
+    mut find: impl FnMut(Time) -> (Time, Allocation),
+) -> (Time, Allocation, Time) {
+    let mut window = d;
+    loop {
+        let (t, a) = find(window);
+        let f = slow(&a);
+        let need = if f > 1.0 { crate::pools::scaled(d, 1.0 / f) } else { d };
+        if need <= window {
+            return (t, a, need);
+        }
+        window = need;
     }
 }
 
@@ -329,7 +365,15 @@ impl ChangeProfile {
         start.expect("the last step is the empty cluster, where every job fits").0
     }
 
-    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
+    /// Takes `a` from `t` for `d`.
+    fn take_for(&mut self, t: Time, a: &Allocation, d: Time) {
+        self.change_at(t, false, a, t + d);
+        self.change_at(t + d, true, a, t + d);
+    }
+
+    /// The earliest start from `now` of a window of `d` in which `g` fits, and its nodes there.
+    /// Changes no step (only the caches of the walk: checkpoints, scratch state).
+    fn find(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let first = self.times.partition_point(|&t| t <= now).saturating_sub(1);
         let need = g.gpus as i64;
         self.work.begin_undo();
@@ -430,10 +474,7 @@ impl ChangeProfile {
             cur.rollback_to(&mark);
         }
         self.work.rollback();
-        let (t, a) = found.expect("found");
-        self.change_at(t, false, &a, t + d);
-        self.change_at(t + d, true, &a, t + d);
-        (t, a)
+        found.expect("found")
     }
 }
 
@@ -483,7 +524,16 @@ impl NodeProfile {
         }
     }
 
-    fn reserve(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
+    /// Takes `a` from `t` for `d`.
+    fn take_for(&mut self, t: Time, a: &Allocation, d: Time) {
+        let r = self.span(t, t + d);
+        for s in &mut self.segs[r] {
+            s.1.take(a);
+        }
+    }
+
+    /// The earliest start from `now` of a window of `d` in which `g` fits, and its nodes there.
+    fn find(&self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let mut found = None;
         let first = self.segs.partition_point(|s| s.0 <= now).saturating_sub(1);
         let mut next = first;
@@ -518,12 +568,7 @@ impl NodeProfile {
             found = Some((t, a));
             break;
         }
-        let (t, a) = found.expect("the last step is the empty cluster, where every job fits");
-        let r = self.span(t, t + d);
-        for s in &mut self.segs[r] {
-            s.1.take(&a);
-        }
-        (t, a)
+        found.expect("the last step is the empty cluster, where every job fits")
     }
 }
 
@@ -1019,7 +1064,7 @@ mod tests {
                 }
                 let base = rnd(1_500) as Time;
                 let slowest = scaled(base, empty.slowest(d));
-                let (t, end, held) = prof.reserve(now, d, slowest, base);
+                let (t, end, held) = prof.reserve(now, d, slowest, base, &|_| 1.0);
                 let mut want: Option<(Time, Time, usize)> = None;
                 for p in empty.candidates(d).filter(|&p| empty.pool_total(p) >= d.gpus as u64) {
                     let dur = scaled(base, empty.pool_speed(0, p)).max(1);
@@ -1113,8 +1158,13 @@ mod tests {
                 }
                 let long = rnd(4) == 0;
                 let dur = 1 + rnd(if long { 20_000 } else { 2_000 }) as Time;
-                let want = nodes.reserve(now, d, dur, dur);
-                let got = changes.reserve(now, d, dur, dur);
+                // Half the time, a gang with a node whose index is a multiple of 3 runs 2.35
+                // times as long (as one spread over a topology's units would).
+                let slowed =
+                    |a: &Allocation| if a.parts.len() > 1 && a.parts.iter().any(|p| p.0 % 3 == 0) { 2.35 } else { 1.0 };
+                let slow: &dyn Fn(&Allocation) -> f64 = if rnd(2) == 0 { &slowed } else { &|_| 1.0 };
+                let want = nodes.reserve(now, d, dur, dur, slow);
+                let got = changes.reserve(now, d, dur, dur, slow);
                 assert_eq!(got, want, "{spec}, step {step}, {d:?} for {dur}");
                 if let Profile::Changes(cp) = &changes {
                     most_cps = most_cps.max(cp.cps.len());

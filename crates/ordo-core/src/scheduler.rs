@@ -801,7 +801,7 @@ impl Scheduler {
         self.account_submit(&req, now);
         if let Some(c) = &mut self.cons {
             c.profile.trim(now);
-            c.reserve(now, (key, req.id), &req, planned(&self.cap, &req));
+            c.reserve(now, (key, req.id), &req, planned(&self.cap, &req), self.topology.as_deref());
         }
         Ok(())
     }
@@ -1334,6 +1334,7 @@ impl Scheduler {
     /// in policy order, the earliest slot that delays no earlier one.
     fn rebuild_reservations(&mut self, now: Time) {
         let Some(c) = &mut self.cons else { return };
+        let topo = self.topology.as_deref();
         c.profile = Profile::new(now, &self.cap);
         for &(t, id) in self.by_end.keys() {
             // A job due to end at this very instant frees its GPUs now (its end event comes in
@@ -1348,7 +1349,8 @@ impl Scheduler {
         // bulk), not entry by entry.
         let mut starts = Vec::with_capacity(self.queue.len());
         for (&k, req) in &self.queue {
-            let (t, end, held) = c.profile.reserve(now, req.demand(), planned(&self.cap, req), req.estimate);
+            let slow = |a: &Allocation| spread_factor(topo, req, a);
+            let (t, end, held) = c.profile.reserve(now, req.demand(), planned(&self.cap, req), req.estimate, &slow);
             c.res.insert(k.1, (t, end, held));
             starts.push((t, k));
         }
@@ -2120,7 +2122,7 @@ impl Scheduler {
             if !explain && now_cap.total_free() == 0 && req.gpus > 0 && !now_cap.is_detailed() {
                 continue;
             }
-            let (t, held) = c.reserve(now, key, req, self.plan_estimate(req));
+            let (t, held) = c.reserve(now, key, req, self.plan_estimate(req), self.topology.as_deref());
             if t == now {
                 let a = held.place(&now_cap, req.demand()).expect("the profile says it fits now");
                 now_cap.take(&a);
@@ -2238,8 +2240,17 @@ impl Reservations {
     /// Reserves the earliest slot from `now` for a waiting job and records it.
     /// `estimate`: on the slowest pool it accepts (a per-pool profile plans it on the pool it
     /// reserves, from `req.estimate`).
-    fn reserve(&mut self, now: Time, key: QueueKey, req: &JobReq, estimate: Time) -> (Time, Held) {
-        let (t, end, held) = self.profile.reserve(now, req.demand(), estimate, req.estimate);
+    /// `topo`: a gang spread over several of its units is planned with its slowdown.
+    fn reserve(
+        &mut self,
+        now: Time,
+        key: QueueKey,
+        req: &JobReq,
+        estimate: Time,
+        topo: Option<&crate::topology::Topology>,
+    ) -> (Time, Held) {
+        let slow = |a: &Allocation| spread_factor(topo, req, a);
+        let (t, end, held) = self.profile.reserve(now, req.demand(), estimate, req.estimate, &slow);
         self.res.insert(key.1, (t, end, held.clone()));
         self.by_start.insert((t, key));
         (t, held)

@@ -249,6 +249,39 @@ fn easy_plans_a_spread_gang_with_its_slowdown_worked_by_hand() {
     assert_eq!(rec(&out, 4).start, 444 * s);
 }
 
+/// Worked by hand: conservative backfill reserves a gang that will be spread for as long as it
+/// will run there. 5 nodes of 1 GPU, blocks b0 = n0,n1, b1 = n2,n3, b2 = n4; class `lm` crosses
+/// a block at 4.34. At t=0 five 1-GPU jobs fill n0..n4, ending at 10 s (n0), 1000 s (n1, n2)
+/// and 50 s (n3, n4). G (2 GPUs, 100 s, `lm`) can start at 50 s on two of n0, n3, n4, one per
+/// block: 434 s, so it is reserved until 484 s. K (3 GPUs) then needs G's nodes back: 484 s
+/// (planned with G's bare estimate it would have been reserved at 150 s, while G still runs).
+#[test]
+fn conservative_reserves_a_spread_gang_for_its_slowed_run_worked_by_hand() {
+    use ordo_core::scheduler::JobReq;
+    let mut s = ordo_core::Scheduler::new(
+        &ClusterSpec::uniform(5, 1),
+        Placement::Consolidated,
+        "fifo+conservative".parse().unwrap(),
+    );
+    s.set_topology(Arc::new(topo(5, 2, 3))).unwrap();
+    for (i, est) in [10, 1000, 1000, 50, 50].into_iter().enumerate() {
+        s.submit(JobReq::new(JobId(i as u32), 0, 1, est * SECOND), 0).unwrap();
+    }
+    let p = s.schedule(0, false);
+    assert_eq!(p.starts.len(), 5);
+    for st in &p.starts {
+        s.start(st.job, &st.alloc, 0).unwrap();
+    }
+    let lm = s.spread_row(Some("lm"));
+    assert_ne!(lm, 0);
+    s.submit(JobReq { spread_row: lm, ..JobReq::new(JobId(5), SECOND, 2, 100 * SECOND) }, SECOND).unwrap();
+    s.submit(JobReq { spread_row: lm, ..JobReq::new(JobId(6), 2 * SECOND, 3, 100 * SECOND) }, 2 * SECOND).unwrap();
+    let p = s.schedule(2 * SECOND, true);
+    let why = |j: u32| p.waiting.iter().find(|w| w.0 == JobId(j)).map(|w| w.1.clone());
+    assert_eq!(why(5), Some(ordo_core::Reason::Reservation { start: 50 * SECOND }));
+    assert_eq!(why(6), Some(ordo_core::Reason::Reservation { start: 484 * SECOND }));
+}
+
 /// The reason a job held by its required level gives, through the scheduler's explanation.
 #[test]
 fn the_reason_names_the_level() {
