@@ -146,8 +146,7 @@ fn find_slowed(
     let mut window = d;
     loop {
         let (t, a) = find(window);
-        let f = slow(&a);
-        let need = if f > 1.0 { crate::pools::scaled(d, 1.0 / f) } else { d };
+        let need = crate::pools::scaled(d, 1.0 / slow(&a));
         if need <= window {
             return (t, a, need);
         }

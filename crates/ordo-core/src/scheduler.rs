@@ -597,6 +597,20 @@ impl Scheduler {
         self.cap.speed_on(req.elig.row, alloc) / spread_factor(self.topology.as_deref(), req, alloc)
     }
 
+    /// [`easy_backfill_one`] for `req`, planned on the slowest pool it accepts and, on a
+    /// topology, on the nodes it would get.
+    fn easy_backfill(
+        &self,
+        req: &JobReq,
+        now: Time,
+        head: Demand,
+        shadow: Time,
+        cap: &mut Pools,
+        shadow_cap: &mut Pools,
+    ) -> Option<Allocation> {
+        easy_backfill_one(req, self.plan_estimate(req), now, head, shadow, cap, shadow_cap, self.topology.as_deref())
+    }
+
     /// Where a job with `needs` may run ([`JobReq::elig`]): the pools that satisfy its models,
     /// memory and features, and its row in the speed matrix. An error in words when no node
     /// of the cluster satisfies them (the job can never run).
@@ -1681,16 +1695,7 @@ impl Scheduler {
                 }
                 continue;
             }
-            match easy_backfill_one(
-                req,
-                self.plan_estimate(req),
-                now,
-                head.demand(),
-                shadow,
-                &mut cap,
-                &mut shadow_cap,
-                self.topology.as_deref(),
-            ) {
+            match self.easy_backfill(req, now, head.demand(), shadow, &mut cap, &mut shadow_cap) {
                 Some(a) => {
                     self.limits.take(req, &a, &mut used);
                     plan.starts.push(Start { job: req.id, alloc: a })
@@ -1896,33 +1901,13 @@ impl Scheduler {
             // Refused by counts (several pools), without choosing its nodes.
             let known = if counters && past && !narrowed { refused_at(req.demand(), cap, shadow_cap) } else { None };
             debug_assert!(
-                known.is_none()
-                    || easy_backfill_one(
-                        req,
-                        self.plan_estimate(req),
-                        now,
-                        head.demand(),
-                        shadow,
-                        cap,
-                        shadow_cap,
-                        self.topology.as_deref()
-                    )
-                    .is_none(),
+                known.is_none() || self.easy_backfill(req, now, head.demand(), shadow, cap, shadow_cap).is_none(),
                 "counts refuse job {} but easy_backfill_one takes it",
                 req.id
             );
             let got = match known {
                 Some(_) => None,
-                None => easy_backfill_one(
-                    req,
-                    self.plan_estimate(req),
-                    now,
-                    head.demand(),
-                    shadow,
-                    cap,
-                    shadow_cap,
-                    self.topology.as_deref(),
-                ),
+                None => self.easy_backfill(req, now, head.demand(), shadow, cap, shadow_cap),
             };
             match got {
                 Some(a) => {
@@ -2215,8 +2200,7 @@ fn easy_backfill_one(
     }
     let a = cap.place_for(req.demand())?;
     // Spread over units, it may run past the shadow time where its estimate alone would not.
-    let past_shadow =
-        past_shadow || (topo.is_some() && now + scaled(estimate, 1.0 / spread_factor(topo, req, &a)) > shadow);
+    let past_shadow = past_shadow || now + scaled(estimate, 1.0 / spread_factor(topo, req, &a)) > shadow;
     if past_shadow {
         if pooled {
             let taken = shadow_cap.take_what_if(&a);

@@ -161,6 +161,20 @@ fn job(i: u32, submit: i64, gpus: u32, runtime: i64, ask: Option<&str>) -> Job {
     }
 }
 
+/// `jobs` of user `u` in group `g`.
+fn one_user(jobs: Vec<Job>) -> Workload {
+    let mut w = Workload::default();
+    w.user_index("u");
+    w.group_index("g");
+    w.jobs = jobs;
+    w
+}
+
+/// Job `i`'s record in `out`.
+fn rec(out: &SimOutput, i: u32) -> ordo_sim::JobRecord {
+    out.records.iter().find(|r| r.job == JobId(i)).unwrap().clone()
+}
+
 /// Worked by hand: 8 nodes of 4 GPUs, blocks of 2 nodes (b0 = n0,n1 ... b3 = n6,n7), switches
 /// of 2 blocks; class `lm` crosses a block at 4.34 (Gavel), a switch at 1. `fifo+easy`.
 /// - t=0: eight 4-GPU jobs fill n0..n7 (best fit, lowest index); those on n1, n3, n4, n5 run
@@ -175,13 +189,11 @@ fn job(i: u32, submit: i64, gpus: u32, runtime: i64, ask: Option<&str>) -> Job {
 fn a_required_level_waits_for_its_unit_worked_by_hand() {
     let cluster = ClusterSpec::uniform(8, 4);
     let t = topo(8, 2, 2);
-    let mut w = Workload::default();
-    w.user_index("u");
-    w.group_index("g");
-    w.jobs = (0..8).map(|i| job(i, 0, 4, if [1, 3, 4, 5].contains(&i) { 10 } else { 100 }, None)).collect();
-    w.jobs.push(job(8, 20, 8, 100, None));
-    w.jobs.push(job(9, 21, 8, 100, Some("required:block")));
-    let rec = |out: &SimOutput, i: u32| out.records.iter().find(|r| r.job == JobId(i)).unwrap().clone();
+    let mut jobs: Vec<Job> =
+        (0..8).map(|i| job(i, 0, 4, if [1, 3, 4, 5].contains(&i) { 10 } else { 100 }, None)).collect();
+    jobs.push(job(8, 20, 8, 100, None));
+    jobs.push(job(9, 21, 8, 100, Some("required:block")));
+    let w = one_user(jobs);
     let nodes = |out: &SimOutput, i: u32| rec(out, i).segments[0].gpu_ids.iter().map(|(n, _)| n).collect::<Vec<u32>>();
     let s = SECOND;
     let out = simulate(&w, &cfg(cluster.clone(), &t, "fifo+easy", true)).unwrap();
@@ -225,18 +237,14 @@ fn a_required_level_waits_for_its_unit_worked_by_hand() {
 fn easy_plans_a_spread_gang_with_its_slowdown_worked_by_hand() {
     let cluster = ClusterSpec::uniform(5, 1);
     let t = topo(5, 2, 3);
-    let mut w = Workload::default();
-    w.user_index("u");
-    w.group_index("g");
-    w.jobs = vec![
+    let w = one_user(vec![
         job(0, 0, 1, 10, None),
         job(1, 0, 1, 150, None),
         job(2, 0, 1, 1000, None),
         job(3, 10, 2, 100, None),
         job(4, 10, 2, 100, None),
         job(5, 10, 1, 500, None),
-    ];
-    let rec = |out: &SimOutput, i: u32| out.records.iter().find(|r| r.job == JobId(i)).unwrap().clone();
+    ]);
     let s = SECOND;
     let out = simulate(&w, &cfg(cluster.clone(), &t, "fifo+easy", true)).unwrap();
     assert_eq!((rec(&out, 3).start, rec(&out, 3).end), (10 * s, 444 * s));
