@@ -473,14 +473,26 @@ impl Pools {
         self.parts[p as usize].free()[local as usize]
     }
 
-    /// Takes `k` GPUs of node `n` (count-only, node-level).
-    pub(crate) fn take_node(&mut self, n: u32, k: u32) {
+    /// Node `n`'s pool and its index there (count-only, node-level).
+    fn node_part(&mut self, n: u32) -> (&mut Capacity, u32) {
         debug_assert!(!self.counters && !self.is_detailed());
         if self.is_single() {
-            return self.parts[0].take_part(n, k);
+            return (&mut self.parts[0], n);
         }
         let (p, local) = self.map.at[n as usize];
-        self.parts[p as usize].take_part(local, k);
+        (&mut self.parts[p as usize], local)
+    }
+
+    /// Takes `k` GPUs of node `n` (count-only, node-level).
+    pub(crate) fn take_node(&mut self, n: u32, k: u32) {
+        let (c, local) = self.node_part(n);
+        c.take_part(local, k);
+    }
+
+    /// Gives back `k` GPUs of node `n` (count-only, node-level).
+    pub(crate) fn give_node(&mut self, n: u32, k: u32) {
+        let (c, local) = self.node_part(n);
+        c.give_part(local, k);
     }
 
     /// Whether the pools track shares, CPUs and memory per node.

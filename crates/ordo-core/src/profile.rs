@@ -204,32 +204,38 @@ impl PoolProfile {
 /// Memory is O(nodes + changes), where a copy of every node in every step ([`NodeProfile`]) took
 /// O(steps x nodes): 819 MiB for 5,000 jobs on 25,000 nodes.
 ///
-/// A search first counts: each step's change in free GPUs (`delta`) rules out the starts whose
-/// window has a step with fewer free GPUs than the job asks, without touching a node. Only at a
+/// A search first counts: the free GPUs of every step, kept in a [`CountProfile`] beside the
+/// changes, rule out the starts whose window has a step with fewer free GPUs than the job asks,
+/// without touching a node, and a block of steps at a time. Only at a
 /// start the counts allow does it bring a working state to that step and check nodes: the
 /// window's per-node minimum is that state lowered where a change in the window goes below it.
 /// The working state is the first step (`work`, rolled back after) or a copy of a checkpoint
 /// (`cps`: the state at some step, kept up to date as changes are added), so a slot far ahead
 /// is reached from the nearest checkpoint, not change by change from now. A walk leaves a
-/// checkpoint each time it has applied about as many node changes as the cluster has nodes
-/// since the last one (a copy costs about that much), so their memory stays about that of
-/// the changes themselves. It finds what [`NodeProfile`] finds, slot and nodes (tested
+/// checkpoint each time it has applied a sixteenth as many node changes as the cluster has
+/// nodes since the last one (at least 64), so a walk applies at most that many (a copy costs
+/// about sixteen times as much, but a long queue's reservations walk to the same far steps
+/// again and again). It finds what [`NodeProfile`] finds, slot and nodes (tested
 /// against it).
 #[derive(Debug, Clone)]
 pub(crate) struct ChangeProfile {
     /// Step start times, ascending; step `i` lasts until step `i + 1`, the last forever.
     times: Vec<Time>,
-    /// `changes[i]`: what step `i` changes from step `i - 1` (`true`: given back, `false`:
-    /// taken), every give before every take; `changes[0]` is empty (`work` holds step 0).
-    changes: Vec<Vec<(bool, Allocation)>>,
-    /// `delta[i]`: the change in free GPUs that `changes[i]` makes (`delta[0]` is 0).
-    delta: Vec<i64>,
+    /// `changes[i]`: what step `i` changes from step `i - 1`, node by node: `(node, GPUs)`,
+    /// positive given back, negative taken; every give before every take, each allocation's
+    /// parts together and in its order; `changes[0]` is empty (`work` holds step 0). Flat, so
+    /// that a window's walk reads one run of memory per step, not one per allocation.
+    changes: Vec<Vec<(u32, i32)>>,
+    /// The free GPUs of every step, counted: the same steps, in blocks that a search for a
+    /// start where the counts allow skips whole ([`CountProfile`]).
+    count: CountProfile,
     /// The free GPUs at step 0 between calls; a search changes it and rolls it back.
     work: Pools,
     /// Checkpoints: (a step's start time, the free GPUs in that step), ascending, all after
     /// step 0.
     cps: Vec<(Time, Pools)>,
-    /// Node changes a walk applies before it leaves a checkpoint (the cluster's node count).
+    /// Node changes a walk applies before it leaves a checkpoint (a sixteenth of the cluster's
+    /// node count, at least 64).
     gap: usize,
     /// A search's working state when it starts from a checkpoint.
     scratch: Option<Pools>,
@@ -250,12 +256,12 @@ fn apply(p: &mut Pools, give: bool, a: &Allocation) {
     }
 }
 
-fn signed(give: bool, a: &Allocation) -> i64 {
-    let g = a.gpus() as i64;
-    if give {
-        g
+/// One node's change, `(node, GPUs)` as [`ChangeProfile::changes`] keeps it.
+fn apply_part(p: &mut Pools, (n, k): (u32, i32)) {
+    if k >= 0 {
+        p.give_node(n, k as u32);
     } else {
-        -g
+        p.take_node(n, k.unsigned_abs());
     }
 }
 
@@ -264,10 +270,10 @@ impl ChangeProfile {
         ChangeProfile {
             times: vec![now],
             changes: vec![Vec::new()],
-            delta: vec![0],
+            count: CountProfile::new(now, cap.total_free() as i64),
             work: cap.clone(),
             cps: Vec::new(),
-            gap: cap.free().len().max(64),
+            gap: (cap.free().len() / 16).max(64),
             scratch: None,
             seen: vec![0; cap.free().len()],
             seen_at: vec![0; cap.free().len()],
@@ -279,11 +285,10 @@ impl ChangeProfile {
         let keep_from = self.times.partition_point(|&t| t <= now).saturating_sub(1);
         if keep_from > 0 {
             for ch in self.changes.drain(1..=keep_from) {
-                for (give, a) in &ch {
-                    apply(&mut self.work, *give, a);
+                for part in ch {
+                    apply_part(&mut self.work, part);
                 }
             }
-            self.delta.drain(1..=keep_from);
             self.times.drain(..keep_from);
             let t0 = self.times[0];
             let stale = self.cps.partition_point(|c| c.0 <= t0);
@@ -292,6 +297,7 @@ impl ChangeProfile {
         if self.times[0] < now {
             self.times[0] = now;
         }
+        self.count.trim(now);
     }
 
     /// Index of the step starting at `t`, adding one (changing nothing) if needed. `t` must not
@@ -303,7 +309,6 @@ impl ChangeProfile {
                 debug_assert!(i > 0, "a step before the first");
                 self.times.insert(i, t);
                 self.changes.insert(i, Vec::new());
-                self.delta.insert(i, 0);
                 i
             }
         }
@@ -318,12 +323,12 @@ impl ChangeProfile {
         } else {
             // A step's gives come before its takes: a reservation may start on GPUs that
             // another frees at the same instant, whichever was reserved first.
+            let parts = alloc.parts.iter().map(|&(n, k)| (n, if give { k as i32 } else { -(k as i32) }));
             if give {
-                self.changes[i].insert(0, (give, alloc.clone()));
+                self.changes[i].splice(0..0, parts);
             } else {
-                self.changes[i].push((give, alloc.clone()));
+                self.changes[i].extend(parts);
             }
-            self.delta[i] += signed(give, alloc);
         }
         let from = self.cps.partition_point(|c| c.0 < t);
         for c in &mut self.cps[from..] {
@@ -335,37 +340,22 @@ impl ChangeProfile {
     }
 
     fn give_from(&mut self, from: Time, alloc: &Allocation) {
-        self.change_at(from.max(self.times[0]), true, alloc, Time::MAX);
+        let from = from.max(self.times[0]);
+        self.count.add_from(from, alloc.gpus() as i64);
+        self.change_at(from, true, alloc, Time::MAX);
     }
 
     /// The earliest start at or after step `from` whose window (`d` from the start, the first
     /// step's start counted from `now`) has at least `need` free GPUs in every step, by the
-    /// counts alone; `total`: the free GPUs at step `at` (`at <= from`).
-    fn count_start(&self, at: usize, mut total: i64, from: usize, now: Time, need: i64, d: Time) -> usize {
-        let mut start: Option<(usize, Time)> = None;
-        for k in at..self.times.len() {
-            if k > at {
-                total += self.delta[k];
-            }
-            if k < from {
-                continue;
-            }
-            if let Some((s, end)) = start {
-                if self.times[k] >= end {
-                    return s;
-                }
-            }
-            if total < need {
-                start = None;
-            } else if start.is_none() {
-                start = Some((k, self.times[k].max(now) + d));
-            }
-        }
-        start.expect("the last step is the empty cluster, where every job fits").0
+    /// counts alone.
+    fn count_start(&mut self, from: usize, now: Time, need: i64, d: Time) -> usize {
+        let t = self.count.find_slot(self.times[from].max(now), need, d);
+        self.times.partition_point(|&x| x <= t) - 1
     }
 
     /// Takes `a` from `t` for `d`.
     fn take_for(&mut self, t: Time, a: &Allocation, d: Time) {
+        self.count.take_at(t, a.gpus() as i64, d);
         self.change_at(t, false, a, t + d);
         self.change_at(t + d, true, a, t + d);
     }
@@ -384,8 +374,7 @@ impl ChangeProfile {
         let mut from = first;
         let mut found = None;
         while found.is_none() {
-            let total = if on_scratch { self.scratch.as_ref().expect("on scratch") } else { &self.work }.total_free();
-            let s = self.count_start(at, total as i64, from, now, need, d);
+            let s = self.count_start(from, now, need, d);
             // To step `s`: from the last checkpoint at or before it, if that is ahead.
             let c = self.cps.partition_point(|c| c.0 <= self.times[s]);
             if c > 0 && self.cps[c - 1].0 > self.times[at] {
@@ -400,9 +389,9 @@ impl ChangeProfile {
             let cur = if on_scratch { self.scratch.as_mut().expect("on scratch") } else { &mut self.work };
             while at < s {
                 at += 1;
-                for (give, a) in &self.changes[at] {
-                    since += a.parts.len();
-                    apply(cur, *give, a);
+                since += self.changes[at].len();
+                for &part in &self.changes[at] {
+                    apply_part(cur, part);
                 }
                 if since >= self.gap {
                     let t = self.times[at];
@@ -436,20 +425,18 @@ impl ChangeProfile {
             // cheap, at every step that lowered it.
             while j < self.times.len() && self.times[j] < t + d {
                 let mut lowered = false;
-                for (give, a) in &self.changes[j] {
-                    for &(n, k) in &a.parts {
-                        let i = n as usize;
-                        if self.seen_at[i] != self.stamp {
-                            self.seen_at[i] = self.stamp;
-                            self.seen[i] = cur.node_free(n);
-                        }
-                        let low = cur.node_free(n);
-                        let v = &mut self.seen[i];
-                        *v = if *give { *v + k } else { *v - k };
-                        if *v < low {
-                            cur.take_node(n, low - *v);
-                            lowered = true;
-                        }
+                for &(n, k) in &self.changes[j] {
+                    let i = n as usize;
+                    if self.seen_at[i] != self.stamp {
+                        self.seen_at[i] = self.stamp;
+                        self.seen[i] = cur.node_free(n);
+                    }
+                    let low = cur.node_free(n);
+                    let v = &mut self.seen[i];
+                    *v = v.wrapping_add_signed(k);
+                    if *v < low {
+                        cur.take_node(n, low - *v);
+                        lowered = true;
                     }
                 }
                 if lowered {
