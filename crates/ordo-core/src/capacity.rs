@@ -526,6 +526,11 @@ impl Capacity {
     #[inline]
     pub fn fits_for(&self, d: Demand) -> bool {
         use crate::topology::Route;
+        // Count-only: fewer free GPUs than it asks rules it out under every rule (the cheap
+        // check first; EASY's shadow asks it after each job it gives back).
+        if self.det.is_none() && self.total_free < u64::from(d.gpus) {
+            return false;
+        }
         if self.topo.is_some() && !(d.topo.required && d.topo.level != u8::MAX) {
             // No required level: the topology only says where it goes (`Placed`), or leaves
             // it to the capacity's own rule (`Plain`), so it fits if either does; the rule is

@@ -239,11 +239,10 @@ pub(crate) struct ChangeProfile {
     gap: usize,
     /// A search's working state when it starts from a checkpoint.
     scratch: Option<Pools>,
-    /// A search's scratch: each node's free GPUs at the window step reached, valid for the
-    /// nodes whose `seen_at` is `stamp` (a change in the window touched them).
-    seen: Vec<u32>,
-    /// The window (`stamp`) in which each node's `seen` was last set.
-    seen_at: Vec<u32>,
+    /// A search's scratch, per node: the window (`stamp`) in which it was last set, and the
+    /// node's free GPUs at the window step reached, valid where that window is `stamp` (a
+    /// change in the window touched the node). Side by side: one memory access per change.
+    seen: Vec<(u32, u32)>,
     /// The current window's number; a new window makes every `seen` stale at once.
     stamp: u32,
 }
@@ -275,8 +274,7 @@ impl ChangeProfile {
             cps: Vec::new(),
             gap: (cap.free().len() / 16).max(64),
             scratch: None,
-            seen: vec![0; cap.free().len()],
-            seen_at: vec![0; cap.free().len()],
+            seen: vec![(0, 0); cap.free().len()],
             stamp: 0,
         }
     }
@@ -411,7 +409,7 @@ impl ChangeProfile {
             let mark = cur.undo_marks();
             self.stamp = self.stamp.wrapping_add(1);
             if self.stamp == 0 {
-                self.seen_at.fill(0);
+                self.seen.fill((0, 0));
                 self.stamp = 1;
             }
             let mut ok = true;
@@ -426,16 +424,15 @@ impl ChangeProfile {
             while j < self.times.len() && self.times[j] < t + d {
                 let mut lowered = false;
                 for &(n, k) in &self.changes[j] {
-                    let i = n as usize;
-                    if self.seen_at[i] != self.stamp {
-                        self.seen_at[i] = self.stamp;
-                        self.seen[i] = cur.node_free(n);
-                    }
+                    // Untouched in the window so far, a node's value there is its minimum.
                     let low = cur.node_free(n);
-                    let v = &mut self.seen[i];
-                    *v = v.wrapping_add_signed(k);
-                    if *v < low {
-                        cur.take_node(n, low - *v);
+                    let e = &mut self.seen[n as usize];
+                    if e.0 != self.stamp {
+                        *e = (self.stamp, low);
+                    }
+                    e.1 = e.1.wrapping_add_signed(k);
+                    if e.1 < low {
+                        cur.take_node(n, low - e.1);
                         lowered = true;
                     }
                 }
