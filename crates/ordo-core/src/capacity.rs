@@ -550,7 +550,7 @@ impl Capacity {
     /// Whether `d` fits by the capacity's own rule, whatever the topology.
     fn fits_plain(&self, d: Demand) -> bool {
         if let Some((n, k)) = self.shape(d) {
-            return self.place_shaped(n, k, d).is_some();
+            return self.fits_shaped(n, k, d);
         }
         match &self.det {
             None => self.fits_count(d.gpus),
@@ -604,7 +604,7 @@ impl Capacity {
                 } else {
                     // Cheap necessary condition first; the exact check is rare (jobs larger
                     // than a node are a small minority).
-                    self.idle_cap + self.max_cap as u64 > g as u64 && self.place_multi_node(g).is_some()
+                    self.idle_cap + self.max_cap as u64 > g as u64 && self.fits_multi_node(g)
                 }
             }
         }
@@ -649,6 +649,20 @@ impl Capacity {
             return None;
         }
         Some(d.per_node_gpus().map_or((d.nodes, u32::MAX), |k| (d.nodes, k)))
+    }
+
+    /// Whether [`Capacity::place_shaped`] finds a place. On a count-only capacity with the
+    /// free-count index, by counting the nodes with at least `k` free (O(G)), without choosing
+    /// them and building the allocation.
+    fn fits_shaped(&self, n: u32, k: u32, d: Demand) -> bool {
+        if self.det.is_none() && !self.by_free.is_empty() && k >= 1 {
+            if k > self.max_cap || u64::from(n) * u64::from(k) > self.total_free {
+                return false;
+            }
+            let nodes: u64 = (k..=self.max_cap).map(|f| u64::from(self.by_free[f as usize - 1].len())).sum();
+            return nodes >= u64::from(n);
+        }
+        self.place_shaped(n, k, d).is_some()
     }
 
     /// A gang of `n` nodes with `k` GPUs each (and, on a detailed capacity, each node's share
@@ -956,6 +970,37 @@ impl Capacity {
             return format!("not enough free memory on any node that has {what} and the CPUs (needs {m} MiB)");
         }
         format!("no node has {what} together with {c} CPUs and {m} MiB free")
+    }
+
+    /// Whether [`Capacity::place_multi_node`] finds a place. With the free-count index, by
+    /// counts alone: how many idle nodes of each size it takes (as many as the remainder holds,
+    /// largest size first) and whether a node it did not take holds what is left; on a cluster
+    /// of one-GPU nodes every multi-GPU job asks this, and building the allocation cost more.
+    fn fits_multi_node(&self, g: u32) -> bool {
+        if self.by_free.is_empty() {
+            return self.place_multi_node(g).is_some();
+        }
+        // The idle nodes of size `c` taken with `left` to place: as in `place_multi_node`.
+        let take = |left: u32, c: u32, set: &NodeSet| if left < c { 0 } else { (left / c).min(set.len()) };
+        let left = self.idle.iter().fold(g, |left, (c, set)| left - take(left, *c, set) * c);
+        if left == 0 {
+            return true;
+        }
+        if left > self.max_cap {
+            return false;
+        }
+        let holding: u64 = (left..=self.max_cap).map(|f| u64::from(self.by_free[f as usize - 1].len())).sum();
+        // Taken idle nodes hold their size free: those of at least `left` are not candidates.
+        let mut rest = g;
+        let mut taken = 0u64;
+        for (c, set) in &self.idle {
+            let k = take(rest, *c, set);
+            rest -= k * c;
+            if *c >= left {
+                taken += u64::from(k);
+            }
+        }
+        holding > taken
     }
 
     /// Consolidated placement of a job larger than one node (as the Helios simulator's
@@ -1307,7 +1352,8 @@ mod tests {
     #[test]
     fn the_index_places_as_a_scan_of_every_node() {
         // Seeded random takes and gives on heterogeneous clusters: the indexed capacity chooses
-        // exactly the nodes the scans choose, and rolling back restores it exactly.
+        // exactly the nodes the scans choose, its fit checks (by counts, for jobs larger than a
+        // node and for gangs) agree with placing, and rolling back restores it exactly.
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         let mut rnd = |m: u64| rng.random_range(0..m);
         for placement in [Placement::Pooled, Placement::Consolidated] {
@@ -1324,6 +1370,14 @@ mod tests {
                         let pa = a.place(g);
                         assert_eq!(pa, b.place(g), "{placement} {g} GPUs");
                         assert_eq!(a.fits(g), pa.is_some());
+                        // Gangs of a fixed shape: counting finds what placing finds.
+                        if placement == Placement::Consolidated {
+                            let (n, k) = (1 + rnd(40) as u32, 1 + rnd(9) as u32);
+                            let d = Demand::gpus(n * k);
+                            let shaped = b.place_shaped(n, k, d);
+                            assert_eq!(a.place_shaped(n, k, d), shaped, "{n} nodes of {k} GPUs");
+                            assert_eq!(a.fits_shaped(n, k, d), shaped.is_some(), "{n} nodes of {k} GPUs");
+                        }
                         if let Some(al) = pa {
                             a.take(&al);
                             b.take(&al);

@@ -21,7 +21,6 @@ impl NodeSet {
     }
 
     /// Number of members.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> u32 {
         self.len
     }
