@@ -602,8 +602,8 @@ impl Capacity {
                 if g <= self.max_cap {
                     self.best_fit_node(g).is_some()
                 } else {
-                    // Cheap necessary condition first; the exact check is rare (jobs larger
-                    // than a node are a small minority).
+                    // Cheap necessary condition first, then the exact one (by counts where the
+                    // free-count index is kept).
                     self.idle_cap + self.max_cap as u64 > g as u64 && self.fits_multi_node(g)
                 }
             }
@@ -651,6 +651,12 @@ impl Capacity {
         Some(d.per_node_gpus().map_or((d.nodes, u32::MAX), |k| (d.nodes, k)))
     }
 
+    /// How many nodes have at least `k` free GPUs (`1 <= k <= max_cap`), from the free-count
+    /// index's member counts.
+    fn nodes_with_free(&self, k: u32) -> u64 {
+        (k..=self.max_cap).map(|f| u64::from(self.by_free[f as usize - 1].len())).sum()
+    }
+
     /// Whether [`Capacity::place_shaped`] finds a place. On a count-only capacity with the
     /// free-count index, by counting the nodes with at least `k` free (O(G)), without choosing
     /// them and building the allocation.
@@ -659,8 +665,7 @@ impl Capacity {
             if k > self.max_cap || u64::from(n) * u64::from(k) > self.total_free {
                 return false;
             }
-            let nodes: u64 = (k..=self.max_cap).map(|f| u64::from(self.by_free[f as usize - 1].len())).sum();
-            return nodes >= u64::from(n);
+            return self.nodes_with_free(k) >= u64::from(n);
         }
         self.place_shaped(n, k, d).is_some()
     }
@@ -989,7 +994,7 @@ impl Capacity {
         if left > self.max_cap {
             return false;
         }
-        let holding: u64 = (left..=self.max_cap).map(|f| u64::from(self.by_free[f as usize - 1].len())).sum();
+        let holding = self.nodes_with_free(left);
         // Taken idle nodes hold their size free: those of at least `left` are not candidates.
         let mut rest = g;
         let mut taken = 0u64;

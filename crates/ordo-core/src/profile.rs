@@ -359,7 +359,8 @@ impl ChangeProfile {
     }
 
     /// The earliest start from `now` of a window of `d` in which `g` fits, and its nodes there.
-    /// Changes no step (only the caches of the walk: checkpoints, scratch state).
+    /// Changes no step (only caches: the walk's checkpoints and scratch state, the counts'
+    /// cached runs).
     fn find(&mut self, now: Time, g: Demand, d: Time) -> (Time, Allocation) {
         let first = self.times.partition_point(|&t| t <= now).saturating_sub(1);
         let need = g.gpus as i64;
