@@ -615,6 +615,11 @@ impl Pools {
         self.parts[0].placement()
     }
 
+    /// GPUs of the largest node in any pool.
+    pub fn max_node_gpus(&self) -> u32 {
+        self.parts.iter().map(Capacity::max_node_gpus).max().unwrap_or(0)
+    }
+
     /// Free GPUs in the whole cluster.
     #[inline]
     pub fn total_free(&self) -> u64 {
