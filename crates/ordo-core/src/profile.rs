@@ -225,7 +225,7 @@ pub(crate) struct ChangeProfile {
     /// positive given back, negative taken; every give before every take, each allocation's
     /// parts together and in its order; `changes[0]` is empty (`work` holds step 0). Flat, so
     /// that a window's walk reads one run of memory per step, not one per allocation.
-    changes: Vec<Vec<(u32, i32)>>,
+    changes: Vec<StepChanges>,
     /// The free GPUs of every step, counted: the same steps, in blocks that a search for a
     /// start where the counts allow skips whole ([`CountProfile`]).
     count: CountProfile,
@@ -246,6 +246,12 @@ pub(crate) struct ChangeProfile {
     /// The current window's number; a new window makes every `seen` stale at once.
     stamp: u32,
 }
+
+/// One step's node changes (see [`ChangeProfile::changes`]): up to four kept inline, so that a
+/// window's walk reads most steps' changes in one run of memory instead of following a pointer
+/// per step (on 100,000 benchmark jobs under `fifo+conservative`: 2.5 node changes per step
+/// walked on average, 255 million in all).
+type StepChanges = smallvec::SmallVec<[(u32, i32); 4]>;
 
 fn apply(p: &mut Pools, give: bool, a: &Allocation) {
     if give {
@@ -268,7 +274,7 @@ impl ChangeProfile {
     fn new(now: Time, cap: &Pools) -> Self {
         ChangeProfile {
             times: vec![now],
-            changes: vec![Vec::new()],
+            changes: vec![StepChanges::new()],
             count: CountProfile::new(now, cap.total_free() as i64),
             work: cap.clone(),
             cps: Vec::new(),
@@ -306,7 +312,7 @@ impl ChangeProfile {
             Err(i) => {
                 debug_assert!(i > 0, "a step before the first");
                 self.times.insert(i, t);
-                self.changes.insert(i, Vec::new());
+                self.changes.insert(i, StepChanges::new());
                 i
             }
         }
@@ -323,7 +329,7 @@ impl ChangeProfile {
             // another frees at the same instant, whichever was reserved first.
             let parts = alloc.parts.iter().map(|&(n, k)| (n, if give { k as i32 } else { -(k as i32) }));
             if give {
-                self.changes[i].splice(0..0, parts);
+                self.changes[i].insert_many(0, parts);
             } else {
                 self.changes[i].extend(parts);
             }
